@@ -1,0 +1,58 @@
+# Every target loops over every module; a failure in any module fails the
+# target. Modules are built with GOWORK=off so that each one stands alone.
+MODULES := $(shell find . -name go.mod -not -path './.git/*' -exec dirname {} \; | sort)
+GO ?= go
+
+.PHONY: test fmt fmt-check vet tidy-check core-deps-check work bench demo fuzz
+
+## test: format check, core dependency check, vet and race tests in every module
+test: fmt-check core-deps-check vet
+	@set -e; for m in $(MODULES); do \
+		echo "== go test $$m"; \
+		(cd $$m && GOWORK=off $(GO) test -race -count=1 ./...); \
+	done
+
+## fmt: gofmt every Go file
+fmt:
+	gofmt -w $(shell git ls-files '*.go')
+
+fmt-check:
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+vet:
+	@set -e; for m in $(MODULES); do \
+		echo "== go vet $$m"; \
+		(cd $$m && GOWORK=off $(GO) vet ./...); \
+	done
+
+## tidy-check: fail if any go.mod/go.sum is not tidy
+tidy-check:
+	@set -e; for m in $(MODULES); do \
+		echo "== go mod tidy -diff $$m"; \
+		(cd $$m && GOWORK=off $(GO) mod tidy -diff); \
+	done
+
+## core-deps-check: the core module requires nothing outside the standard library
+core-deps-check:
+	@deps=$$(cd core && GOWORK=off $(GO) list -m all | tail -n +2); \
+	if [ -n "$$deps" ]; then echo "core/ must use the standard library only, but requires:"; echo "$$deps"; exit 1; fi; \
+	echo "== core/ requires only the standard library"
+
+## work: regenerate go.work from the modules in the tree
+work:
+	rm -f go.work
+	$(GO) work init
+	$(GO) work use -r .
+
+## bench: side-by-side benchmarks against peer libraries, printed as a table with ratios
+bench:
+	cd bench && GOWORK=off $(GO) run ./cmd/benchtable
+
+## fuzz: run each fuzz target for a while
+fuzz:
+	cd core && GOWORK=off $(GO) test -run '^$$' -fuzz FuzzBucketNeverExceedsRate -fuzztime 30s .
+
+## demo: run the demo
+demo:
+	cd examples && GOWORK=off $(GO) run ./standalone

@@ -1,0 +1,138 @@
+package gopherpace
+
+import (
+	"math"
+	"sync/atomic"
+	"time"
+)
+
+// maxRate is the largest refill rate accepted: one token per nanosecond. Above
+// it the emission interval would round to zero.
+const maxRate = int64(time.Second)
+
+// maxTolerance bounds burst×interval so that every sum of a state word, a
+// timestamp and a cost stays far from int64 overflow (2^60 ns ≈ 36 years).
+const maxTolerance = int64(1) << 60
+
+// policy is the GCRA form of a (rate, burst) pair, in integer nanoseconds.
+//
+// interval is the emission interval 1s/rate, rounded up so that the bucket
+// never refills faster than the configured rate; tolerance is burst×interval,
+// the furthest the theoretical arrival time may run ahead of now.
+type policy struct {
+	rate      int64
+	burst     int64
+	interval  int64
+	tolerance int64
+}
+
+func newPolicy(rate, burst int64) (policy, error) {
+	if rate <= 0 {
+		return policy{}, errorf("refill rate must be > 0, got %d", rate)
+	}
+	if rate > maxRate {
+		return policy{}, errorf("refill rate %d/s is above the maximum of %d/s", rate, maxRate)
+	}
+	if burst < 1 {
+		return policy{}, errorf("bucket size must be >= 1, got %d", burst)
+	}
+	interval := (int64(time.Second) + rate - 1) / rate
+	if burst > maxTolerance/interval {
+		return policy{}, errorf("bucket size %d at %d/s spans more than %v of refill", burst, rate, time.Duration(maxTolerance))
+	}
+	return policy{rate: rate, burst: burst, interval: interval, tolerance: burst * interval}, nil
+}
+
+// window is the time an empty bucket takes to fill.
+func (p *policy) window() time.Duration { return time.Duration(p.tolerance) }
+
+// bucket is one GCRA token bucket: a single word, the theoretical arrival
+// time (TAT) in nanoseconds since the limiter's epoch. The bucket is full
+// whenever tat <= now. It is padded to a cache line so that two hot buckets
+// never share one.
+type bucket struct {
+	tat atomic.Int64
+	_   [56]byte
+}
+
+func (b *bucket) init() { b.tat.Store(neverUsed) }
+
+// neverUsed is the state of a bucket that has not spent a token yet: a
+// theoretical arrival time so far in the past that the bucket is full at any
+// time a caller may pass, even one before the limiter was created.
+const neverUsed = math.MinInt64 / 4
+
+// evicted marks a keyed bucket that the store has removed; a taker that sees
+// it looks the key up again.
+const evicted = math.MinInt64
+
+// take tries to spend n tokens at now. It never spends on a denial, and it
+// reports ok=false with retry when the state word was evicted under it.
+func take(tat *atomic.Int64, p *policy, now, n int64) (d Decision, ok bool) {
+	cost := n * p.interval
+	for {
+		old := tat.Load()
+		if old == evicted {
+			return Decision{}, false
+		}
+		base := max(old, now)
+		next := base + cost
+		if next-now > p.tolerance {
+			return p.denied(base, now, next), true
+		}
+		if tat.CompareAndSwap(old, next) {
+			return p.allowed(next, now), true
+		}
+	}
+}
+
+// allow is take for callers that need only the verdict and the retry
+// delay: it skips the divisions that fill a Decision.
+func allow(tat *atomic.Int64, p *policy, now, n int64) (bool, time.Duration) {
+	cost := n * p.interval
+	for {
+		old := tat.Load()
+		next := max(old, now) + cost
+		if next-now > p.tolerance {
+			return false, time.Duration(next - p.tolerance - now)
+		}
+		if tat.CompareAndSwap(old, next) {
+			return true, 0
+		}
+	}
+}
+
+func (p *policy) allowed(next, now int64) Decision {
+	return Decision{
+		Allowed:    true,
+		Limit:      p.burst,
+		Remaining:  (now + p.tolerance - next) / p.interval,
+		ResetAfter: time.Duration(next - now),
+		Window:     p.window(),
+	}
+}
+
+func (p *policy) denied(base, now, next int64) Decision {
+	return Decision{
+		Limit:      p.burst,
+		Remaining:  max(0, (now+p.tolerance-base)/p.interval),
+		RetryAfter: time.Duration(next - p.tolerance - now),
+		ResetAfter: time.Duration(base - now),
+		Window:     p.window(),
+	}
+}
+
+// refund gives n tokens back, never filling the bucket past full.
+func refund(tat *atomic.Int64, p *policy, now, n int64) {
+	cost := n * p.interval
+	for {
+		old := tat.Load()
+		if old == evicted || old <= now {
+			return
+		}
+		next := max(old-cost, now)
+		if tat.CompareAndSwap(old, next) {
+			return
+		}
+	}
+}

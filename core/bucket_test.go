@@ -1,0 +1,235 @@
+package gopherpace
+
+import (
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func mustPolicy(t testing.TB, rate, burst int64) policy {
+	t.Helper()
+	p, err := newPolicy(rate, burst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestBucketBurstThenRefill(t *testing.T) {
+	p := mustPolicy(t, 10, 5)
+	var tat atomic.Int64
+	for i := range 5 {
+		d, _ := take(&tat, &p, 0, 1)
+		if !d.Allowed || d.Remaining != int64(4-i) {
+			t.Fatalf("request %d: %+v, want allowed with %d remaining", i, d, 4-i)
+		}
+	}
+	d, _ := take(&tat, &p, 0, 1)
+	if d.Allowed || d.RetryAfter != 100*time.Millisecond || d.Remaining != 0 {
+		t.Fatalf("6th request: %+v, want denied, retry 100ms", d)
+	}
+	if d.ResetAfter != 500*time.Millisecond || d.Window != 500*time.Millisecond || d.Limit != 5 {
+		t.Fatalf("6th request: %+v, want reset 500ms, window 500ms, limit 5", d)
+	}
+	if d, _ := take(&tat, &p, int64(100*time.Millisecond)-1, 1); d.Allowed {
+		t.Fatal("a token appeared 1ns early")
+	}
+	if d, _ := take(&tat, &p, int64(100*time.Millisecond), 1); !d.Allowed {
+		t.Fatal("no token after one interval")
+	}
+	// Long idle: full again, never more than the bucket size.
+	later := int64(time.Hour)
+	for i := range 6 {
+		d, _ := take(&tat, &p, later, 1)
+		if d.Allowed != (i < 5) {
+			t.Fatalf("after idle, request %d allowed=%v", i, d.Allowed)
+		}
+	}
+}
+
+func TestBucketAwkwardRates(t *testing.T) {
+	for _, rate := range []int64{1, 3, 7, 999, 1_000_000, 3_000_000} {
+		// A bucket that holds 2 ms of refill never overflows between the
+		// 1 ms polls below, so no refill is lost to the polling.
+		burst := rate/500 + 10
+		p := mustPolicy(t, rate, burst)
+		var tat atomic.Int64
+		take(&tat, &p, 0, burst) // drain
+		admitted := int64(0)
+		for now := int64(time.Millisecond); now <= int64(time.Second); now += int64(time.Millisecond) {
+			for {
+				d, _ := take(&tat, &p, now, 1)
+				if !d.Allowed {
+					break
+				}
+				admitted++
+			}
+		}
+		if want := int64(time.Second) / p.interval; admitted != want {
+			t.Errorf("rate %d: admitted %d in 1s, want exactly %d (1s / %dns)", rate, admitted, want, p.interval)
+		}
+		if admitted > rate {
+			t.Errorf("rate %d: admitted %d in 1s, more than the rate", rate, admitted)
+		}
+		// Rounding the interval up to whole nanoseconds delays each token
+		// by under a nanosecond: at most one token (the one due exactly at
+		// 1s) plus a 1/interval fraction is lost.
+		if floor := rate - 1 - rate/p.interval; admitted < floor {
+			t.Errorf("rate %d: admitted %d in 1s, want at least %d", rate, admitted, floor)
+		}
+	}
+}
+
+func TestBucketRateThreePerSecondInterval(t *testing.T) {
+	p := mustPolicy(t, 3, 3)
+	if p.interval != 333_333_334 {
+		t.Fatalf("interval %d, want 333333334 (rounded up)", p.interval)
+	}
+	var tat atomic.Int64
+	for range 3 {
+		if d, _ := take(&tat, &p, 0, 1); !d.Allowed {
+			t.Fatal("burst of 3 not admitted")
+		}
+	}
+	if d, _ := take(&tat, &p, 333_333_333, 1); d.Allowed {
+		t.Fatal("admitted before a whole interval passed")
+	}
+	if d, _ := take(&tat, &p, 333_333_334, 1); !d.Allowed {
+		t.Fatal("not admitted after a whole interval")
+	}
+}
+
+func TestBucketCostN(t *testing.T) {
+	p := mustPolicy(t, 100, 10)
+	var tat atomic.Int64
+	if d, _ := take(&tat, &p, 0, 7); !d.Allowed || d.Remaining != 3 {
+		t.Fatalf("cost 7: %+v", d)
+	}
+	d, _ := take(&tat, &p, 0, 4)
+	if d.Allowed {
+		t.Fatal("cost 4 admitted with 3 left")
+	}
+	if d.RetryAfter != 10*time.Millisecond || d.Remaining != 3 {
+		t.Fatalf("denied cost 4: %+v, want retry 10ms, 3 remaining", d)
+	}
+	if d, _ := take(&tat, &p, 0, 3); !d.Allowed || d.Remaining != 0 {
+		t.Fatalf("cost 3 with 3 left: %+v", d)
+	}
+}
+
+func TestBucketTimeBackwards(t *testing.T) {
+	p := mustPolicy(t, 10, 2)
+	var tat atomic.Int64
+	now := int64(time.Second)
+	take(&tat, &p, now, 2)
+	// Going back in time never refills.
+	for _, back := range []int64{now - 1, 0, -int64(time.Hour)} {
+		if d, _ := take(&tat, &p, back, 1); d.Allowed {
+			t.Fatalf("admitted at %d after time went backwards", back)
+		}
+	}
+	if d, _ := take(&tat, &p, now+int64(100*time.Millisecond), 1); !d.Allowed {
+		t.Fatal("refill lost after time went backwards")
+	}
+}
+
+func TestRefundNeverOverfills(t *testing.T) {
+	p := mustPolicy(t, 10, 3)
+	var tat atomic.Int64
+	take(&tat, &p, 0, 3)
+	refund(&tat, &p, 0, 1)
+	if d, _ := take(&tat, &p, 0, 1); !d.Allowed {
+		t.Fatal("refunded token not available")
+	}
+	refund(&tat, &p, 0, 100)
+	admitted := 0
+	for range 10 {
+		if d, _ := take(&tat, &p, 0, 1); d.Allowed {
+			admitted++
+		}
+	}
+	if admitted != 3 {
+		t.Fatalf("after a huge refund admitted %d, want the bucket size 3", admitted)
+	}
+}
+
+func TestNewPolicyValidation(t *testing.T) {
+	for _, tc := range []struct {
+		rate, burst int64
+		want        string
+	}{
+		{0, 1, "must be > 0"},
+		{-5, 1, "must be > 0"},
+		{2_000_000_000, 1, "above the maximum"},
+		{10, 0, "must be >= 1"},
+		{10, -1, "must be >= 1"},
+		{1, 2_000_000_000, "spans more than"},
+	} {
+		_, err := newPolicy(tc.rate, tc.burst)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("newPolicy(%d, %d) = %v, want error containing %q", tc.rate, tc.burst, err, tc.want)
+		}
+	}
+	if _, err := newPolicy(1, 1_000_000_000); err != nil {
+		t.Errorf("a burst of 1e9 at 1/s should be accepted: %v", err)
+	}
+	if _, err := newPolicy(1_000_000_000, 1_000_000_000); err != nil {
+		t.Errorf("1e9/s with a burst of 1e9 should be accepted: %v", err)
+	}
+}
+
+func TestBucketConcurrentAdmitsExactlyBurst(t *testing.T) {
+	const burst = 10_000
+	p := mustPolicy(t, 1, burst)
+	var tat atomic.Int64
+	var admitted atomic.Int64
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for range burst / 2 {
+				if d, _ := take(&tat, &p, 0, 1); d.Allowed {
+					admitted.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if got := admitted.Load(); got != burst {
+		t.Fatalf("8 goroutines admitted %d at one instant, want exactly %d", got, burst)
+	}
+}
+
+// FuzzBucketNeverExceedsRate feeds arbitrary (time step, cost) sequences,
+// including steps back in time, and checks the admitted total never exceeds
+// B + R·t, t being the furthest time reached.
+func FuzzBucketNeverExceedsRate(f *testing.F) {
+	f.Add(int64(7), int64(3), []byte{0, 1, 2, 255, 9, 0, 0, 3})
+	f.Add(int64(1_000_000), int64(1000), []byte{1, 1, 1, 1, 200, 7})
+	f.Fuzz(func(t *testing.T, rate, burst int64, steps []byte) {
+		p, err := newPolicy(rate, burst)
+		if err != nil {
+			return
+		}
+		var tat atomic.Int64
+		now, furthest, admitted := int64(0), int64(0), int64(0)
+		for i := 0; i+1 < len(steps); i += 2 {
+			// Signed steps of up to ±127 ms scaled by the interval.
+			step := int64(int8(steps[i])) * (p.interval / 4)
+			now += step
+			furthest = max(furthest, now)
+			n := int64(steps[i+1])%min(p.burst, 16) + 1
+			if d, _ := take(&tat, &p, now, n); d.Allowed {
+				admitted += n
+			}
+			bound := p.burst + furthest/int64(time.Second)*rate + (furthest%int64(time.Second))*rate/int64(time.Second)
+			if furthest > 0 && admitted > bound {
+				t.Fatalf("rate %d burst %d: admitted %d by t=%v, bound %d", rate, burst, admitted, time.Duration(furthest), bound)
+			}
+			if furthest <= 0 && admitted > p.burst {
+				t.Fatalf("admitted %d > burst %d before time advanced", admitted, p.burst)
+			}
+		}
+	})
+}

@@ -1,0 +1,3 @@
+module github.com/pedreviljoen/gopherpace/core
+
+go 1.26

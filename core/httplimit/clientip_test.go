@@ -1,0 +1,60 @@
+package httplimit
+
+import (
+	"net/http"
+	"net/netip"
+	"testing"
+)
+
+func TestClientIP(t *testing.T) {
+	trusted := []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("fd00::/8")}
+	for _, tc := range []struct {
+		name   string
+		remote string
+		xff    []string
+		realIP string
+		want   string
+	}{
+		{"untrusted peer, spoofed XFF ignored", "203.0.113.9:5000", []string{"1.2.3.4"}, "", "203.0.113.9"},
+		{"untrusted peer, spoofed X-Real-IP ignored", "203.0.113.9:5000", nil, "1.2.3.4", "203.0.113.9"},
+		{"trusted proxy, client from XFF", "10.0.0.2:80", []string{"198.51.100.7"}, "", "198.51.100.7"},
+		{"rightmost untrusted hop wins over a spoofed left entry", "10.0.0.2:80", []string{"6.6.6.6, 198.51.100.7, 10.1.1.1"}, "", "198.51.100.7"},
+		{"several XFF headers read as one list", "10.0.0.2:80", []string{"6.6.6.6", "198.51.100.7, 10.9.9.9"}, "", "198.51.100.7"},
+		{"all hops trusted: leftmost", "10.0.0.2:80", []string{"10.3.3.3, 10.4.4.4"}, "", "10.3.3.3"},
+		{"garbage hop stops at the last good one", "10.0.0.2:80", []string{"6.6.6.6, junk, 10.5.5.5"}, "", "10.5.5.5"},
+		{"trusted proxy, X-Real-IP", "10.0.0.2:80", nil, "198.51.100.8", "198.51.100.8"},
+		{"XFF entries with ports", "10.0.0.2:80", []string{"[2001:db8::1]:443"}, "", "2001:db8::1"},
+		{"IPv6 peer with zone", "[fe80::1%eth0]:80", nil, "", "fe80::1"},
+		{"IPv4-mapped peer", "[::ffff:203.0.113.1]:80", nil, "", "203.0.113.1"},
+		{"trusted v6 proxy", "[fd00::5]:80", []string{"2001:db8::77"}, "", "2001:db8::77"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := &http.Request{RemoteAddr: tc.remote, Header: http.Header{}}
+			for _, v := range tc.xff {
+				r.Header.Add("X-Forwarded-For", v)
+			}
+			if tc.realIP != "" {
+				r.Header.Set("X-Real-IP", tc.realIP)
+			}
+			got, err := ClientIP(r, trusted)
+			if err != nil || got.String() != tc.want {
+				t.Fatalf("ClientIP = %v, %v; want %s", got, err, tc.want)
+			}
+		})
+	}
+	if _, err := ClientIP(&http.Request{RemoteAddr: "@"}, nil); err != ErrNoClientIP {
+		t.Fatalf("unix-socket peer: %v, want ErrNoClientIP", err)
+	}
+}
+
+func TestIPKeyGroupsIPv6By64(t *testing.T) {
+	a := IPKey(netip.MustParseAddr("2001:db8:1:2:aaaa::1"))
+	b := IPKey(netip.MustParseAddr("2001:db8:1:2:bbbb::9"))
+	c := IPKey(netip.MustParseAddr("2001:db8:1:3::1"))
+	if a != b || a == c || a != "2001:db8:1:2::/64" {
+		t.Fatalf("IPv6 keys %q %q %q", a, b, c)
+	}
+	if k := IPKey(netip.MustParseAddr("::ffff:192.0.2.1")); k != "192.0.2.1" {
+		t.Fatalf("mapped IPv4 key %q", k)
+	}
+}

@@ -1,0 +1,191 @@
+package gopherpace
+
+import (
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// Limiter enforces one rate-limit policy: a refill rate and a bucket size,
+// applied to one global bucket (key "") and to one bucket per non-empty key.
+// Buckets are GCRA token buckets held in one atomic word each; deciding
+// takes a few atomic operations and never allocates.
+//
+// Time is a parameter of every ...At method. Times passed to one Limiter
+// must come from one clock; time.Now() values are compared on their
+// monotonic reading. Time that runs backwards never admits extra tokens.
+//
+// A Limiter is safe for concurrent use.
+type Limiter struct {
+	global    bucket
+	epoch     time.Time
+	pol       policy
+	keys      *store
+	overrides map[uint64]*policy
+	seed      uint64
+	name      string
+	log       *slog.Logger
+	closeOnce sync.Once
+}
+
+// New returns a Limiter configured by opts. WithRefillRate is required.
+// Invalid options give an error; New never panics on configuration.
+func New(opts ...Option) (*Limiter, error) {
+	c := defaultConfig()
+	for _, o := range opts {
+		if o == nil {
+			return nil, errorf("nil Option")
+		}
+		o(&c)
+	}
+	if err := c.finish(); err != nil {
+		return nil, err
+	}
+	pol, err := newPolicy(c.rate, c.burst)
+	if err != nil {
+		return nil, err
+	}
+	l := &Limiter{
+		epoch: time.Now(),
+		pol:   pol,
+		seed:  c.keySeed,
+		name:  c.nodeName,
+		log:   c.logger.With("component", "gopherpace"),
+	}
+	for _, o := range c.overrides {
+		p, err := newPolicy(o.rate, o.burst)
+		if err != nil {
+			return nil, fmt.Errorf("override %q: %w", o.key, err)
+		}
+		if l.overrides == nil {
+			l.overrides = make(map[uint64]*policy, len(c.overrides))
+		}
+		l.overrides[hashKey(l.seed, o.key)] = &p
+	}
+	l.global.init()
+	l.keys = newStore(c.maxKeys)
+	l.log.Debug("limiter created", "node", l.name, "rate", pol.rate, "burst", pol.burst)
+	return l, nil
+}
+
+// nanos converts a caller's time to nanoseconds since the limiter's epoch.
+func (l *Limiter) nanos(now time.Time) int64 { return int64(now.Sub(l.epoch)) }
+
+// Allow spends one token of the global bucket now. When the bucket is empty
+// it returns false and how long until a token is available.
+func (l *Limiter) Allow() (bool, time.Duration) {
+	return l.allowNanos(int64(time.Since(l.epoch)))
+}
+
+// AllowAt is Allow at the given time.
+func (l *Limiter) AllowAt(now time.Time) (bool, time.Duration) {
+	return l.allowNanos(l.nanos(now))
+}
+
+func (l *Limiter) allowNanos(now int64) (bool, time.Duration) {
+	// The global bucket is never evicted, so the lean path applies.
+	return allow(&l.global.tat, &l.pol, now, 1)
+}
+
+// Take spends n tokens of key's bucket now; the key "" is the global
+// bucket. It returns an error only for a cost below 1 or above the key's
+// bucket size; a denial is a Decision with Allowed false.
+func (l *Limiter) Take(key string, n int64) (Decision, error) {
+	return l.take(int64(time.Since(l.epoch)), key, n)
+}
+
+// TakeAt is Take at the given time.
+func (l *Limiter) TakeAt(now time.Time, key string, n int64) (Decision, error) {
+	return l.take(l.nanos(now), key, n)
+}
+
+func (l *Limiter) take(now int64, key string, n int64) (Decision, error) {
+	if key == "" {
+		if err := l.pol.checkCost(n); err != nil {
+			return Decision{}, err
+		}
+		d, _ := take(&l.global.tat, &l.pol, now, n)
+		return d, nil
+	}
+	h := hashKey(l.seed, key)
+	p := l.policyFor(h)
+	if err := p.checkCost(n); err != nil {
+		return Decision{}, err
+	}
+	return l.keys.take(h, p, now, n), nil
+}
+
+// Refund gives back n tokens to key's bucket, for a request that was
+// allowed but should not count (for example one that failed). A bucket is
+// never filled past full.
+func (l *Limiter) Refund(key string, n int64) {
+	l.refund(int64(time.Since(l.epoch)), key, n)
+}
+
+// RefundAt is Refund at the given time.
+func (l *Limiter) RefundAt(now time.Time, key string, n int64) {
+	l.refund(l.nanos(now), key, n)
+}
+
+func (l *Limiter) refund(now int64, key string, n int64) {
+	if n < 1 {
+		return
+	}
+	if key == "" {
+		refund(&l.global.tat, &l.pol, now, min(n, l.pol.burst))
+		return
+	}
+	h := hashKey(l.seed, key)
+	p := l.policyFor(h)
+	l.keys.refund(h, p, now, min(n, p.burst))
+}
+
+func (l *Limiter) policyFor(h uint64) *policy {
+	if l.overrides != nil {
+		if p, ok := l.overrides[h]; ok {
+			return p
+		}
+	}
+	return &l.pol
+}
+
+func (p *policy) checkCost(n int64) error {
+	if n < 1 {
+		return ErrInvalidCost
+	}
+	if n > p.burst {
+		return fmt.Errorf("%w: cost %d, bucket size %d", ErrCostExceedsLimit, n, p.burst)
+	}
+	return nil
+}
+
+// RefillRate is the configured refill rate in tokens per second.
+func (l *Limiter) RefillRate() int64 { return l.pol.rate }
+
+// BucketSize is the configured bucket size in tokens.
+func (l *Limiter) BucketSize() int64 { return l.pol.burst }
+
+// NodeName is this node's name.
+func (l *Limiter) NodeName() string { return l.name }
+
+// Stats is a snapshot of a limiter's keyed state.
+type Stats struct {
+	// LiveKeys is the number of keyed buckets currently held.
+	LiveKeys int64
+	// OverflowDecisions counts decisions made on the shared overflow bucket
+	// because the key cap was reached.
+	OverflowDecisions uint64
+}
+
+// Stats returns a snapshot of the limiter's keyed state.
+func (l *Limiter) Stats() Stats {
+	return Stats{LiveKeys: l.keys.len(), OverflowDecisions: l.keys.overflowed.Load()}
+}
+
+// Close releases the limiter's resources. It is idempotent. A closed
+// standalone limiter keeps deciding.
+func (l *Limiter) Close() error {
+	l.closeOnce.Do(func() { l.log.Debug("limiter closed", "node", l.name) })
+	return nil
+}

@@ -1,0 +1,261 @@
+package gopherpace
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+)
+
+var t0 = time.Unix(1_700_000_000, 0)
+
+func newTestLimiter(t testing.TB, opts ...Option) *Limiter {
+	t.Helper()
+	l, err := New(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l
+}
+
+func TestNewValidation(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts []Option
+		want string
+	}{
+		{"no rate", nil, "WithRefillRate is required"},
+		{"zero rate", []Option{WithRefillRate(0)}, "WithRefillRate is required"},
+		{"negative rate", []Option{WithRefillRate(-1)}, "must be > 0"},
+		{"absurd rate", []Option{WithRefillRate(1 << 40)}, "above the maximum"},
+		{"zero bucket", []Option{WithRefillRate(10), WithBucketSize(0)}, "bucket size must be >= 1"},
+		{"absurd bucket", []Option{WithRefillRate(1), WithBucketSize(1 << 50)}, "spans more than"},
+		{"empty node", []Option{WithRefillRate(1), WithNodeName("")}, "node name"},
+		{"nil logger", []Option{WithRefillRate(1), WithLogger(nil)}, "logger"},
+		{"zero keys", []Option{WithRefillRate(1), WithMaxKeys(0)}, "max keys"},
+		{"bad override", []Option{WithRefillRate(1), WithOverride("a", 0, 1)}, `override "a"`},
+		{"empty override key", []Option{WithRefillRate(1), WithOverride("", 1, 1)}, "override key"},
+		{"nil option", []Option{WithRefillRate(1), nil}, "nil Option"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l, err := New(tc.opts...)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("New = %v, %v; want error containing %q", l, err, tc.want)
+			}
+		})
+	}
+}
+
+func TestDefaults(t *testing.T) {
+	l := newTestLimiter(t, WithRefillRate(50))
+	if l.BucketSize() != 50 || l.RefillRate() != 50 || l.NodeName() == "" {
+		t.Fatalf("defaults: rate %d bucket %d node %q", l.RefillRate(), l.BucketSize(), l.NodeName())
+	}
+}
+
+func TestAllowSeedSemantics(t *testing.T) {
+	l := newTestLimiter(t, WithRefillRate(2), WithBucketSize(2))
+	for range 2 {
+		if ok, _ := l.AllowAt(t0); !ok {
+			t.Fatal("burst denied")
+		}
+	}
+	ok, retry := l.AllowAt(t0)
+	if ok || retry != 500*time.Millisecond {
+		t.Fatalf("AllowAt on empty = %v, %v; want false, 500ms", ok, retry)
+	}
+	if ok, _ := l.AllowAt(t0.Add(500 * time.Millisecond)); !ok {
+		t.Fatal("no refill after 500ms at 2/s")
+	}
+	// The convenience form uses the real clock.
+	l2 := newTestLimiter(t, WithRefillRate(1))
+	if ok, _ := l2.Allow(); !ok {
+		t.Fatal("first Allow denied")
+	}
+	if ok, retry := l2.Allow(); ok || retry <= 0 || retry > time.Second {
+		t.Fatalf("second Allow = %v, %v", ok, retry)
+	}
+}
+
+func TestTakeKeysAreIndependent(t *testing.T) {
+	l := newTestLimiter(t, WithRefillRate(1), WithBucketSize(2))
+	for _, key := range []string{"alice", "bob", ""} {
+		for i := range 3 {
+			d, err := l.TakeAt(t0, key, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.Allowed != (i < 2) {
+				t.Fatalf("key %q request %d: allowed=%v", key, i, d.Allowed)
+			}
+		}
+	}
+	if got := l.Stats().LiveKeys; got != 2 {
+		t.Fatalf("live keys %d, want 2 (the global bucket is not keyed)", got)
+	}
+}
+
+func TestTakeCostErrors(t *testing.T) {
+	l := newTestLimiter(t, WithRefillRate(10), WithBucketSize(5), WithOverride("big", 10, 50))
+	if _, err := l.TakeAt(t0, "k", 0); !errors.Is(err, ErrInvalidCost) {
+		t.Fatalf("cost 0: %v", err)
+	}
+	if _, err := l.TakeAt(t0, "", 6); !errors.Is(err, ErrCostExceedsLimit) {
+		t.Fatalf("cost 6 > 5: %v", err)
+	}
+	if d, err := l.TakeAt(t0, "big", 50); err != nil || !d.Allowed {
+		t.Fatalf("cost 50 on an override of size 50: %+v %v", d, err)
+	}
+	if d, _ := l.TakeAt(t0, "k", 5); !d.Allowed {
+		t.Fatal("failed takes must not spend tokens")
+	}
+}
+
+func TestOverrides(t *testing.T) {
+	l := newTestLimiter(t, WithRefillRate(1), WithBucketSize(1), WithOverride("tenant-a", 100, 200))
+	n := 0
+	for range 300 {
+		if d, _ := l.TakeAt(t0, "tenant-a", 1); d.Allowed {
+			n++
+		}
+	}
+	if n != 200 {
+		t.Fatalf("tenant-a admitted %d at once, want its bucket of 200", n)
+	}
+	d, _ := l.TakeAt(t0, "tenant-a", 1)
+	if d.Limit != 200 || d.RetryAfter != 10*time.Millisecond {
+		t.Fatalf("tenant-a decision %+v, want limit 200, retry 10ms", d)
+	}
+	if d, _ := l.TakeAt(t0, "tenant-b", 1); d.Limit != 1 {
+		t.Fatalf("tenant-b got limit %d, want the default 1", d.Limit)
+	}
+}
+
+func TestIdleBucketsAreEvicted(t *testing.T) {
+	l := newTestLimiter(t, WithRefillRate(10), WithBucketSize(10))
+	for i := range 1000 {
+		l.TakeAt(t0, fmt.Sprint("k", i), 1)
+	}
+	if got := l.Stats().LiveKeys; got != 1000 {
+		t.Fatalf("live keys %d, want 1000", got)
+	}
+	// 100ms later every bucket is full again; a sweep drops them all.
+	l.keys.sweep(l.nanos(t0.Add(100 * time.Millisecond)))
+	if got := l.Stats().LiveKeys; got != 0 {
+		t.Fatalf("after refill and sweep: %d live keys, want 0", got)
+	}
+	// Sweeps also happen on their own as new keys arrive.
+	for i := range 1000 {
+		l.TakeAt(t0.Add(time.Second), fmt.Sprint("a", i), 1)
+	}
+	for i := range 1000 {
+		l.TakeAt(t0.Add(3*time.Second), fmt.Sprint("b", i), 1)
+	}
+	if got := l.Stats().LiveKeys; got > 1000+shardCount {
+		t.Fatalf("after two generations %d live keys; the idle ones were not swept", got)
+	}
+}
+
+func TestEvictionNeverDropsAPartlySpentBucket(t *testing.T) {
+	l := newTestLimiter(t, WithRefillRate(1), WithBucketSize(3))
+	l.TakeAt(t0, "k", 3)
+	l.keys.sweep(l.nanos(t0.Add(2 * time.Second)))
+	// One token refilled in 2s... at 1/s two did; the third is still owed.
+	d, _ := l.TakeAt(t0.Add(2*time.Second), "k", 3)
+	if d.Allowed {
+		t.Fatal("a sweep reset a bucket that was not full")
+	}
+}
+
+func TestKeyCapUsesOverflowBucket(t *testing.T) {
+	l := newTestLimiter(t, WithRefillRate(1), WithBucketSize(5), WithMaxKeys(100))
+	for i := range 100 {
+		l.TakeAt(t0, fmt.Sprint("k", i), 1)
+	}
+	// A flood of new keys at the cap shares one bucket of 5.
+	admitted := 0
+	for i := range 10_000 {
+		if d, _ := l.TakeAt(t0, fmt.Sprint("flood", i), 1); d.Allowed {
+			admitted++
+		}
+	}
+	st := l.Stats()
+	if st.LiveKeys != 100 {
+		t.Fatalf("live keys %d, want the cap of 100", st.LiveKeys)
+	}
+	if admitted != 5 || st.OverflowDecisions != 10_000 {
+		t.Fatalf("flood at the cap: admitted %d (want 5), overflow decisions %d", admitted, st.OverflowDecisions)
+	}
+	// Keys already live keep their own buckets.
+	if d, _ := l.TakeAt(t0, "k7", 4); !d.Allowed {
+		t.Fatal("an existing key lost its bucket to the flood")
+	}
+	// Once buckets refill, new keys get buckets of their own again.
+	later := t0.Add(10 * time.Second)
+	if d, _ := l.TakeAt(later, "newcomer", 5); !d.Allowed {
+		t.Fatal("newcomer denied after the idle buckets refilled")
+	}
+	if l.Stats().OverflowDecisions != 10_000 {
+		t.Fatal("newcomer should have a bucket of its own, not the overflow")
+	}
+}
+
+func TestRefund(t *testing.T) {
+	l := newTestLimiter(t, WithRefillRate(1), WithBucketSize(2))
+	l.TakeAt(t0, "k", 2)
+	l.RefundAt(t0, "k", 1)
+	if d, _ := l.TakeAt(t0, "k", 1); !d.Allowed {
+		t.Fatal("refund lost")
+	}
+	l.TakeAt(t0, "", 2)
+	l.RefundAt(t0, "", 5)
+	if d, _ := l.TakeAt(t0, "", 2); !d.Allowed || d.Remaining != 0 {
+		t.Fatalf("global refund: %+v", d)
+	}
+}
+
+func TestLoggerComponentAndNoPerRequestLogs(t *testing.T) {
+	var buf bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	l := newTestLimiter(t, WithRefillRate(1), WithLogger(log), WithNodeName("n1"))
+	before := buf.Len()
+	if !strings.Contains(buf.String(), "component=gopherpace") {
+		t.Fatalf("log lacks component: %q", buf.String())
+	}
+	for i := range 100 {
+		l.TakeAt(t0, fmt.Sprint(i), 1)
+		l.AllowAt(t0)
+	}
+	if buf.Len() != before {
+		t.Fatalf("requests were logged: %q", buf.String()[before:])
+	}
+}
+
+func TestKeyHashSpreadsAndIsStable(t *testing.T) {
+	if hashKey(0, "tenant-a") != hashKey(0, "tenant-a") {
+		t.Fatal("hash not deterministic")
+	}
+	if hashKey(0, "x") == hashKey(1, "x") {
+		t.Fatal("seed has no effect")
+	}
+	seen := make(map[uint64]string, 200_000)
+	var shards [shardCount]int
+	for i := range 200_000 {
+		k := fmt.Sprintf("10.%d.%d.%d", i>>16, (i>>8)&255, i&255)
+		h := hashKey(0, k)
+		if prev, dup := seen[h]; dup {
+			t.Fatalf("collision between %q and %q", prev, k)
+		}
+		seen[h] = k
+		shards[h&(shardCount-1)]++
+	}
+	for i, n := range shards {
+		if n < 600 || n > 1000 { // mean 781
+			t.Fatalf("shard %d holds %d of 200000 keys; the hash spreads badly", i, n)
+		}
+	}
+}

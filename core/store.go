@@ -1,0 +1,174 @@
+package gopherpace
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// shardCount splits the keyed store so that concurrent requests for
+// different keys rarely meet on one lock. A power of two.
+const shardCount = 256
+
+const (
+	// sweepInterval is how often (in request time) a shard that is taking
+	// new keys drops its idle buckets.
+	sweepInterval = int64(time.Second)
+	// pressureSweepGap spaces out the extra sweeps made when the key cap is
+	// reached, so that a flood of new keys cannot make every request scan a
+	// shard.
+	pressureSweepGap = int64(100 * time.Millisecond)
+)
+
+// store holds one bucket per key hash. A bucket lives while it is not full:
+// a full bucket carries no information (a new one starts full), so sweeps
+// remove it. The number of live buckets is capped; a key that arrives while
+// the store is at its cap shares one overflow bucket with every other such
+// key, so a flood of random keys is limited as if it were a single client
+// and never displaces the buckets of keys already being limited.
+type store struct {
+	shards   [shardCount]shard
+	live     atomic.Int64
+	maxKeys  int64
+	overflow bucket
+	// overflowed counts decisions made on the overflow bucket.
+	overflowed atomic.Uint64
+
+	sweepMu       sync.Mutex
+	lastFullSweep int64 // guarded by sweepMu
+}
+
+type shard struct {
+	mu        sync.RWMutex
+	m         map[uint64]*entry
+	nextSweep int64 // guarded by mu
+	// Pad to a cache line so that neighbouring shards' locks do not share one.
+	_ [24]byte
+}
+
+// entry is the state of one keyed bucket.
+type entry struct {
+	tat atomic.Int64
+}
+
+func newStore(maxKeys int64) *store {
+	s := &store{maxKeys: maxKeys}
+	for i := range s.shards {
+		s.shards[i].m = make(map[uint64]*entry)
+		s.shards[i].nextSweep = neverUsed
+	}
+	s.overflow.init()
+	s.lastFullSweep = neverUsed
+	return s
+}
+
+func (s *store) shardFor(h uint64) *shard { return &s.shards[h&(shardCount-1)] }
+
+// take spends n tokens of the bucket for key hash h.
+func (s *store) take(h uint64, p *policy, now, n int64) Decision {
+	sh := s.shardFor(h)
+	for {
+		sh.mu.RLock()
+		e := sh.m[h]
+		sh.mu.RUnlock()
+		if e == nil {
+			e = s.insert(sh, h, now)
+			if e == nil {
+				s.overflowed.Add(1)
+				d, _ := take(&s.overflow.tat, p, now, n)
+				return d
+			}
+		}
+		if d, ok := take(&e.tat, p, now, n); ok {
+			return d
+		}
+		// The entry was evicted between lookup and take: look again.
+	}
+}
+
+// refund returns n tokens to the bucket for key hash h, if it is live.
+func (s *store) refund(h uint64, p *policy, now, n int64) {
+	sh := s.shardFor(h)
+	sh.mu.RLock()
+	e := sh.m[h]
+	sh.mu.RUnlock()
+	if e != nil {
+		refund(&e.tat, p, now, n)
+	}
+}
+
+// insert returns the live entry for h, creating a full one, or nil when the
+// store is at its cap and sweeping idle buckets freed no room.
+func (s *store) insert(sh *shard, h uint64, now int64) *entry {
+	if e, full := s.tryInsert(sh, h, now); !full {
+		return e
+	}
+	if !s.pressureSweep(now) {
+		return nil
+	}
+	e, _ := s.tryInsert(sh, h, now)
+	return e
+}
+
+func (s *store) tryInsert(sh *shard, h uint64, now int64) (e *entry, full bool) {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if e := sh.m[h]; e != nil {
+		return e, false
+	}
+	if now >= sh.nextSweep {
+		s.sweepLocked(sh, now)
+	}
+	if s.live.Load() >= s.maxKeys {
+		return nil, true
+	}
+	e = &entry{}
+	e.tat.Store(now)
+	sh.m[h] = e
+	s.live.Add(1)
+	return e, false
+}
+
+// pressureSweep sweeps the whole store when the cap is reached, at most once
+// per pressureSweepGap and by one goroutine at a time, so that a flood of
+// new keys cannot make every request scan the store. It reports whether it
+// swept.
+func (s *store) pressureSweep(now int64) bool {
+	if !s.sweepMu.TryLock() {
+		return false
+	}
+	defer s.sweepMu.Unlock()
+	if now-s.lastFullSweep < pressureSweepGap {
+		return false
+	}
+	s.lastFullSweep = now
+	s.sweep(now)
+	return true
+}
+
+// sweepLocked drops the shard's full buckets. A bucket is claimed by
+// swapping its state for the evicted mark, so a concurrent taker that still
+// holds the entry retries on a fresh one instead of spending on a dead one.
+func (s *store) sweepLocked(sh *shard, now int64) {
+	sh.nextSweep = now + sweepInterval
+	var dropped int64
+	for h, e := range sh.m {
+		if t := e.tat.Load(); t <= now && e.tat.CompareAndSwap(t, evicted) {
+			delete(sh.m, h)
+			dropped++
+		}
+	}
+	s.live.Add(-dropped)
+}
+
+// sweep drops every full bucket in the store.
+func (s *store) sweep(now int64) {
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		s.sweepLocked(sh, now)
+		sh.mu.Unlock()
+	}
+}
+
+func (s *store) len() int64 { return s.live.Load() }
