@@ -19,28 +19,41 @@ const maxTolerance = int64(1) << 60
 // interval is the emission interval 1s/rate, rounded up so that the bucket
 // never refills faster than the configured rate; tolerance is burst×interval,
 // the furthest the theoretical arrival time may run ahead of now.
+//
+// When clustered, the engine moves three more fields as membership changes:
+// unit, the time one token costs (interval, scaled up while this node sees
+// only part of the cluster); localCap, the most tokens this node may admit
+// before its peers have been told; and flushAt, the count of unreported
+// tokens that triggers an early flush.
 type policy struct {
 	rate      int64
 	burst     int64
 	interval  int64
 	tolerance int64
+	unit      atomic.Int64
+	localCap  atomic.Int64
+	flushAt   atomic.Int64
 }
 
-func newPolicy(rate, burst int64) (policy, error) {
+func newPolicy(rate, burst int64) (*policy, error) {
 	if rate <= 0 {
-		return policy{}, errorf("refill rate must be > 0, got %d", rate)
+		return nil, errorf("refill rate must be > 0, got %d", rate)
 	}
 	if rate > maxRate {
-		return policy{}, errorf("refill rate %d/s is above the maximum of %d/s", rate, maxRate)
+		return nil, errorf("refill rate %d/s is above the maximum of %d/s", rate, maxRate)
 	}
 	if burst < 1 {
-		return policy{}, errorf("bucket size must be >= 1, got %d", burst)
+		return nil, errorf("bucket size must be >= 1, got %d", burst)
 	}
 	interval := (int64(time.Second) + rate - 1) / rate
 	if burst > maxTolerance/interval {
-		return policy{}, errorf("bucket size %d at %d/s spans more than %v of refill", burst, rate, time.Duration(maxTolerance))
+		return nil, errorf("bucket size %d at %d/s spans more than %v of refill", burst, rate, time.Duration(maxTolerance))
 	}
-	return policy{rate: rate, burst: burst, interval: interval, tolerance: burst * interval}, nil
+	p := &policy{rate: rate, burst: burst, interval: interval, tolerance: burst * interval}
+	p.unit.Store(interval)
+	p.localCap.Store(math.MaxInt64)
+	p.flushAt.Store(math.MaxInt64)
+	return p, nil
 }
 
 // window is the time an empty bucket takes to fill.
@@ -52,7 +65,9 @@ func (p *policy) window() time.Duration { return time.Duration(p.tolerance) }
 // never share one.
 type bucket struct {
 	tat atomic.Int64
-	_   [56]byte
+	// pending counts tokens admitted here and not yet sent to peers.
+	pending atomic.Int64
+	_       [48]byte
 }
 
 func (b *bucket) init() { b.tat.Store(neverUsed) }
@@ -69,7 +84,8 @@ const evicted = math.MinInt64
 // take tries to spend n tokens at now. It never spends on a denial, and it
 // reports ok=false with retry when the state word was evicted under it.
 func take(tat *atomic.Int64, p *policy, now, n int64) (d Decision, ok bool) {
-	cost := n * p.interval
+	unit := p.unit.Load()
+	cost := n * unit
 	for {
 		old := tat.Load()
 		if old == evicted {
@@ -78,10 +94,10 @@ func take(tat *atomic.Int64, p *policy, now, n int64) (d Decision, ok bool) {
 		base := max(old, now)
 		next := base + cost
 		if next-now > p.tolerance {
-			return p.denied(base, now, next), true
+			return p.denied(base, now, next, unit), true
 		}
 		if tat.CompareAndSwap(old, next) {
-			return p.allowed(next, now), true
+			return p.allowed(next, now, unit), true
 		}
 	}
 }
@@ -89,7 +105,7 @@ func take(tat *atomic.Int64, p *policy, now, n int64) (d Decision, ok bool) {
 // allow is take for callers that need only the verdict and the retry
 // delay: it skips the divisions that fill a Decision.
 func allow(tat *atomic.Int64, p *policy, now, n int64) (bool, time.Duration) {
-	cost := n * p.interval
+	cost := n * p.unit.Load()
 	for {
 		old := tat.Load()
 		next := max(old, now) + cost
@@ -102,20 +118,20 @@ func allow(tat *atomic.Int64, p *policy, now, n int64) (bool, time.Duration) {
 	}
 }
 
-func (p *policy) allowed(next, now int64) Decision {
+func (p *policy) allowed(next, now, unit int64) Decision {
 	return Decision{
 		Allowed:    true,
 		Limit:      p.burst,
-		Remaining:  (now + p.tolerance - next) / p.interval,
+		Remaining:  (now + p.tolerance - next) / unit,
 		ResetAfter: time.Duration(next - now),
 		Window:     p.window(),
 	}
 }
 
-func (p *policy) denied(base, now, next int64) Decision {
+func (p *policy) denied(base, now, next, unit int64) Decision {
 	return Decision{
 		Limit:      p.burst,
-		Remaining:  max(0, (now+p.tolerance-base)/p.interval),
+		Remaining:  max(0, (now+p.tolerance-base)/unit),
 		RetryAfter: time.Duration(next - p.tolerance - now),
 		ResetAfter: time.Duration(base - now),
 		Window:     p.window(),
@@ -124,13 +140,33 @@ func (p *policy) denied(base, now, next int64) Decision {
 
 // refund gives n tokens back, never filling the bucket past full.
 func refund(tat *atomic.Int64, p *policy, now, n int64) {
-	cost := n * p.interval
+	cost := n * p.unit.Load()
 	for {
 		old := tat.Load()
 		if old == evicted || old <= now {
 			return
 		}
 		next := max(old-cost, now)
+		if tat.CompareAndSwap(old, next) {
+			return
+		}
+	}
+}
+
+// debit charges n tokens that a peer admitted. Unlike a local take it always
+// lands, carrying the bucket into debt, so that load spread over many nodes
+// adds up; the debt is capped at maxDebt beyond empty, so that a burst of
+// stale counts (after a partition heals, say) cannot stall the bucket for
+// long. maxDebt 0 is the reference design's floor at zero.
+func debit(tat *atomic.Int64, p *policy, now, n, maxDebt int64) {
+	cost := n * p.unit.Load()
+	limit := now + p.tolerance + maxDebt
+	for {
+		old := tat.Load()
+		if old == evicted || old >= limit {
+			return
+		}
+		next := min(max(old, now)+cost, limit)
 		if tat.CompareAndSwap(old, next) {
 			return
 		}

@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-func mustPolicy(t testing.TB, rate, burst int64) policy {
+func mustPolicy(t testing.TB, rate, burst int64) *policy {
 	t.Helper()
 	p, err := newPolicy(rate, burst)
 	if err != nil {
@@ -21,28 +21,28 @@ func TestBucketBurstThenRefill(t *testing.T) {
 	p := mustPolicy(t, 10, 5)
 	var tat atomic.Int64
 	for i := range 5 {
-		d, _ := take(&tat, &p, 0, 1)
+		d, _ := take(&tat, p, 0, 1)
 		if !d.Allowed || d.Remaining != int64(4-i) {
 			t.Fatalf("request %d: %+v, want allowed with %d remaining", i, d, 4-i)
 		}
 	}
-	d, _ := take(&tat, &p, 0, 1)
+	d, _ := take(&tat, p, 0, 1)
 	if d.Allowed || d.RetryAfter != 100*time.Millisecond || d.Remaining != 0 {
 		t.Fatalf("6th request: %+v, want denied, retry 100ms", d)
 	}
 	if d.ResetAfter != 500*time.Millisecond || d.Window != 500*time.Millisecond || d.Limit != 5 {
 		t.Fatalf("6th request: %+v, want reset 500ms, window 500ms, limit 5", d)
 	}
-	if d, _ := take(&tat, &p, int64(100*time.Millisecond)-1, 1); d.Allowed {
+	if d, _ := take(&tat, p, int64(100*time.Millisecond)-1, 1); d.Allowed {
 		t.Fatal("a token appeared 1ns early")
 	}
-	if d, _ := take(&tat, &p, int64(100*time.Millisecond), 1); !d.Allowed {
+	if d, _ := take(&tat, p, int64(100*time.Millisecond), 1); !d.Allowed {
 		t.Fatal("no token after one interval")
 	}
 	// Long idle: full again, never more than the bucket size.
 	later := int64(time.Hour)
 	for i := range 6 {
-		d, _ := take(&tat, &p, later, 1)
+		d, _ := take(&tat, p, later, 1)
 		if d.Allowed != (i < 5) {
 			t.Fatalf("after idle, request %d allowed=%v", i, d.Allowed)
 		}
@@ -56,11 +56,11 @@ func TestBucketAwkwardRates(t *testing.T) {
 		burst := rate/500 + 10
 		p := mustPolicy(t, rate, burst)
 		var tat atomic.Int64
-		take(&tat, &p, 0, burst) // drain
+		take(&tat, p, 0, burst) // drain
 		admitted := int64(0)
 		for now := int64(time.Millisecond); now <= int64(time.Second); now += int64(time.Millisecond) {
 			for {
-				d, _ := take(&tat, &p, now, 1)
+				d, _ := take(&tat, p, now, 1)
 				if !d.Allowed {
 					break
 				}
@@ -89,14 +89,14 @@ func TestBucketRateThreePerSecondInterval(t *testing.T) {
 	}
 	var tat atomic.Int64
 	for range 3 {
-		if d, _ := take(&tat, &p, 0, 1); !d.Allowed {
+		if d, _ := take(&tat, p, 0, 1); !d.Allowed {
 			t.Fatal("burst of 3 not admitted")
 		}
 	}
-	if d, _ := take(&tat, &p, 333_333_333, 1); d.Allowed {
+	if d, _ := take(&tat, p, 333_333_333, 1); d.Allowed {
 		t.Fatal("admitted before a whole interval passed")
 	}
-	if d, _ := take(&tat, &p, 333_333_334, 1); !d.Allowed {
+	if d, _ := take(&tat, p, 333_333_334, 1); !d.Allowed {
 		t.Fatal("not admitted after a whole interval")
 	}
 }
@@ -104,17 +104,17 @@ func TestBucketRateThreePerSecondInterval(t *testing.T) {
 func TestBucketCostN(t *testing.T) {
 	p := mustPolicy(t, 100, 10)
 	var tat atomic.Int64
-	if d, _ := take(&tat, &p, 0, 7); !d.Allowed || d.Remaining != 3 {
+	if d, _ := take(&tat, p, 0, 7); !d.Allowed || d.Remaining != 3 {
 		t.Fatalf("cost 7: %+v", d)
 	}
-	d, _ := take(&tat, &p, 0, 4)
+	d, _ := take(&tat, p, 0, 4)
 	if d.Allowed {
 		t.Fatal("cost 4 admitted with 3 left")
 	}
 	if d.RetryAfter != 10*time.Millisecond || d.Remaining != 3 {
 		t.Fatalf("denied cost 4: %+v, want retry 10ms, 3 remaining", d)
 	}
-	if d, _ := take(&tat, &p, 0, 3); !d.Allowed || d.Remaining != 0 {
+	if d, _ := take(&tat, p, 0, 3); !d.Allowed || d.Remaining != 0 {
 		t.Fatalf("cost 3 with 3 left: %+v", d)
 	}
 }
@@ -123,14 +123,14 @@ func TestBucketTimeBackwards(t *testing.T) {
 	p := mustPolicy(t, 10, 2)
 	var tat atomic.Int64
 	now := int64(time.Second)
-	take(&tat, &p, now, 2)
+	take(&tat, p, now, 2)
 	// Going back in time never refills.
 	for _, back := range []int64{now - 1, 0, -int64(time.Hour)} {
-		if d, _ := take(&tat, &p, back, 1); d.Allowed {
+		if d, _ := take(&tat, p, back, 1); d.Allowed {
 			t.Fatalf("admitted at %d after time went backwards", back)
 		}
 	}
-	if d, _ := take(&tat, &p, now+int64(100*time.Millisecond), 1); !d.Allowed {
+	if d, _ := take(&tat, p, now+int64(100*time.Millisecond), 1); !d.Allowed {
 		t.Fatal("refill lost after time went backwards")
 	}
 }
@@ -138,15 +138,15 @@ func TestBucketTimeBackwards(t *testing.T) {
 func TestRefundNeverOverfills(t *testing.T) {
 	p := mustPolicy(t, 10, 3)
 	var tat atomic.Int64
-	take(&tat, &p, 0, 3)
-	refund(&tat, &p, 0, 1)
-	if d, _ := take(&tat, &p, 0, 1); !d.Allowed {
+	take(&tat, p, 0, 3)
+	refund(&tat, p, 0, 1)
+	if d, _ := take(&tat, p, 0, 1); !d.Allowed {
 		t.Fatal("refunded token not available")
 	}
-	refund(&tat, &p, 0, 100)
+	refund(&tat, p, 0, 100)
 	admitted := 0
 	for range 10 {
-		if d, _ := take(&tat, &p, 0, 1); d.Allowed {
+		if d, _ := take(&tat, p, 0, 1); d.Allowed {
 			admitted++
 		}
 	}
@@ -189,7 +189,7 @@ func TestBucketConcurrentAdmitsExactlyBurst(t *testing.T) {
 	for range 8 {
 		wg.Go(func() {
 			for range burst / 2 {
-				if d, _ := take(&tat, &p, 0, 1); d.Allowed {
+				if d, _ := take(&tat, p, 0, 1); d.Allowed {
 					admitted.Add(1)
 				}
 			}
@@ -220,7 +220,7 @@ func FuzzBucketNeverExceedsRate(f *testing.F) {
 			now += step
 			furthest = max(furthest, now)
 			n := int64(steps[i+1])%min(p.burst, 16) + 1
-			if d, _ := take(&tat, &p, now, n); d.Allowed {
+			if d, _ := take(&tat, p, now, n); d.Allowed {
 				admitted += n
 			}
 			bound := p.burst + furthest/int64(time.Second)*rate + (furthest%int64(time.Second))*rate/int64(time.Second)

@@ -12,6 +12,11 @@ import (
 // Buckets are GCRA token buckets held in one atomic word each; deciding
 // takes a few atomic operations and never allocates.
 //
+// Standalone, the limit is this process's. Given a Transport (WithTransport)
+// the limit is the cluster's: every node holds a replica of each bucket that
+// refills at the full rate, and debits it with what its peers report they
+// admitted.
+//
 // Time is a parameter of every ...At method. Times passed to one Limiter
 // must come from one clock; time.Now() values are compared on their
 // monotonic reading. Time that runs backwards never admits extra tokens.
@@ -20,12 +25,13 @@ import (
 type Limiter struct {
 	global    bucket
 	epoch     time.Time
-	pol       policy
+	pol       *policy
 	keys      *store
 	overrides map[uint64]*policy
 	seed      uint64
 	name      string
 	log       *slog.Logger
+	eng       *engine // nil when standalone
 	closeOnce sync.Once
 }
 
@@ -61,11 +67,15 @@ func New(opts ...Option) (*Limiter, error) {
 		if l.overrides == nil {
 			l.overrides = make(map[uint64]*policy, len(c.overrides))
 		}
-		l.overrides[hashKey(l.seed, o.key)] = &p
+		l.overrides[hashKey(l.seed, o.key)] = p
 	}
 	l.global.init()
 	l.keys = newStore(c.maxKeys)
-	l.log.Debug("limiter created", "node", l.name, "rate", pol.rate, "burst", pol.burst)
+	if c.transport != nil {
+		l.eng = newEngine(l, &c)
+		l.eng.start()
+	}
+	l.log.Debug("limiter created", "node", l.name, "rate", pol.rate, "burst", pol.burst, "clustered", l.eng != nil)
 	return l, nil
 }
 
@@ -73,7 +83,9 @@ func New(opts ...Option) (*Limiter, error) {
 func (l *Limiter) nanos(now time.Time) int64 { return int64(now.Sub(l.epoch)) }
 
 // Allow spends one token of the global bucket now. When the bucket is empty
-// it returns false and how long until a token is available.
+// it returns false and how long until a token is available. A clustered
+// limiter that is cut off from every peer under the fail-closed policy
+// returns (false, 1s).
 func (l *Limiter) Allow() (bool, time.Duration) {
 	return l.allowNanos(int64(time.Since(l.epoch)))
 }
@@ -84,8 +96,12 @@ func (l *Limiter) AllowAt(now time.Time) (bool, time.Duration) {
 }
 
 func (l *Limiter) allowNanos(now int64) (bool, time.Duration) {
+	if l.eng != nil {
+		d := l.eng.takeGlobal(now, 1)
+		return d.Allowed, d.RetryAfter
+	}
 	// The global bucket is never evicted, so the lean path applies.
-	return allow(&l.global.tat, &l.pol, now, 1)
+	return allow(&l.global.tat, l.pol, now, 1)
 }
 
 // Take spends n tokens of key's bucket now; the key "" is the global
@@ -105,7 +121,10 @@ func (l *Limiter) take(now int64, key string, n int64) (Decision, error) {
 		if err := l.pol.checkCost(n); err != nil {
 			return Decision{}, err
 		}
-		d, _ := take(&l.global.tat, &l.pol, now, n)
+		if l.eng != nil {
+			return l.eng.takeGlobal(now, n), nil
+		}
+		d, _ := take(&l.global.tat, l.pol, now, n)
 		return d, nil
 	}
 	h := hashKey(l.seed, key)
@@ -113,12 +132,18 @@ func (l *Limiter) take(now int64, key string, n int64) (Decision, error) {
 	if err := p.checkCost(n); err != nil {
 		return Decision{}, err
 	}
-	return l.keys.take(h, p, now, n), nil
+	if l.eng != nil {
+		if d, closed := l.eng.gateClosed(p); closed {
+			return d, nil
+		}
+	}
+	return l.keys.take(h, p, now, n, l.eng), nil
 }
 
 // Refund gives back n tokens to key's bucket, for a request that was
 // allowed but should not count (for example one that failed). A bucket is
-// never filled past full.
+// never filled past full. Clustered, a refund of tokens not yet reported to
+// peers also takes them out of the report.
 func (l *Limiter) Refund(key string, n int64) {
 	l.refund(int64(time.Since(l.epoch)), key, n)
 }
@@ -133,12 +158,31 @@ func (l *Limiter) refund(now int64, key string, n int64) {
 		return
 	}
 	if key == "" {
-		refund(&l.global.tat, &l.pol, now, min(n, l.pol.burst))
+		n = min(n, l.pol.burst)
+		refund(&l.global.tat, l.pol, now, n)
+		unreport(&l.global.pending, n)
 		return
 	}
 	h := hashKey(l.seed, key)
 	p := l.policyFor(h)
-	l.keys.refund(h, p, now, min(n, p.burst))
+	n = min(n, p.burst)
+	if e := l.keys.lookup(h); e != nil {
+		refund(&e.tat, p, now, n)
+		unreport(&e.pending, n)
+	}
+}
+
+// unreport takes up to n tokens out of a not-yet-sent count.
+func unreport(pending interface {
+	Load() int64
+	CompareAndSwap(old, new int64) bool
+}, n int64) {
+	for {
+		old := pending.Load()
+		if old <= 0 || pending.CompareAndSwap(old, max(0, old-n)) {
+			return
+		}
+	}
 }
 
 func (l *Limiter) policyFor(h uint64) *policy {
@@ -147,7 +191,15 @@ func (l *Limiter) policyFor(h uint64) *policy {
 			return p
 		}
 	}
-	return &l.pol
+	return l.pol
+}
+
+// policies calls f for the default policy and every override.
+func (l *Limiter) policies(f func(*policy)) {
+	f(l.pol)
+	for _, p := range l.overrides {
+		f(p)
+	}
 }
 
 func (p *policy) checkCost(n int64) error {
@@ -169,23 +221,15 @@ func (l *Limiter) BucketSize() int64 { return l.pol.burst }
 // NodeName is this node's name.
 func (l *Limiter) NodeName() string { return l.name }
 
-// Stats is a snapshot of a limiter's keyed state.
-type Stats struct {
-	// LiveKeys is the number of keyed buckets currently held.
-	LiveKeys int64
-	// OverflowDecisions counts decisions made on the shared overflow bucket
-	// because the key cap was reached.
-	OverflowDecisions uint64
-}
-
-// Stats returns a snapshot of the limiter's keyed state.
-func (l *Limiter) Stats() Stats {
-	return Stats{LiveKeys: l.keys.len(), OverflowDecisions: l.keys.overflowed.Load()}
-}
-
-// Close releases the limiter's resources. It is idempotent. A closed
-// standalone limiter keeps deciding.
+// Close stops a clustered limiter's gossip, telling its peers that it is
+// leaving so that they stop counting it at once. It is idempotent and never
+// closes the Transport. A closed limiter keeps deciding, as if standalone.
 func (l *Limiter) Close() error {
-	l.closeOnce.Do(func() { l.log.Debug("limiter closed", "node", l.name) })
+	l.closeOnce.Do(func() {
+		if l.eng != nil {
+			l.eng.stop()
+		}
+		l.log.Debug("limiter closed", "node", l.name)
+	})
 	return nil
 }

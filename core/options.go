@@ -3,6 +3,7 @@ package gopherpace
 import (
 	"log/slog"
 	"os"
+	"time"
 )
 
 // Option configures a Limiter. Options are checked by New, which returns an
@@ -19,6 +20,115 @@ type config struct {
 	keySeed   uint64
 	overrides []override
 	errs      []error
+
+	transport Transport
+	interval  time.Duration
+	partition PartitionPolicy
+	grace     time.Duration
+	limiterID string
+	// floorAtZero reproduces the reference design's algorithm (debits
+	// floored at an empty bucket, no early flush, no local cap) as the
+	// accuracy harness's baseline. Not exported: nobody should run it.
+	floorAtZero bool
+}
+
+// PartitionPolicy says what a clustered limiter does while it can hear only
+// part of the cluster.
+type PartitionPolicy uint8
+
+const (
+	// PartitionShare (the default) refills at R × visible/known nodes, so
+	// the sides of a split together still admit about R.
+	PartitionShare PartitionPolicy = iota
+	// PartitionFailClosed shares like PartitionShare, but a node cut off
+	// from every peer admits nothing: Allow returns (false, 1s).
+	PartitionFailClosed
+	// PartitionFailOpen keeps refilling at the full rate R on every side,
+	// so a k-way split admits up to k×R.
+	PartitionFailOpen
+)
+
+func (p PartitionPolicy) String() string {
+	switch p {
+	case PartitionShare:
+		return "share"
+	case PartitionFailClosed:
+		return "fail-closed"
+	case PartitionFailOpen:
+		return "fail-open"
+	}
+	return "unknown"
+}
+
+// Defaults for clustering.
+const (
+	// DefaultGossipInterval bounds how stale a peer's view of this node's
+	// admits gets. At 100 ms the cluster overshoots a window by well under
+	// a tenth of the burst (see docs/accuracy.md); the seed's 500 ms lets it
+	// overshoot by several times that, for a fifth of the packets.
+	DefaultGossipInterval = 100 * time.Millisecond
+	// DefaultPeerGracePeriod is how long a silent peer keeps counting as a
+	// cluster member. It must outlast the partitions you expect to heal: a
+	// longer one under-admits for longer after a crash (R×(N−1)/N), a
+	// shorter one lets both sides of a longer partition take a full share.
+	DefaultPeerGracePeriod = 10 * time.Second
+	// DefaultLimiterID names the limiter on the wire.
+	DefaultLimiterID = "default"
+)
+
+// WithTransport makes the limit cluster-wide: the limiter tells its peers
+// over t what it admits and charges what they admit. Limiters sharing one
+// transport need distinct WithLimiterID values.
+func WithTransport(t Transport) Option {
+	return func(c *config) {
+		if t == nil {
+			c.errs = append(c.errs, errorf("nil Transport"))
+		}
+		c.transport = t
+	}
+}
+
+// WithGossipInterval sets how often a clustered node reports its admits to
+// its peers: every half interval, and sooner once enough go unreported. A
+// peer not heard from for 1.5 intervals counts as cut off. Between 1 ms and
+// 1 minute; default DefaultGossipInterval.
+func WithGossipInterval(d time.Duration) Option {
+	return func(c *config) {
+		if d < time.Millisecond || d > time.Minute {
+			c.errs = append(c.errs, errorf("gossip interval must be between 1ms and 1m, got %v", d))
+		}
+		c.interval = d
+	}
+}
+
+// WithPartitionPolicy sets what happens while this node hears only part of
+// the cluster. Default PartitionShare.
+func WithPartitionPolicy(p PartitionPolicy) Option {
+	return func(c *config) {
+		if p > PartitionFailOpen {
+			c.errs = append(c.errs, errorf("unknown partition policy %d", p))
+		}
+		c.partition = p
+	}
+}
+
+// WithPeerGracePeriod sets how long a peer that stopped talking without
+// saying goodbye (a crash, or the far side of a partition) still counts as
+// a member. At least two gossip intervals; default DefaultPeerGracePeriod.
+func WithPeerGracePeriod(d time.Duration) Option {
+	return func(c *config) { c.grace = d }
+}
+
+// WithLimiterID names this limiter on the wire. Every node must give the
+// same ID to the same limit, and limiters that share a transport need
+// different IDs. Default DefaultLimiterID.
+func WithLimiterID(id string) Option {
+	return func(c *config) {
+		if id == "" {
+			c.errs = append(c.errs, errorf("limiter ID must not be empty"))
+		}
+		c.limiterID = id
+	}
 }
 
 type override struct {
@@ -93,7 +203,12 @@ func WithKeySeed(seed uint64) Option {
 }
 
 func defaultConfig() config {
-	return config{maxKeys: DefaultMaxKeys}
+	return config{
+		maxKeys:   DefaultMaxKeys,
+		interval:  DefaultGossipInterval,
+		grace:     DefaultPeerGracePeriod,
+		limiterID: DefaultLimiterID,
+	}
 }
 
 func (c *config) finish() error {
@@ -105,6 +220,9 @@ func (c *config) finish() error {
 	}
 	if !c.burstSet {
 		c.burst = c.rate
+	}
+	if c.grace < 2*c.interval {
+		return errorf("peer grace period %v must be at least two gossip intervals (%v)", c.grace, 2*c.interval)
 	}
 	if c.maxKeys < 1 {
 		return errorf("max keys must be >= 1, got %d", c.maxKeys)

@@ -46,9 +46,11 @@ type shard struct {
 	_ [24]byte
 }
 
-// entry is the state of one keyed bucket.
+// entry is the state of one keyed bucket: its theoretical arrival time and,
+// when clustered, the tokens admitted here and not yet sent to peers.
 type entry struct {
-	tat atomic.Int64
+	tat     atomic.Int64
+	pending atomic.Int64
 }
 
 func newStore(maxKeys int64) *store {
@@ -64,25 +66,79 @@ func newStore(maxKeys int64) *store {
 
 func (s *store) shardFor(h uint64) *shard { return &s.shards[h&(shardCount-1)] }
 
-// take spends n tokens of the bucket for key hash h.
-func (s *store) take(h uint64, p *policy, now, n int64) Decision {
+// take spends n tokens of the bucket for key hash h. With an engine, the
+// admit is counted for gossip and held to the engine's local cap.
+func (s *store) take(h uint64, p *policy, now, n int64, eng *engine) Decision {
 	sh := s.shardFor(h)
 	for {
-		sh.mu.RLock()
-		e := sh.m[h]
-		sh.mu.RUnlock()
+		e := s.get(sh, h, now)
 		if e == nil {
-			e = s.insert(sh, h, now)
-			if e == nil {
-				s.overflowed.Add(1)
-				d, _ := take(&s.overflow.tat, p, now, n)
+			s.overflowed.Add(1)
+			d, _ := take(&s.overflow.tat, p, now, n)
+			return d
+		}
+		if eng != nil {
+			if d, capped := eng.overCap(&e.pending, p, now, n); capped {
 				return d
 			}
 		}
 		if d, ok := take(&e.tat, p, now, n); ok {
+			if d.Allowed && eng != nil {
+				eng.countKeyed(h, e, p, n)
+			}
 			return d
 		}
 		// The entry was evicted between lookup and take: look again.
+	}
+}
+
+// get returns the live entry for h, creating it, or nil at the cap.
+func (s *store) get(sh *shard, h uint64, now int64) *entry {
+	sh.mu.RLock()
+	e := sh.m[h]
+	sh.mu.RUnlock()
+	if e == nil {
+		e = s.insert(sh, h, now)
+	}
+	return e
+}
+
+// debit charges a peer's admits to the bucket for h, creating it if needed.
+// It reports false when the store is at its cap and the count was dropped.
+func (s *store) debit(h uint64, p *policy, now, n, maxDebt int64) bool {
+	sh := s.shardFor(h)
+	for {
+		e := s.get(sh, h, now)
+		if e == nil {
+			return false
+		}
+		if e.tat.Load() != evicted {
+			debit(&e.tat, p, now, n, maxDebt)
+			if e.tat.Load() != evicted {
+				return true
+			}
+		}
+	}
+}
+
+// lookup returns the live entry for h, or nil.
+func (s *store) lookup(h uint64) *entry {
+	sh := s.shardFor(h)
+	sh.mu.RLock()
+	e := sh.m[h]
+	sh.mu.RUnlock()
+	return e
+}
+
+// each calls f for every live entry, one shard lock at a time.
+func (s *store) each(f func(h uint64, e *entry)) {
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.RLock()
+		for h, e := range sh.m {
+			f(h, e)
+		}
+		sh.mu.RUnlock()
 	}
 }
 
@@ -153,7 +209,8 @@ func (s *store) sweepLocked(sh *shard, now int64) {
 	sh.nextSweep = now + sweepInterval
 	var dropped int64
 	for h, e := range sh.m {
-		if t := e.tat.Load(); t <= now && e.tat.CompareAndSwap(t, evicted) {
+		// A bucket with unsent admits stays until the engine has sent them.
+		if t := e.tat.Load(); t <= now && e.pending.Load() == 0 && e.tat.CompareAndSwap(t, evicted) {
 			delete(sh.m, h)
 			dropped++
 		}

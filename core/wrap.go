@@ -12,7 +12,7 @@ import (
 // httplimit package.
 func (l *Limiter) Wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		d, _ := take(&l.global.tat, &l.pol, int64(time.Since(l.epoch)), 1)
+		d, _ := l.take(int64(time.Since(l.epoch)), "", 1)
 		if d.Allowed {
 			next.ServeHTTP(w, r)
 			return

@@ -1,0 +1,272 @@
+package memtransport
+
+import (
+	"container/heap"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+)
+
+// Network connects in-memory transports through a simulated, virtual-time
+// network. A Network is safe for concurrent use, but events run on the
+// goroutine that calls Advance.
+type Network struct {
+	mu       sync.Mutex
+	now      time.Time
+	events   eventQueue
+	nextID   uint64
+	rng      *rand.Rand
+	nodes    map[string]*Transport
+	latency  time.Duration
+	jitter   time.Duration
+	loss     float64
+	dup      float64
+	cut      map[link]bool
+	maxFrame int
+	detect   time.Duration
+	running  bool
+}
+
+type link struct{ from, to string }
+
+// Option configures a Network.
+type Option func(*Network)
+
+// WithSeed seeds the network's randomness (loss, duplication, jitter).
+func WithSeed(seed uint64) Option {
+	return func(n *Network) { n.rng = rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)) }
+}
+
+// WithLatency sets each frame's delay: base plus a uniform random jitter in
+// [0, jitter). Jitter reorders frames. Default 1 ms, no jitter.
+func WithLatency(base, jitter time.Duration) Option {
+	return func(n *Network) { n.latency, n.jitter = base, jitter }
+}
+
+// WithLoss drops each delivery with probability p.
+func WithLoss(p float64) Option { return func(n *Network) { n.loss = p } }
+
+// WithDuplication delivers each frame a second time with probability p.
+func WithDuplication(p float64) Option { return func(n *Network) { n.dup = p } }
+
+// WithMaxFrameSize sets the largest frame a transport accepts. Default 1350.
+func WithMaxFrameSize(b int) Option { return func(n *Network) { n.maxFrame = b } }
+
+// WithFailureDetection sets how long peers keep listing a crashed node as a
+// member, like memberlist's suspicion timeout. Default 5 s.
+func WithFailureDetection(d time.Duration) Option { return func(n *Network) { n.detect = d } }
+
+// New returns an empty network whose clock starts at the current time.
+func New(opts ...Option) *Network {
+	n := &Network{
+		now:      time.Now(),
+		rng:      rand.New(rand.NewPCG(1, 2)),
+		nodes:    make(map[string]*Transport),
+		latency:  time.Millisecond,
+		cut:      make(map[link]bool),
+		maxFrame: 1350,
+		detect:   5 * time.Second,
+	}
+	for _, o := range opts {
+		o(n)
+	}
+	return n
+}
+
+// Now is the network's virtual time.
+func (n *Network) Now() time.Time {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.now
+}
+
+// AfterFunc schedules f to run d from now, when Advance reaches it.
+func (n *Network) AfterFunc(d time.Duration, f func()) (stop func() bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	ev := n.scheduleLocked(max(0, d), f)
+	return func() bool {
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		if ev.index < 0 {
+			return false
+		}
+		heap.Remove(&n.events, ev.index)
+		return true
+	}
+}
+
+func (n *Network) scheduleLocked(d time.Duration, f func()) *event {
+	n.nextID++
+	ev := &event{at: n.now.Add(d), id: n.nextID, run: f}
+	heap.Push(&n.events, ev)
+	return ev
+}
+
+// Advance moves the clock forward by d, running every event due by then in
+// time order (ties in the order they were scheduled). Events may schedule
+// more events; those due by the new time run too.
+func (n *Network) Advance(d time.Duration) {
+	n.mu.Lock()
+	if n.running {
+		n.mu.Unlock()
+		panic("memtransport: Advance called from inside an event")
+	}
+	n.running = true
+	end := n.now.Add(d)
+	for len(n.events) > 0 && !n.events[0].at.After(end) {
+		ev := heap.Pop(&n.events).(*event)
+		n.now = ev.at
+		n.mu.Unlock()
+		ev.run()
+		n.mu.Lock()
+	}
+	n.now = end
+	n.running = false
+	n.mu.Unlock()
+}
+
+// Join adds a node. A name can be reused once its previous holder has left
+// or crashed: that is a restart.
+func (n *Network) Join(name string) (*Transport, error) {
+	if name == "" {
+		return nil, errors.New("memtransport: empty node name")
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if old, ok := n.nodes[name]; ok && old.alive {
+		return nil, fmt.Errorf("memtransport: node %q is already in the network", name)
+	}
+	t := &Transport{net: n, name: name, alive: true}
+	n.nodes[name] = t
+	return t, nil
+}
+
+// Partition cuts every link between a node of a and a node of b, both ways.
+func (n *Network) Partition(a, b []string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, x := range a {
+		for _, y := range b {
+			n.cut[link{x, y}], n.cut[link{y, x}] = true, true
+		}
+	}
+}
+
+// Isolate cuts name off from every other node.
+func (n *Network) Isolate(name string) {
+	n.mu.Lock()
+	others := make([]string, 0, len(n.nodes))
+	for other := range n.nodes {
+		if other != name {
+			others = append(others, other)
+		}
+	}
+	n.mu.Unlock()
+	n.Partition([]string{name}, others)
+}
+
+// Heal restores every cut link.
+func (n *Network) Heal() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.cut = make(map[link]bool)
+}
+
+// deliver schedules frame from one node to every other live one.
+func (n *Network) broadcast(from *Transport, frame []byte) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if !from.alive {
+		return errors.New("memtransport: transport is closed")
+	}
+	if len(frame) > n.maxFrame {
+		return fmt.Errorf("memtransport: frame of %d bytes exceeds the %d-byte limit", len(frame), n.maxFrame)
+	}
+	for _, to := range n.sortedNodesLocked() {
+		if to == from || !to.alive || n.cut[link{from.name, to.name}] {
+			continue
+		}
+		copies := 1
+		if n.dup > 0 && n.rng.Float64() < n.dup {
+			copies = 2
+		}
+		for range copies {
+			if n.loss > 0 && n.rng.Float64() < n.loss {
+				continue
+			}
+			delay := n.latency
+			if n.jitter > 0 {
+				delay += time.Duration(n.rng.Int64N(int64(n.jitter)))
+			}
+			data := append([]byte(nil), frame...)
+			dst, src := to, from.name
+			n.scheduleLocked(delay, func() { dst.deliver(src, data) })
+		}
+	}
+	return nil
+}
+
+// sortedNodesLocked lists nodes in name order, so that a seed always draws
+// the same random numbers for the same deliveries.
+func (n *Network) sortedNodesLocked() []*Transport {
+	out := make([]*Transport, 0, len(n.nodes))
+	for _, t := range n.nodes {
+		out = append(out, t)
+	}
+	for i := 1; i < len(out); i++ {
+		for j := i; j > 0 && out[j].name < out[j-1].name; j-- {
+			out[j], out[j-1] = out[j-1], out[j]
+		}
+	}
+	return out
+}
+
+func (n *Network) membersLocked(self *Transport) []string {
+	var names []string
+	for _, t := range n.sortedNodesLocked() {
+		if t == self {
+			continue
+		}
+		if t.alive || (t.crashed && n.now.Sub(t.crashedAt) < n.detect) {
+			names = append(names, t.name)
+		}
+	}
+	return names
+}
+
+type event struct {
+	at    time.Time
+	id    uint64
+	run   func()
+	index int
+}
+
+type eventQueue []*event
+
+func (q eventQueue) Len() int { return len(q) }
+func (q eventQueue) Less(i, j int) bool {
+	if q[i].at.Equal(q[j].at) {
+		return q[i].id < q[j].id
+	}
+	return q[i].at.Before(q[j].at)
+}
+func (q eventQueue) Swap(i, j int) {
+	q[i], q[j] = q[j], q[i]
+	q[i].index, q[j].index = i, j
+}
+func (q *eventQueue) Push(x any) {
+	ev := x.(*event)
+	ev.index = len(*q)
+	*q = append(*q, ev)
+}
+func (q *eventQueue) Pop() any {
+	old := *q
+	ev := old[len(old)-1]
+	old[len(old)-1] = nil
+	ev.index = -1
+	*q = old[:len(old)-1]
+	return ev
+}

@@ -1,0 +1,113 @@
+package memtransport
+
+import (
+	"sync"
+	"time"
+
+	gopherpace "github.com/pedreviljoen/gopherpace/core"
+)
+
+// Transport is one node's attachment to a Network. It implements
+// gopherpace.Transport, gopherpace.FrameSizer and gopherpace.Clock.
+type Transport struct {
+	net       *Network
+	name      string
+	alive     bool // guarded by net.mu
+	crashed   bool
+	crashedAt time.Time
+
+	subMu  sync.Mutex
+	subs   map[int]func(from string, frame []byte)
+	nextID int
+}
+
+var (
+	_ gopherpace.Transport  = (*Transport)(nil)
+	_ gopherpace.FrameSizer = (*Transport)(nil)
+	_ gopherpace.Clock      = (*Transport)(nil)
+)
+
+// Name is the node's name.
+func (t *Transport) Name() string { return t.name }
+
+// Broadcast schedules frame for delivery to every other live node, subject
+// to the network's latency, loss, duplication and cuts. It never delivers
+// synchronously.
+func (t *Transport) Broadcast(frame []byte) error { return t.net.broadcast(t, frame) }
+
+// Subscribe registers a receiver for frames from peers.
+func (t *Transport) Subscribe(receive func(from string, frame []byte)) func() {
+	t.subMu.Lock()
+	defer t.subMu.Unlock()
+	if t.subs == nil {
+		t.subs = make(map[int]func(string, []byte))
+	}
+	id := t.nextID
+	t.nextID++
+	t.subs[id] = receive
+	return func() {
+		t.subMu.Lock()
+		defer t.subMu.Unlock()
+		delete(t.subs, id)
+	}
+}
+
+// Members lists the other live nodes, plus crashed ones until the network's
+// failure detection notices them.
+func (t *Transport) Members() []string {
+	t.net.mu.Lock()
+	defer t.net.mu.Unlock()
+	if !t.alive {
+		return nil
+	}
+	return t.net.membersLocked(t)
+}
+
+// MaxFrameSize is the network's frame size limit.
+func (t *Transport) MaxFrameSize() int {
+	t.net.mu.Lock()
+	defer t.net.mu.Unlock()
+	return t.net.maxFrame
+}
+
+// Now is the network's virtual time.
+func (t *Transport) Now() time.Time { return t.net.Now() }
+
+// AfterFunc schedules f on the network's clock.
+func (t *Transport) AfterFunc(d time.Duration, f func()) func() bool { return t.net.AfterFunc(d, f) }
+
+// Close leaves the network gracefully: peers stop listing the node at once.
+func (t *Transport) Close() error {
+	t.net.mu.Lock()
+	defer t.net.mu.Unlock()
+	t.alive = false
+	return nil
+}
+
+// Crash stops the node without a goodbye: nothing more is sent or
+// delivered, and peers keep listing it until failure detection notices.
+func (t *Transport) Crash() {
+	t.net.mu.Lock()
+	defer t.net.mu.Unlock()
+	if t.alive {
+		t.alive, t.crashed, t.crashedAt = false, true, t.net.now
+	}
+}
+
+func (t *Transport) deliver(from string, frame []byte) {
+	t.net.mu.Lock()
+	alive := t.alive && t.net.nodes[t.name] == t
+	t.net.mu.Unlock()
+	if !alive {
+		return
+	}
+	t.subMu.Lock()
+	subs := make([]func(string, []byte), 0, len(t.subs))
+	for _, f := range t.subs {
+		subs = append(subs, f)
+	}
+	t.subMu.Unlock()
+	for _, f := range subs {
+		f(from, frame)
+	}
+}

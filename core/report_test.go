@@ -1,0 +1,99 @@
+package gopherpace_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestAccuracyReport runs every scenario with our engine and with the
+// reference design's floor-at-zero rule, and logs the table. With
+// GOPHERPACE_ACCURACY_DIR set (make accuracy) it also prints the table and
+// writes it, with one SVG plot per main scenario, into that directory.
+func TestAccuracyReport(t *testing.T) {
+	dir := os.Getenv("GOPHERPACE_ACCURACY_DIR")
+	var b strings.Builder
+	b.WriteString("| scenario | ours: total vs R·t+B | ours: worst window over R·w+B | frames/s | bytes/s | baseline (floor at zero): total | baseline: worst window |\n")
+	b.WriteString("|---|---|---|---|---|---|---|\n")
+	plotted := map[string]bool{"uniform": true, "skew": true, "shift": true, "flash": true, "loss10": true, "partition 3/2": true, "crash": true, "restart": true}
+	for _, sc := range accuracyScenarios() {
+		ours := runScenario(t, sc, false)
+		base := runScenario(t, sc, true)
+		ro, rb := ours.measure(), base.measure()
+		fmt.Fprintf(&b, "| %s | %d (%+.2f%%) | %+d | %.0f | %.0f | %d (%+.1f%%) | %+d |\n",
+			sc.name, ro.total, ro.errPct, ro.worstOver, ro.framesPerSec, ro.bytesPerSec, rb.total, rb.errPct, rb.worstOver)
+		if rb.total <= 0 || ro.total <= 0 {
+			t.Fatalf("%s: nothing admitted", sc.name)
+		}
+		if dir != "" && plotted[sc.name] {
+			svg := plot(sc.name, ours, base)
+			name := strings.NewReplacer(" ", "-", "/", "-", "(", "", ")", "").Replace(sc.name) + ".svg"
+			if err := os.WriteFile(filepath.Join(dir, name), []byte(svg), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	t.Log("\n" + b.String())
+	if dir != "" {
+		fmt.Print(b.String())
+		if err := os.WriteFile(filepath.Join(dir, "table.md"), []byte(b.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// plot draws admitted requests per second (100 ms bins) over time, ours
+// beside the baseline, with the limit R as a dashed line.
+func plot(title string, ours, base *simCluster) string {
+	const w, h, left, bottom, top, right = 760.0, 260.0, 56.0, 30.0, 28.0, 12.0
+	bin := int(100 * time.Millisecond / step)
+	rates := func(c *simCluster) []float64 {
+		s := c.series()
+		var out []float64
+		for i := 0; i+bin <= len(s); i += bin {
+			sum := int64(0)
+			for _, v := range s[i : i+bin] {
+				sum += v
+			}
+			out = append(out, float64(sum)*float64(time.Second/step)/float64(bin))
+		}
+		return out
+	}
+	ro, rb := rates(ours), rates(base)
+	R := float64(ours.sc.rate)
+	ymax := 6 * R
+	x := func(i int) float64 { return left + (w-left-right)*float64(i)/float64(len(ro)) }
+	y := func(v float64) float64 { return top + (h-top-bottom)*(1-min(v, ymax)/ymax) }
+	line := func(vals []float64, color string) string {
+		var p strings.Builder
+		for i, v := range vals {
+			fmt.Fprintf(&p, "%.1f,%.1f ", x(i), y(v))
+		}
+		return fmt.Sprintf(`<polyline fill="none" stroke="%s" stroke-width="1.5" points="%s"/>`, color, p.String())
+	}
+	var s strings.Builder
+	fmt.Fprintf(&s, `<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" font-family="sans-serif" font-size="11">`, w, h)
+	fmt.Fprintf(&s, `<rect width="100%%" height="100%%" fill="white"/>`)
+	fmt.Fprintf(&s, `<text x="%.0f" y="16" font-size="13" font-weight="bold">%s: admitted per second, N=%d, R=%d/s, B=%d, interval %v</text>`,
+		left, title, ours.sc.nodes, ours.sc.rate, ours.sc.burst, ours.sc.interval)
+	for v := 0.0; v <= ymax; v += R {
+		fmt.Fprintf(&s, `<line x1="%.0f" x2="%.0f" y1="%.1f" y2="%.1f" stroke="#eee"/>`, left, w-right, y(v), y(v))
+		fmt.Fprintf(&s, `<text x="%.0f" y="%.1f" text-anchor="end">%.0f</text>`, left-4, y(v)+4, v)
+	}
+	secs := int(ours.sc.duration / time.Second)
+	for sec := 0; sec <= secs; sec += 2 {
+		xi := left + (w-left-right)*float64(sec)/float64(secs)
+		fmt.Fprintf(&s, `<text x="%.1f" y="%.0f" text-anchor="middle">%ds</text>`, xi, h-bottom+16, sec)
+	}
+	fmt.Fprintf(&s, `<line x1="%.0f" x2="%.0f" y1="%.1f" y2="%.1f" stroke="#666" stroke-dasharray="5,4"/>`, left, w-right, y(R), y(R))
+	s.WriteString(line(rb, "#d62728"))
+	s.WriteString(line(ro, "#1f77b4"))
+	fmt.Fprintf(&s, `<text x="%.0f" y="%.0f" fill="#1f77b4">— gopherpace (debt + early flush + share)</text>`, w-320, top+12)
+	fmt.Fprintf(&s, `<text x="%.0f" y="%.0f" fill="#d62728">— reference design (floor at zero)</text>`, w-320, top+26)
+	fmt.Fprintf(&s, `<text x="%.0f" y="%.0f" fill="#666">- - limit R</text>`, w-320, top+40)
+	s.WriteString(`</svg>`)
+	return s.String()
+}

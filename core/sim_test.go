@@ -1,0 +1,314 @@
+package gopherpace_test
+
+import (
+	"fmt"
+	"math"
+	"testing"
+	"time"
+
+	gopherpace "github.com/pedreviljoen/gopherpace/core"
+	"github.com/pedreviljoen/gopherpace/core/memtransport"
+)
+
+// The accuracy harness: N limiters gossiping over a memtransport network in
+// virtual time, offered load in 1 ms steps, every admit recorded per
+// millisecond so that totals and worst windows can be measured exactly.
+
+const step = time.Millisecond
+
+type scenario struct {
+	name     string
+	nodes    int // nodes at the start
+	rate     int64
+	burst    int64
+	interval time.Duration
+	duration time.Duration
+	netOpts  []memtransport.Option
+	limOpts  []gopherpace.Option
+	// load is node i's offered requests per second at time t.
+	load func(t time.Duration, i int) float64
+	// flash offers every node 2×burst requests at t=0.
+	flash bool
+	// events change the cluster at given times.
+	events []simEvent
+}
+
+type simEvent struct {
+	at time.Duration
+	do func(c *simCluster)
+}
+
+type simNode struct {
+	name  string
+	tr    *memtransport.Transport
+	lim   *gopherpace.Limiter
+	up    bool
+	carry float64
+	// admitted per step since the start of the run.
+	admitted []int32
+}
+
+type simCluster struct {
+	t        testing.TB
+	sc       *scenario
+	net      *memtransport.Network
+	nodes    []*simNode
+	baseline bool
+	steps    int
+}
+
+func defaults(sc scenario) scenario {
+	if sc.nodes == 0 {
+		sc.nodes = 5
+	}
+	if sc.rate == 0 {
+		sc.rate = 1000
+	}
+	if sc.burst == 0 {
+		sc.burst = sc.rate
+	}
+	if sc.interval == 0 {
+		sc.interval = 100 * time.Millisecond
+	}
+	if sc.duration == 0 {
+		sc.duration = 20 * time.Second
+	}
+	if sc.load == nil {
+		sc.load = uniform(10)
+	}
+	return sc
+}
+
+// uniform offers mult×R spread evenly over the nodes that are up.
+func uniform(mult float64) func(time.Duration, int) float64 {
+	return func(time.Duration, int) float64 { return -mult } // negative: share of the total
+}
+
+// onNode offers mult×R to node i only.
+func onNode(mult float64, i int) func(time.Duration, int) float64 {
+	return func(_ time.Duration, j int) float64 {
+		if j == i {
+			return mult
+		}
+		return 0
+	}
+}
+
+func runScenario(t testing.TB, sc scenario, baseline bool) *simCluster {
+	sc = defaults(sc)
+	c := &simCluster{t: t, sc: &sc, baseline: baseline, steps: int(sc.duration / step)}
+	opts := append([]memtransport.Option{memtransport.WithSeed(7)}, sc.netOpts...)
+	c.net = memtransport.New(opts...)
+	// A cold start: the nodes find each other (as memberlist does through
+	// its seeds) before their limiters start serving.
+	for i := range sc.nodes {
+		c.join(c.addNode(fmt.Sprintf("node-%d", i)))
+	}
+	for _, n := range c.nodes {
+		c.startLimiter(n)
+	}
+	events := sc.events
+	for s := 0; s < c.steps; s++ {
+		at := time.Duration(s) * step
+		for len(events) > 0 && events[0].at <= at {
+			events[0].do(c)
+			events = events[1:]
+		}
+		now := c.net.Now()
+		up := 0
+		for _, n := range c.nodes {
+			if n.up {
+				up++
+			}
+		}
+		for i, n := range c.nodes {
+			if !n.up {
+				continue
+			}
+			offered := sc.load(at, i)
+			if offered < 0 { // a share of a cluster-wide multiple of R
+				offered = -offered * float64(sc.rate) / float64(up)
+			} else {
+				offered *= float64(sc.rate)
+			}
+			n.carry += offered * step.Seconds()
+			k := int(n.carry)
+			n.carry -= float64(k)
+			if s == 0 && sc.flash {
+				k += int(2 * sc.burst)
+			}
+			for range k {
+				if ok, _ := n.lim.AllowAt(now); ok {
+					n.admitted[s]++
+				}
+			}
+		}
+		c.net.Advance(step)
+	}
+	for _, n := range c.nodes {
+		if n.lim != nil {
+			n.lim.Close()
+		}
+	}
+	return c
+}
+
+func (c *simCluster) addNode(name string) *simNode {
+	n := &simNode{name: name, admitted: make([]int32, c.steps)}
+	c.nodes = append(c.nodes, n)
+	return n
+}
+
+// start joins n to the network and starts its limiter.
+func (c *simCluster) start(n *simNode) {
+	c.join(n)
+	c.startLimiter(n)
+}
+
+func (c *simCluster) join(n *simNode) {
+	tr, err := c.net.Join(n.name)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	n.tr = tr
+}
+
+func (c *simCluster) startLimiter(n *simNode) {
+	tr := n.tr
+	opts := []gopherpace.Option{
+		gopherpace.WithRefillRate(c.sc.rate), gopherpace.WithBucketSize(c.sc.burst),
+		gopherpace.WithGossipInterval(c.sc.interval), gopherpace.WithNodeName(n.name),
+		gopherpace.WithTransport(tr), gopherpace.WithLogger(discardLogger),
+	}
+	if c.baseline {
+		opts = append(opts, gopherpace.WithFloorAtZero())
+	}
+	lim, err := gopherpace.New(append(opts, c.sc.limOpts...)...)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	n.tr, n.lim, n.up = tr, lim, true
+}
+
+func (c *simCluster) node(name string) *simNode {
+	for _, n := range c.nodes {
+		if n.name == name {
+			return n
+		}
+	}
+	return nil
+}
+
+func (c *simCluster) names(idx ...int) []string {
+	out := make([]string, len(idx))
+	for i, j := range idx {
+		out[i] = c.nodes[j].name
+	}
+	return out
+}
+
+// crash stops a node without a goodbye.
+func (c *simCluster) crash(i int) {
+	n := c.nodes[i]
+	n.tr.Crash()
+	n.up = false
+}
+
+// leave closes a node's limiter (which says goodbye), then its transport.
+func (c *simCluster) leave(i int) {
+	n := c.nodes[i]
+	n.lim.Close()
+	n.tr.Close()
+	n.up = false
+}
+
+// ---- measurements ----
+
+type result struct {
+	total, ideal   int64
+	errPct         float64
+	worstOver      int64 // max over windows ≥ 1 s of admitted − (R·w + B)
+	framesPerSec   float64
+	bytesPerSec    float64
+	perNode        []int64
+	missingFrames  uint64
+	malformedCount uint64
+}
+
+func (c *simCluster) series() []int64 {
+	s := make([]int64, c.steps)
+	for _, n := range c.nodes {
+		for i, a := range n.admitted {
+			s[i] += int64(a)
+		}
+	}
+	return s
+}
+
+func (c *simCluster) measure() result {
+	sc := c.sc
+	s := c.series()
+	var r result
+	for _, v := range s {
+		r.total += v
+	}
+	r.ideal = sc.rate*int64(sc.duration/time.Second) + sc.burst
+	r.errPct = 100 * float64(r.total-r.ideal) / float64(r.ideal)
+	r.worstOver = worstWindow(s, sc.rate, sc.burst, int(time.Second/step))
+	var frames, bytes uint64
+	for _, n := range c.nodes {
+		var sum int64
+		for _, a := range n.admitted {
+			sum += int64(a)
+		}
+		r.perNode = append(r.perNode, sum)
+		st := n.lim.Stats()
+		frames += st.FramesSent
+		bytes += st.BytesSent
+		r.missingFrames += st.FramesMissing
+		r.malformedCount += st.FramesMalformed
+	}
+	r.framesPerSec = float64(frames) / sc.duration.Seconds()
+	r.bytesPerSec = float64(bytes) / sc.duration.Seconds()
+	return r
+}
+
+// worstWindow is the largest admitted − (R·w + B) over windows of at least
+// minSteps steps, in O(n): with D(t) = admitted before t − R·t, a window
+// [a, b) admits D(b) − D(a) + R·w.
+func worstWindow(s []int64, rate, burst int64, minSteps int) int64 {
+	n := len(s)
+	d := make([]float64, n+1)
+	perStep := float64(rate) * step.Seconds()
+	cum := 0.0
+	for i := range n {
+		d[i] = cum - perStep*float64(i)
+		cum += float64(s[i])
+	}
+	d[n] = cum - perStep*float64(n)
+	best := math.Inf(-1)
+	minD := math.Inf(1)
+	for b := minSteps; b <= n; b++ {
+		minD = math.Min(minD, d[b-minSteps])
+		best = math.Max(best, d[b]-minD)
+	}
+	return int64(math.Round(best)) - burst
+}
+
+// rate is the admitted rate per second over [from, to).
+func (c *simCluster) rate(from, to time.Duration) float64 {
+	s := c.series()
+	var sum int64
+	for i := int(from / step); i < int(to/step) && i < len(s); i++ {
+		sum += s[i]
+	}
+	return float64(sum) / (to - from).Seconds()
+}
+
+func (c *simCluster) nodeRate(i int, from, to time.Duration) float64 {
+	var sum int64
+	for j := int(from / step); j < int(to/step); j++ {
+		sum += int64(c.nodes[i].admitted[j])
+	}
+	return float64(sum) / (to - from).Seconds()
+}

@@ -1,0 +1,54 @@
+package gopherpace
+
+// Stats is a snapshot of a limiter's state and, when clustered, of its
+// gossip. Counters only grow.
+type Stats struct {
+	// LiveKeys is the number of keyed buckets currently held.
+	LiveKeys int64
+	// OverflowDecisions counts decisions made on the shared overflow bucket
+	// because the key cap was reached.
+	OverflowDecisions uint64
+
+	// Clustered reports whether the limiter has a transport.
+	Clustered bool
+	// VisibleNodes and KnownNodes count this node and the peers it hears
+	// (within 1.5 gossip intervals) and knows (within the grace period).
+	VisibleNodes, KnownNodes int64
+	// Partitioned reports VisibleNodes < KnownNodes.
+	Partitioned bool
+	// Frames and bytes sent to and received from peers; each broadcast
+	// counts once.
+	FramesSent, BytesSent, FramesReceived, BytesReceived uint64
+	// FramesMalformed counts frames dropped as truncated, oversized,
+	// foreign or of an unknown version; FramesDuplicate, repeats and stale
+	// frames; FramesOtherLimiter, frames for another limiter sharing the
+	// transport; FramesMissing, sequence numbers from peers that never
+	// arrived in any copy (their counts are lost).
+	FramesMalformed, FramesDuplicate, FramesOtherLimiter, FramesMissing uint64
+	// KeysDropped counts peers' keyed counts dropped because this node's
+	// store was at its key cap.
+	KeysDropped uint64
+}
+
+// Stats returns a snapshot of the limiter's state.
+func (l *Limiter) Stats() Stats {
+	s := Stats{LiveKeys: l.keys.len(), OverflowDecisions: l.keys.overflowed.Load()}
+	e := l.eng
+	if e == nil {
+		return s
+	}
+	s.Clustered = true
+	s.VisibleNodes, s.KnownNodes = e.stats.visible.Load(), e.stats.known.Load()
+	s.Partitioned = s.VisibleNodes < s.KnownNodes
+	s.FramesSent, s.BytesSent = e.stats.framesSent.Load(), e.stats.bytesSent.Load()
+	s.FramesReceived, s.BytesReceived = e.stats.framesReceived.Load(), e.stats.bytesReceived.Load()
+	s.FramesMalformed, s.FramesDuplicate = e.stats.malformed.Load(), e.stats.duplicate.Load()
+	s.FramesOtherLimiter, s.KeysDropped = e.stats.otherLimiter.Load(), e.stats.keysDropped.Load()
+	e.mu.Lock()
+	s.FramesMissing = e.stats.lostPrevious.Load()
+	for _, p := range e.peers {
+		s.FramesMissing += p.window.missing()
+	}
+	e.mu.Unlock()
+	return s
+}
