@@ -3,7 +3,7 @@
 MODULES := $(shell find . -name go.mod -not -path './.git/*' -exec dirname {} \; | sort)
 GO ?= go
 
-.PHONY: test fmt fmt-check vet tidy-check core-deps-check work bench demo fuzz
+.PHONY: test fmt fmt-check vet tidy-check core-deps-check work bench demo fuzz accuracy
 
 ## test: format check, core dependency check, vet and race tests in every module
 test: fmt-check core-deps-check vet
@@ -49,9 +49,16 @@ work:
 bench:
 	cd bench && GOWORK=off $(GO) run ./cmd/benchtable
 
+## accuracy: run the cluster simulator's scenarios, ours beside the reference design; print the table, write docs/accuracy/
+accuracy:
+	mkdir -p docs/accuracy
+	cd core && GOWORK=off GOPHERPACE_ACCURACY_DIR=$(CURDIR)/docs/accuracy $(GO) test -count=1 -run '^TestAccuracyReport$$' . >/dev/null
+	@cat docs/accuracy/table.md
+
 ## fuzz: run each fuzz target for a while
 fuzz:
 	cd core && GOWORK=off $(GO) test -run '^$$' -fuzz FuzzBucketNeverExceedsRate -fuzztime 30s .
+	cd core && GOWORK=off $(GO) test -run '^$$' -fuzz FuzzDecodeFrame -fuzztime 30s .
 
 ## demo: run the demo
 demo:

@@ -199,6 +199,25 @@ func (e *engine) takeGlobal(now, n int64) Decision {
 	return d
 }
 
+// allowGlobal is takeGlobal for one token, on the lean path that skips
+// filling a Decision.
+func (e *engine) allowGlobal(now int64) (bool, time.Duration) {
+	if e.mode.Load() != modeNormal {
+		d := e.takeGlobal(now, 1)
+		return d.Allowed, d.RetryAfter
+	}
+	b, p := &e.l.global, e.l.pol
+	if b.pending.Load() >= p.localCap.Load() {
+		e.kick()
+		return false, time.Duration(minFlushGap)
+	}
+	ok, retry := allow(&b.tat, p, now, 1)
+	if ok && b.pending.Add(1) == p.flushAt.Load() {
+		e.kick()
+	}
+	return ok, retry
+}
+
 // gateClosed answers keyed requests while fail-closed and cut off.
 func (e *engine) gateClosed(p *policy) (Decision, bool) {
 	if e.mode.Load() == modeClosed {
@@ -228,7 +247,7 @@ func (e *engine) countKeyed(h uint64, ent *entry, p *policy, n int64) {
 	if e.mode.Load() == modeStopped {
 		return
 	}
-	v := ent.pending.Add(n)
+	v := ent.pending().Add(n)
 	if v == n { // first unsent admit since the last flush
 		d := &e.dirty[h%dirtyShards]
 		d.mu.Lock()
@@ -308,7 +327,7 @@ func (e *engine) flushLocked(now int64, heartbeat, leaving bool) [][]byte {
 		d.list = nil
 		d.mu.Unlock()
 		for _, k := range list {
-			if n := k.e.pending.Swap(0); n > 0 {
+			if n := k.e.pending().Swap(0); n > 0 {
 				batch = append(batch, keyCount{k.h, n})
 			}
 		}

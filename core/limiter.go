@@ -70,7 +70,7 @@ func New(opts ...Option) (*Limiter, error) {
 		l.overrides[hashKey(l.seed, o.key)] = p
 	}
 	l.global.init()
-	l.keys = newStore(c.maxKeys)
+	l.keys = newStore(c.maxKeys, c.transport != nil)
 	if c.transport != nil {
 		l.eng = newEngine(l, &c)
 		l.eng.start()
@@ -97,8 +97,7 @@ func (l *Limiter) AllowAt(now time.Time) (bool, time.Duration) {
 
 func (l *Limiter) allowNanos(now int64) (bool, time.Duration) {
 	if l.eng != nil {
-		d := l.eng.takeGlobal(now, 1)
-		return d.Allowed, d.RetryAfter
+		return l.eng.allowGlobal(now)
 	}
 	// The global bucket is never evicted, so the lean path applies.
 	return allow(&l.global.tat, l.pol, now, 1)
@@ -168,7 +167,9 @@ func (l *Limiter) refund(now int64, key string, n int64) {
 	n = min(n, p.burst)
 	if e := l.keys.lookup(h); e != nil {
 		refund(&e.tat, p, now, n)
-		unreport(&e.pending, n)
+		if l.keys.clustered {
+			unreport(e.pending(), n)
+		}
 	}
 }
 

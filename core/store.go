@@ -4,6 +4,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 )
 
 // shardCount splits the keyed store so that concurrent requests for
@@ -27,7 +28,8 @@ const (
 // key, so a flood of random keys is limited as if it were a single client
 // and never displaces the buckets of keys already being limited.
 type store struct {
-	shards   [shardCount]shard
+	shards    [shardCount]shard
+	clustered bool // entries are clusterEntry
 	live     atomic.Int64
 	maxKeys  int64
 	overflow bucket
@@ -46,15 +48,28 @@ type shard struct {
 	_ [24]byte
 }
 
-// entry is the state of one keyed bucket: its theoretical arrival time and,
-// when clustered, the tokens admitted here and not yet sent to peers.
+// entry is the state of one keyed bucket: its theoretical arrival time.
+// A clustered store allocates clusterEntry instead, which adds the count of
+// tokens admitted here and not yet sent to peers; standalone keys so cost 8
+// bytes instead of 16.
 type entry struct {
-	tat     atomic.Int64
+	tat atomic.Int64
+}
+
+type clusterEntry struct {
+	entry
 	pending atomic.Int64
 }
 
-func newStore(maxKeys int64) *store {
-	s := &store{maxKeys: maxKeys}
+// pending returns the unsent count of an entry of a clustered store. Only a
+// clustered store calls it, and it allocates every entry as a clusterEntry
+// whose first field is the entry, so the conversion is sound.
+func (e *entry) pending() *atomic.Int64 {
+	return &(*clusterEntry)(unsafe.Pointer(e)).pending
+}
+
+func newStore(maxKeys int64, clustered bool) *store {
+	s := &store{maxKeys: maxKeys, clustered: clustered}
 	for i := range s.shards {
 		s.shards[i].m = make(map[uint64]*entry)
 		s.shards[i].nextSweep = neverUsed
@@ -78,7 +93,7 @@ func (s *store) take(h uint64, p *policy, now, n int64, eng *engine) Decision {
 			return d
 		}
 		if eng != nil {
-			if d, capped := eng.overCap(&e.pending, p, now, n); capped {
+			if d, capped := eng.overCap(e.pending(), p, now, n); capped {
 				return d
 			}
 		}
@@ -178,7 +193,11 @@ func (s *store) tryInsert(sh *shard, h uint64, now int64) (e *entry, full bool) 
 	if s.live.Load() >= s.maxKeys {
 		return nil, true
 	}
-	e = &entry{}
+	if s.clustered {
+		e = &(&clusterEntry{}).entry
+	} else {
+		e = &entry{}
+	}
 	e.tat.Store(now)
 	sh.m[h] = e
 	s.live.Add(1)
@@ -210,7 +229,7 @@ func (s *store) sweepLocked(sh *shard, now int64) {
 	var dropped int64
 	for h, e := range sh.m {
 		// A bucket with unsent admits stays until the engine has sent them.
-		if t := e.tat.Load(); t <= now && e.pending.Load() == 0 && e.tat.CompareAndSwap(t, evicted) {
+		if t := e.tat.Load(); t <= now && (!s.clustered || e.pending().Load() == 0) && e.tat.CompareAndSwap(t, evicted) {
 			delete(sh.m, h)
 			dropped++
 		}

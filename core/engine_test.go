@@ -1,0 +1,262 @@
+package gopherpace_test
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"log/slog"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	gopherpace "github.com/pedreviljoen/gopherpace/core"
+	"github.com/pedreviljoen/gopherpace/core/memtransport"
+)
+
+// cluster starts n limiters on one memtransport network.
+func cluster(t *testing.T, net *memtransport.Network, n int, opts ...gopherpace.Option) ([]*gopherpace.Limiter, []*memtransport.Transport) {
+	t.Helper()
+	var trs []*memtransport.Transport
+	for i := range n {
+		tr, err := net.Join(fmt.Sprintf("n%d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		trs = append(trs, tr)
+	}
+	var lims []*gopherpace.Limiter
+	for i, tr := range trs {
+		l, err := gopherpace.New(append([]gopherpace.Option{
+			gopherpace.WithTransport(tr), gopherpace.WithNodeName(tr.Name()), gopherpace.WithLogger(discardLogger),
+		}, append(opts, gopherpace.WithNodeName(fmt.Sprintf("n%d", i)))...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { l.Close() })
+		lims = append(lims, l)
+	}
+	return lims, trs
+}
+
+func TestClusteredValidation(t *testing.T) {
+	net := memtransport.New()
+	tr, _ := net.Join("a")
+	for name, opts := range map[string][]gopherpace.Option{
+		"nil transport":   {gopherpace.WithTransport(nil)},
+		"tiny interval":   {gopherpace.WithGossipInterval(time.Microsecond)},
+		"huge interval":   {gopherpace.WithGossipInterval(time.Hour)},
+		"short grace":     {gopherpace.WithTransport(tr), gopherpace.WithPeerGracePeriod(50 * time.Millisecond)},
+		"bad policy":      {gopherpace.WithPartitionPolicy(9)},
+		"empty limiterID": {gopherpace.WithLimiterID("")},
+	} {
+		if _, err := gopherpace.New(append(opts, gopherpace.WithRefillRate(10))...); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+}
+
+// Two limiters with different IDs share each node's transport and keep
+// separate cluster-wide counts.
+func TestLimitersShareATransport(t *testing.T) {
+	net := memtransport.New()
+	a, trs := cluster(t, net, 3, gopherpace.WithRefillRate(100), gopherpace.WithLimiterID("a"))
+	var b []*gopherpace.Limiter
+	for i, tr := range trs {
+		l, err := gopherpace.New(gopherpace.WithRefillRate(10), gopherpace.WithTransport(tr),
+			gopherpace.WithLimiterID("b"), gopherpace.WithNodeName(fmt.Sprint("n", i)), gopherpace.WithLogger(discardLogger))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		b = append(b, l)
+	}
+	admitted := map[string]int{}
+	for range 2000 { // 2 s in 1 ms steps, 3 requests per node per step
+		now := net.Now()
+		for i := range 3 {
+			for _, set := range []struct {
+				name string
+				l    *gopherpace.Limiter
+			}{{"a", a[i]}, {"b", b[i]}} {
+				if ok, _ := set.l.AllowAt(now); ok {
+					admitted[set.name]++
+				}
+			}
+		}
+		net.Advance(time.Millisecond)
+	}
+	// Ideal: B + R·2s = 300 for a, 30 for b; allow a few for staleness.
+	if admitted["a"] < 290 || admitted["a"] > 312 || admitted["b"] < 27 || admitted["b"] > 33 {
+		t.Fatalf("admitted %v, want about a=300 and b=30", admitted)
+	}
+	if st := a[0].Stats(); st.FramesOtherLimiter == 0 || st.FramesReceived == 0 {
+		t.Fatalf("stats %+v: the other limiter's frames were not seen and skipped", st)
+	}
+}
+
+// Keys spread over three nodes add up to one cluster-wide bucket per key,
+// and batches bigger than a frame are split.
+func TestKeyedGossipAndSplitting(t *testing.T) {
+	net := memtransport.New(memtransport.WithMaxFrameSize(400))
+	lims, _ := cluster(t, net, 3, gopherpace.WithRefillRate(1), gopherpace.WithBucketSize(30))
+	now := net.Now()
+	// 300 keys, each spent 10 tokens on every node: 30 per key cluster-wide.
+	for k := range 300 {
+		for _, l := range lims {
+			if d, err := l.TakeAt(now, fmt.Sprint("key-", k), 10); err != nil || !d.Allowed {
+				t.Fatalf("key %d: %+v %v", k, d, err)
+			}
+		}
+	}
+	net.Advance(200 * time.Millisecond)
+	now = net.Now()
+	for k := range 300 {
+		d, _ := lims[0].TakeAt(now, fmt.Sprint("key-", k), 1)
+		if d.Allowed {
+			t.Fatalf("key %d still has tokens after the cluster spent its whole bucket", k)
+		}
+	}
+	st := lims[0].Stats()
+	// 300 entries of 9 bytes need at least 7 frames of 400 bytes; the
+	// network refuses larger ones, which would have left keys undebited.
+	if st.FramesSent < 7 {
+		t.Fatalf("%d frames sent for 300 keys in 400-byte frames: not split", st.FramesSent)
+	}
+	if st.KeysDropped != 0 || st.FramesMalformed != 0 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+func TestMalformedFramesAreDroppedAndCounted(t *testing.T) {
+	net := memtransport.New()
+	lims, _ := cluster(t, net, 1, gopherpace.WithRefillRate(10))
+	evil, _ := net.Join("evil")
+	for _, junk := range [][]byte{nil, []byte("gp"), []byte("hello world, not a frame"), make([]byte, 1300)} {
+		evil.Broadcast(junk)
+	}
+	// A well-formed heartbeat that carries counts without a sequence number.
+	hb := binary.LittleEndian.AppendUint64([]byte("gp\x01\x00"), gopherpace.WireLimiterID(gopherpace.DefaultLimiterID))
+	hb = binary.LittleEndian.AppendUint64(hb, 1)
+	evil.Broadcast(append(hb, 0, 5, 0))
+	net.Advance(10 * time.Millisecond)
+	if got := lims[0].Stats().FramesMalformed; got != 5 {
+		t.Fatalf("malformed frames counted %d, want 5", got)
+	}
+	if ok, _ := lims[0].AllowAt(net.Now()); !ok {
+		t.Fatal("junk frames changed the bucket")
+	}
+}
+
+func TestFailClosedWhenIsolated(t *testing.T) {
+	net := memtransport.New()
+	lims, _ := cluster(t, net, 3, gopherpace.WithRefillRate(100), gopherpace.WithPartitionPolicy(gopherpace.PartitionFailClosed))
+	net.Advance(time.Second)
+	net.Isolate("n0")
+	net.Advance(300 * time.Millisecond)
+	ok, retry := lims[0].AllowAt(net.Now())
+	if ok || retry != time.Second {
+		t.Fatalf("isolated fail-closed Allow = %v, %v; want false, 1s", ok, retry)
+	}
+	if d, _ := lims[0].TakeAt(net.Now(), "some-key", 1); d.Allowed {
+		t.Fatal("isolated fail-closed node admitted a keyed request")
+	}
+	if st := lims[0].Stats(); !st.Partitioned || st.VisibleNodes != 1 || st.KnownNodes != 3 {
+		t.Fatalf("stats %+v", st)
+	}
+	// The other side still has each other: they share, not close.
+	if ok, _ := lims[1].AllowAt(net.Now()); !ok {
+		t.Fatal("a node that still sees a peer closed")
+	}
+	net.Heal()
+	net.Advance(300 * time.Millisecond)
+	if ok, _ := lims[0].AllowAt(net.Now()); !ok {
+		t.Fatal("still closed after the heal")
+	}
+}
+
+// countingHandler counts log records by level.
+type countingHandler struct {
+	mu     sync.Mutex
+	counts map[slog.Level]int
+}
+
+func (h *countingHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h *countingHandler) Handle(_ context.Context, r slog.Record) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.counts[r.Level]++
+	return nil
+}
+func (h *countingHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *countingHandler) WithGroup(string) slog.Handler      { return h }
+
+func TestPartitionLogsErrorEvery30sAndInfoOnRecovery(t *testing.T) {
+	net := memtransport.New()
+	h := &countingHandler{counts: map[slog.Level]int{}}
+	trA, _ := net.Join("a")
+	trB, _ := net.Join("b")
+	a, err := gopherpace.New(gopherpace.WithRefillRate(10), gopherpace.WithTransport(trA), gopherpace.WithNodeName("a"),
+		gopherpace.WithLogger(slog.New(h)), gopherpace.WithPeerGracePeriod(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, _ := gopherpace.New(gopherpace.WithRefillRate(10), gopherpace.WithTransport(trB), gopherpace.WithNodeName("b"), gopherpace.WithLogger(discardLogger))
+	defer b.Close()
+	net.Advance(time.Second)
+	net.Isolate("a")
+	for range 6500 { // 65 s of requests every 10 ms: none may log
+		a.AllowAt(net.Now())
+		net.Advance(10 * time.Millisecond)
+	}
+	net.Heal()
+	net.Advance(time.Second)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.counts[slog.LevelError] != 3 || h.counts[slog.LevelInfo] != 1 {
+		t.Fatalf("log records by level %v; want 3 ERROR (at 0, 30 and 60 s) and 1 INFO", h.counts)
+	}
+}
+
+// hideClock exposes only the Transport methods, so the engine falls back to
+// real timers (virtual inside a synctest bubble).
+type hideClock struct{ gopherpace.Transport }
+
+func TestCloseStopsEveryGoroutine(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		net := memtransport.New()
+		tr, _ := net.Join("a")
+		peer, _ := net.Join("b")
+		received := 0
+		peer.Subscribe(func(string, []byte) { received++ })
+		l, err := gopherpace.New(gopherpace.WithRefillRate(1000), gopherpace.WithTransport(hideClock{tr}), gopherpace.WithLogger(discardLogger))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 50 {
+			l.Allow() // crosses the early-flush threshold: a kick timer
+			time.Sleep(20 * time.Millisecond)
+			net.Advance(20 * time.Millisecond)
+		}
+		l.Close()
+		l.Close() // idempotent
+		synctest.Wait()
+		if received == 0 {
+			t.Fatal("the engine sent nothing on real timers")
+		}
+		// synctest.Test fails if any goroutine of the bubble is left blocked.
+	})
+}
+
+func TestGracefulLeaveShrinksMembershipAtOnce(t *testing.T) {
+	net := memtransport.New()
+	lims, trs := cluster(t, net, 3, gopherpace.WithRefillRate(100))
+	net.Advance(time.Second)
+	lims[2].Close()
+	trs[2].Close()
+	net.Advance(100 * time.Millisecond)
+	if st := lims[0].Stats(); st.KnownNodes != 2 || st.Partitioned {
+		t.Fatalf("after a goodbye: %+v, want 2 known nodes and no partition", st)
+	}
+}

@@ -1,0 +1,127 @@
+package memtransport
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+type inbox struct{ got []string }
+
+func (b *inbox) receive(from string, frame []byte) { b.got = append(b.got, from+":"+string(frame)) }
+
+func join(t *testing.T, n *Network, name string) (*Transport, *inbox) {
+	t.Helper()
+	tr, err := n.Join(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &inbox{}
+	tr.Subscribe(b.receive)
+	return tr, b
+}
+
+func TestDeliveryAfterLatencyInOrder(t *testing.T) {
+	n := New(WithLatency(5*time.Millisecond, 0))
+	a, _ := join(t, n, "a")
+	_, bBox := join(t, n, "b")
+	a.Broadcast([]byte("1"))
+	a.Broadcast([]byte("2"))
+	n.Advance(4 * time.Millisecond)
+	if len(bBox.got) != 0 {
+		t.Fatal("delivered before the latency elapsed")
+	}
+	n.Advance(time.Millisecond)
+	if strings.Join(bBox.got, ",") != "a:1,a:2" {
+		t.Fatalf("got %v", bBox.got)
+	}
+}
+
+func TestLossAndDuplicationAreSeededAndRoughlyRight(t *testing.T) {
+	count := func(seed uint64) (int, int) {
+		n := New(WithSeed(seed), WithLoss(0.2), WithDuplication(0.1))
+		a, _ := join(t, n, "a")
+		_, box := join(t, n, "b")
+		for range 10_000 {
+			a.Broadcast([]byte("x"))
+		}
+		n.Advance(time.Second)
+		return len(box.got), 0
+	}
+	got1, _ := count(3)
+	got2, _ := count(3)
+	if got1 != got2 {
+		t.Fatalf("same seed, different outcomes: %d vs %d", got1, got2)
+	}
+	// Expected deliveries: 10000 × (0.9×0.8 + 0.1×2×0.8) = 8800.
+	if got1 < 8500 || got1 > 9100 {
+		t.Fatalf("%d deliveries of 10000 frames at 20%% loss, 10%% duplication", got1)
+	}
+}
+
+func TestPartitionHealIsolateAndMembers(t *testing.T) {
+	n := New(WithFailureDetection(time.Second))
+	a, aBox := join(t, n, "a")
+	b, bBox := join(t, n, "b")
+	c, _ := join(t, n, "c")
+	n.Partition([]string{"a"}, []string{"b"})
+	a.Broadcast([]byte("cut"))
+	b.Broadcast([]byte("cut"))
+	n.Advance(10 * time.Millisecond)
+	if len(aBox.got) != 0 || len(bBox.got) != 0 {
+		t.Fatalf("crossed a cut link: %v %v", aBox.got, bBox.got)
+	}
+	n.Heal()
+	a.Broadcast([]byte("healed"))
+	n.Advance(10 * time.Millisecond)
+	if len(bBox.got) != 1 {
+		t.Fatalf("after heal: %v", bBox.got)
+	}
+	if got := strings.Join(a.Members(), ","); got != "b,c" {
+		t.Fatalf("members %q", got)
+	}
+	c.Crash()
+	if got := strings.Join(a.Members(), ","); got != "b,c" {
+		t.Fatalf("a crash is noticed only after failure detection: members %q", got)
+	}
+	n.Advance(time.Second)
+	if got := strings.Join(a.Members(), ","); got != "b" {
+		t.Fatalf("after failure detection: members %q", got)
+	}
+	b.Close()
+	if got := a.Members(); len(got) != 0 {
+		t.Fatalf("a graceful leave is seen at once: members %v", got)
+	}
+	if _, err := n.Join("b"); err != nil {
+		t.Fatalf("rejoin under the same name: %v", err)
+	}
+	if _, err := n.Join("a"); err == nil {
+		t.Fatal("two live nodes with one name")
+	}
+}
+
+func TestOversizedFrameIsRefused(t *testing.T) {
+	n := New(WithMaxFrameSize(100))
+	a, _ := join(t, n, "a")
+	if err := a.Broadcast(make([]byte, 101)); err == nil {
+		t.Fatal("oversized frame accepted")
+	}
+}
+
+func TestTimersRunInTimeOrder(t *testing.T) {
+	n := New()
+	var order []int
+	n.AfterFunc(30*time.Millisecond, func() { order = append(order, 3) })
+	stop := n.AfterFunc(20*time.Millisecond, func() { order = append(order, 2) })
+	n.AfterFunc(10*time.Millisecond, func() {
+		order = append(order, 1)
+		n.AfterFunc(5*time.Millisecond, func() { order = append(order, 15) })
+	})
+	if !stop() {
+		t.Fatal("stop of a pending timer failed")
+	}
+	n.Advance(time.Second)
+	if len(order) != 3 || order[0] != 1 || order[1] != 15 || order[2] != 3 {
+		t.Fatalf("order %v, want [1 15 3]", order)
+	}
+}

@@ -1,0 +1,118 @@
+package gopherpace
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+)
+
+func encodeFrame(f *frame) []byte {
+	b := appendHeader(nil, f, len(f.keys))
+	for _, kc := range f.keys {
+		b = appendEntry(b, kc)
+	}
+	return b
+}
+
+func TestWireRoundTrip(t *testing.T) {
+	in := frame{leaving: true, limiter: 42, incarnation: 1 << 60, seq: 300, global: 1_000_000,
+		keys: []keyCount{{1, 1}, {hashKey(0, "tenant"), 127}, {^uint64(0), 128}, {7, int64(maxWireTokens)}}}
+	b := encodeFrame(&in)
+	var out frame
+	if err := decodeFrame(b, &out); err != nil {
+		t.Fatal(err)
+	}
+	if out.leaving != in.leaving || out.limiter != in.limiter || out.incarnation != in.incarnation ||
+		out.seq != in.seq || out.global != in.global || len(out.keys) != len(in.keys) {
+		t.Fatalf("round trip: %+v, want %+v", out, in)
+	}
+	for i := range in.keys {
+		if out.keys[i] != in.keys[i] {
+			t.Fatalf("entry %d: %+v, want %+v", i, out.keys[i], in.keys[i])
+		}
+	}
+	for _, kc := range in.keys {
+		if got := len(appendEntry(nil, kc)); got != entrySize(kc) {
+			t.Fatalf("entrySize(%d) = %d, encoded %d", kc.tokens, entrySize(kc), got)
+		}
+	}
+}
+
+func TestWireBytesPerKey(t *testing.T) {
+	f := frame{limiter: 1, incarnation: 2, seq: 3}
+	for i := range 1000 {
+		f.keys = append(f.keys, keyCount{hashKey(0, string(rune(i))), int64(i%100 + 1)})
+	}
+	b := encodeFrame(&f)
+	if perKey := float64(len(b)) / 1000; perKey > 12 {
+		t.Fatalf("%.1f bytes per key, budget 12", perKey)
+	}
+}
+
+func TestDecodeRejects(t *testing.T) {
+	good := encodeFrame(&frame{limiter: 1, incarnation: 2, seq: 3, global: 4, keys: []keyCount{{5, 6}}})
+	mutate := func(f func(b []byte) []byte) []byte { return f(append([]byte(nil), good...)) }
+	for _, tc := range []struct {
+		name string
+		b    []byte
+		want error
+	}{
+		{"empty", nil, errShort},
+		{"truncated header", good[:10], errShort},
+		{"truncated entry", good[:len(good)-1], errEntryCount},
+		{"foreign", []byte("GET / HTTP/1.1\r\n\r\n"), errMagic},
+		{"short foreign", []byte("xx"), errMagic},
+		{"version 2", mutate(func(b []byte) []byte { b[2] = 2; return b }), errVersion},
+		{"trailing byte", append(append([]byte(nil), good...), 0), errTrailing},
+		{"entry count past the end", mutate(func(b []byte) []byte { b[len(b)-10] = 100; return b }), errEntryCount},
+		{"zero tokens in an entry", mutate(func(b []byte) []byte { b[len(b)-1] = 0; return b }), errTokens},
+		{"overlong varint", append(good[:headerFixed:headerFixed], bytes.Repeat([]byte{0xff}, 11)...), errVarint},
+	} {
+		var f frame
+		if err := decodeFrame(tc.b, &f); !errors.Is(err, tc.want) {
+			t.Errorf("%s: %v, want %v", tc.name, err, tc.want)
+		}
+	}
+}
+
+// FuzzDecodeFrame: no input panics the decoder, and whatever it accepts
+// re-encodes to a frame that decodes the same.
+func FuzzDecodeFrame(f *testing.F) {
+	f.Add(encodeFrame(&frame{limiter: 1, incarnation: 2, seq: 3, global: 4, keys: []keyCount{{5, 6}, {7, 300}}}))
+	f.Add(encodeFrame(&frame{leaving: true}))
+	f.Add([]byte("gp\x01\x00"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var fr frame
+		if err := decodeFrame(b, &fr); err != nil {
+			return
+		}
+		if fr.global < 0 || uint64(fr.global) > maxWireTokens {
+			t.Fatalf("accepted global count %d", fr.global)
+		}
+		for _, kc := range fr.keys {
+			if kc.tokens <= 0 || uint64(kc.tokens) > maxWireTokens {
+				t.Fatalf("accepted entry count %d", kc.tokens)
+			}
+		}
+		var again frame
+		if err := decodeFrame(encodeFrame(&fr), &again); err != nil || again.seq != fr.seq || len(again.keys) != len(fr.keys) {
+			t.Fatalf("re-encoding an accepted frame: %v", err)
+		}
+	})
+}
+
+func TestSeqWindow(t *testing.T) {
+	var w seqWindow
+	for _, tc := range []struct {
+		seq  uint64
+		want bool
+	}{{10, true}, {10, false}, {12, true}, {11, true}, {11, false}, {9, true}, {2000, true}, {12, false}, {1999, true}} {
+		if got := w.accept(tc.seq); got != tc.want {
+			t.Fatalf("accept(%d) = %v, want %v", tc.seq, got, tc.want)
+		}
+	}
+	// Seen: 9..12, 1999, 2000 of the 9..2000 range.
+	if got := w.missing(); got != 1992-6 {
+		t.Fatalf("missing %d, want %d", got, 1992-6)
+	}
+}
