@@ -30,9 +30,9 @@ const (
 type store struct {
 	shards    [shardCount]shard
 	clustered bool // entries are clusterEntry
-	live     atomic.Int64
-	maxKeys  int64
-	overflow bucket
+	live      atomic.Int64
+	maxKeys   int64
+	overflow  bucket
 	// overflowed counts decisions made on the overflow bucket.
 	overflowed atomic.Uint64
 
