@@ -3,7 +3,7 @@
 MODULES := $(shell find . -name go.mod -not -path './.git/*' -exec dirname {} \; | sort)
 GO ?= go
 
-.PHONY: test fmt fmt-check vet tidy-check core-deps-check work bench demo fuzz accuracy
+.PHONY: test fmt fmt-check vet tidy-check core-deps-check work bench demo demo-standalone fuzz accuracy
 
 ## test: format check, core dependency check, vet and race tests in every module
 test: fmt-check core-deps-check vet
@@ -60,6 +60,10 @@ fuzz:
 	cd core && GOWORK=off $(GO) test -run '^$$' -fuzz FuzzBucketNeverExceedsRate -fuzztime 30s .
 	cd core && GOWORK=off $(GO) test -run '^$$' -fuzz FuzzDecodeFrame -fuzztime 30s .
 
-## demo: run the demo
+## demo: three replicas gossiping over real memberlist on loopback, under skewed then uniform load
 demo:
+	cd examples && GOWORK=off $(GO) run ./cluster
+
+## demo-standalone: one limiter, one server, no cluster
+demo-standalone:
 	cd examples && GOWORK=off $(GO) run ./standalone

@@ -81,7 +81,17 @@ func TestAccuracy(t *testing.T) {
 				}
 			}
 			switch sc.name {
-			case "uniform", "skew", "shift", "flash":
+			case "uniform", "flash":
+				total(1)
+				window()
+				// Equal demand, equal shares: no node may win the bucket.
+				mean := float64(r.total) / float64(len(r.perNode))
+				for i, n := range r.perNode {
+					if math.Abs(float64(n)-mean) > 0.1*mean {
+						t.Errorf("node %d admitted %d, more than 10%% off the mean %.0f: %v", i, n, mean, r.perNode)
+					}
+				}
+			case "skew", "shift":
 				total(1)
 				window()
 			case "loss10", "loss10+dup+reorder":

@@ -55,11 +55,14 @@ type engine struct {
 	mode      atomic.Int32
 	preBudget atomic.Int64
 	kicked    atomic.Bool
+	held      atomic.Bool
+	holdFor   int64 // the longest a first unreported admit waits
 	dirty     [dirtyShards]dirtyList
 	stats     engineStats
 
 	mu          sync.Mutex // guards the fields below
 	seq         uint64
+	globalSum   uint64                    // global tokens reported since this incarnation began
 	sent        [resendTicks + 1][][]byte // frames of this tick and the last ones
 	lastFlush   int64
 	peers       map[string]*peer
@@ -90,7 +93,8 @@ type engineStats struct {
 	framesSent, bytesSent, framesReceived, bytesReceived atomic.Uint64
 	malformed, duplicate, otherLimiter, keysDropped      atomic.Uint64
 	lostPrevious                                         atomic.Uint64
-	visible, known                                       atomic.Int64
+	tokensReported, tokensCharged                        atomic.Uint64
+	visible, known, heard                                atomic.Int64
 }
 
 func newEngine(l *Limiter, c *config) *engine {
@@ -103,6 +107,7 @@ func newEngine(l *Limiter, c *config) *engine {
 		interval:  int64(c.interval),
 		tick:      int64(c.interval) / 2,
 		isolation: int64(c.interval) * 3 / 2,
+		holdFor:   min(max(int64(c.interval)/20, minFlushGap), int64(5*time.Millisecond)),
 		grace:     int64(c.grace),
 		partition: c.partition,
 		maxFrame:  DefaultMaxFrameSize,
@@ -111,6 +116,9 @@ func newEngine(l *Limiter, c *config) *engine {
 	}
 	if clk, ok := c.transport.(Clock); ok {
 		e.clock = clk
+	}
+	if e.floor {
+		e.holdFor = e.tick // the reference design reports on its ticks only
 	}
 	if fs, ok := c.transport.(FrameSizer); ok && fs.MaxFrameSize() > 0 {
 		e.maxFrame = max(fs.MaxFrameSize(), headerMax+entryMax)
@@ -212,8 +220,8 @@ func (e *engine) allowGlobal(now int64) (bool, time.Duration) {
 		return false, time.Duration(minFlushGap)
 	}
 	ok, retry := allow(&b.tat, p, now, 1)
-	if ok && b.pending.Add(1) == p.flushAt.Load() {
-		e.kick()
+	if ok {
+		e.counted(b.pending.Add(1), 1, p)
 	}
 	return ok, retry
 }
@@ -237,9 +245,20 @@ func (e *engine) overCap(pending *atomic.Int64, p *policy, now, n int64) (Decisi
 }
 
 func (e *engine) count(pending *atomic.Int64, p *policy, n int64) {
-	v := pending.Add(n)
+	e.counted(pending.Add(n), n, p)
+}
+
+// counted schedules the flush that reports a count that just grew by n to
+// v: at once when it crosses the threshold, and within holdFor when it is
+// the first unreported token. Holding every node's admits for the same
+// short time keeps the cluster fair: a node whose admits stayed unreported
+// longer would let its peers spend tokens it had already spent, and busy
+// nodes, which flush more often, would win more and more of the bucket.
+func (e *engine) counted(v, n int64, p *policy) {
 	if at := p.flushAt.Load(); v >= at && v-n < at {
 		e.kick()
+	} else if v == n {
+		e.hold()
 	}
 }
 
@@ -254,15 +273,23 @@ func (e *engine) countKeyed(h uint64, ent *entry, p *policy, n int64) {
 		d.list = append(d.list, dirtyKey{h, ent})
 		d.mu.Unlock()
 	}
-	if at := p.flushAt.Load(); v >= at && v-n < at {
-		e.kick()
-	}
+	e.counted(v, n, p)
 }
 
-// kick schedules an early flush unless one is already scheduled.
+// kick schedules an early flush now unless one is already scheduled.
 func (e *engine) kick() {
 	if e.kicked.CompareAndSwap(false, true) {
 		e.clock.AfterFunc(0, e.onKick)
+	}
+}
+
+// hold schedules a flush holdFor from now unless one is already scheduled.
+func (e *engine) hold() {
+	if e.held.CompareAndSwap(false, true) {
+		e.clock.AfterFunc(time.Duration(e.holdFor), func() {
+			e.held.Store(false)
+			e.kick()
+		})
 	}
 }
 
@@ -333,13 +360,21 @@ func (e *engine) flushLocked(now int64, heartbeat, leaving bool) [][]byte {
 		}
 	}
 	e.batch = batch[:0]
+	reported := uint64(global)
+	for _, kc := range batch {
+		reported += uint64(kc.tokens)
+	}
+	e.stats.tokensReported.Add(reported)
 	if global == 0 && len(batch) == 0 && !heartbeat && !leaving {
 		return nil
 	}
 	e.lastFlush = now
-	carries := global > 0 || len(batch) > 0
+	e.globalSum += uint64(global)
+	// Only keyed entries need numbering and resending: the global total
+	// rides in every frame, heartbeats included.
+	carries := len(batch) > 0
 	var frames [][]byte
-	f := frame{leaving: leaving, limiter: e.id, incarnation: e.inc, global: global}
+	f := frame{leaving: leaving, limiter: e.id, incarnation: e.inc, globalSum: e.globalSum, global: global}
 	for first := true; first || len(batch) > 0; first = false {
 		// Fill one frame with as many entries as fit.
 		room, n := e.maxFrame-headerMax, 0
@@ -347,9 +382,6 @@ func (e *engine) flushLocked(now int64, heartbeat, leaving bool) [][]byte {
 			room -= entrySize(batch[n])
 			n++
 		}
-		// Only frames with counts take a sequence number: a bare heartbeat
-		// (seq 0) needs no de-duplication and is never resent, so a lost one
-		// is not a lost count.
 		f.seq = 0
 		if carries {
 			e.seq++
@@ -365,7 +397,6 @@ func (e *engine) flushLocked(now int64, heartbeat, leaving bool) [][]byte {
 		frames = append(frames, b)
 	}
 	if carries {
-		// A bare heartbeat is not worth resending; counts are.
 		e.sent[0] = append(e.sent[0], frames...)
 	}
 	return frames
@@ -413,15 +444,16 @@ func (e *engine) receive(from string, b []byte) {
 		*p = peer{incarnation: f.incarnation}
 	}
 	if f.seq == 0 {
-		if f.global != 0 || len(f.keys) > 0 {
-			e.stats.malformed.Add(1) // counts must be numbered
+		if len(f.keys) > 0 {
+			e.stats.malformed.Add(1) // keyed counts must be numbered
 			return
 		}
 	} else if !p.window.accept(f.seq) {
 		e.stats.duplicate.Add(1)
 		return
 	}
-	p.lastHeard, p.expired = now, false
+	wasVisible := p.heard && now-p.lastHeard <= e.isolation
+	p.lastHeard, p.expired, p.heard = now, false, true
 	if f.leaving {
 		p.departed = true
 	}
@@ -432,8 +464,14 @@ func (e *engine) receive(from string, b []byte) {
 		}
 		return pol.tolerance
 	}
-	if f.global > 0 {
-		debit(&e.l.global.tat, e.l.pol, now, f.global, maxDebt(e.l.pol))
+	global := e.globalCharge(p, f, wasVisible)
+	charged := uint64(global)
+	for _, kc := range f.keys {
+		charged += uint64(kc.tokens)
+	}
+	e.stats.tokensCharged.Add(charged)
+	if global > 0 {
+		debit(&e.l.global.tat, e.l.pol, now, global, maxDebt(e.l.pol))
 	}
 	for _, kc := range f.keys {
 		pol := e.l.policyFor(kc.key)
@@ -441,6 +479,33 @@ func (e *engine) receive(from string, b []byte) {
 			e.stats.keysDropped.Add(1)
 		}
 	}
+}
+
+// globalCharge works out how many of a peer's global admits this frame
+// brings that were not charged yet. Normally that is the growth of the
+// peer's running total, so a lost frame costs nothing but delay. Two cases
+// take only the frame's own delta and start counting from its total:
+//   - the first frame from a peer that is older than this node: what it
+//     admitted before this node existed is already reflected in a
+//     newcomer's empty buckets;
+//   - the first frame after the peer was out of sight: while cut off, each
+//     side refilled at its share of the rate, so charging the other side's
+//     admits from that time would charge them twice and stall the bucket.
+//
+// The first frame from a peer of the same age or younger brings its whole
+// total: it may have admitted before it knew of this node (memberlist
+// spreads news of a join by gossip), and those admits are this bucket's too.
+func (e *engine) globalCharge(p *peer, f *frame, wasVisible bool) int64 {
+	defer func() { p.globalSum, p.synced = max(p.globalSum, f.globalSum), true }()
+	switch {
+	case !p.synced && f.incarnation+uint64(2*e.interval) >= e.inc:
+		return int64(f.globalSum)
+	case !p.synced, !wasVisible:
+		return f.global
+	case f.globalSum > p.globalSum:
+		return int64(f.globalSum - p.globalSum)
+	}
+	return 0
 }
 
 // contact runs on every fresh frame. The first one ends the pre-contact
@@ -490,7 +555,7 @@ func (e *engine) evaluate(now int64) {
 			e.peers[name] = &peer{lastHeard: now}
 		}
 	}
-	visible, known := 1, 1
+	visible, known, heard := 1, 1, int64(1)
 	for name, p := range e.peers {
 		silent := now - p.lastHeard
 		if p.departed || silent > e.grace {
@@ -502,12 +567,20 @@ func (e *engine) evaluate(now int64) {
 			continue
 		}
 		known++
-		if silent <= e.isolation {
+		if silent <= e.isolation || !p.heard && silent <= e.firstContact() {
 			visible++
 		}
+		if p.heard && silent <= e.isolation {
+			heard++
+		}
 	}
+	e.stats.heard.Store(heard)
 	e.retune(now, visible, known)
 }
+
+// firstContact is how long a listed peer that has never been heard still
+// counts as in sight.
+func (e *engine) firstContact() int64 { return max(int64(2*time.Second), 10*e.interval) }
 
 func contains(list []string, s string) bool {
 	for _, v := range list {

@@ -135,10 +135,12 @@ func TestMalformedFramesAreDroppedAndCounted(t *testing.T) {
 	for _, junk := range [][]byte{nil, []byte("gp"), []byte("hello world, not a frame"), make([]byte, 1300)} {
 		evil.Broadcast(junk)
 	}
-	// A well-formed heartbeat that carries counts without a sequence number.
+	// A well-formed frame that carries keyed counts without a sequence number.
 	hb := binary.LittleEndian.AppendUint64([]byte("gp\x01\x00"), gopherpace.WireLimiterID(gopherpace.DefaultLimiterID))
 	hb = binary.LittleEndian.AppendUint64(hb, 1)
-	evil.Broadcast(append(hb, 0, 5, 0))
+	hb = append(hb, 0, 0, 0, 1)                   // seq 0, totals 0, one entry
+	hb = binary.LittleEndian.AppendUint64(hb, 42) // key hash
+	evil.Broadcast(append(hb, 3))                 // 3 tokens
 	net.Advance(10 * time.Millisecond)
 	if got := lims[0].Stats().FramesMalformed; got != 5 {
 		t.Fatalf("malformed frames counted %d, want 5", got)

@@ -14,6 +14,15 @@ type peer struct {
 	// first seen in the transport's member list counts as heard then, so
 	// that a node that has just joined is not taken for a partition.
 	lastHeard int64
+	// heard reports whether any frame has arrived; until one does, the peer
+	// gets firstContact rather than the isolation timeout, since a new
+	// member may not yet know about this node (memberlist spreads news of
+	// joins by gossip, over a few hundred milliseconds).
+	heard bool
+	// globalSum is the highest global total charged from this incarnation;
+	// synced says whether there is one yet.
+	globalSum uint64
+	synced    bool
 	// departed marks a graceful leave of this incarnation.
 	departed bool
 	// expired marks a peer silent for longer than the grace period.

@@ -1,8 +1,13 @@
 package gopherpace
 
+import "time"
+
 // Stats is a snapshot of a limiter's state and, when clustered, of its
 // gossip. Counters only grow.
 type Stats struct {
+	// GlobalTokens is the global bucket's balance now: tokens available,
+	// or, below zero, the debt that refill must repay first.
+	GlobalTokens int64
 	// LiveKeys is the number of keyed buckets currently held.
 	LiveKeys int64
 	// OverflowDecisions counts decisions made on the shared overflow bucket
@@ -14,6 +19,10 @@ type Stats struct {
 	// VisibleNodes and KnownNodes count this node and the peers it hears
 	// (within 1.5 gossip intervals) and knows (within the grace period).
 	VisibleNodes, KnownNodes int64
+	// HeardNodes counts this node and the peers whose frames arrived within
+	// 1.5 gossip intervals; VisibleNodes also counts peers listed by the
+	// transport for under two seconds that have not spoken yet.
+	HeardNodes int64
 	// Partitioned reports VisibleNodes < KnownNodes.
 	Partitioned bool
 	// Frames and bytes sent to and received from peers; each broadcast
@@ -25,6 +34,9 @@ type Stats struct {
 	// transport; FramesMissing, sequence numbers from peers that never
 	// arrived in any copy (their counts are lost).
 	FramesMalformed, FramesDuplicate, FramesOtherLimiter, FramesMissing uint64
+	// TokensReported counts tokens admitted here and sent to peers;
+	// TokensCharged, tokens peers reported and this node charged.
+	TokensReported, TokensCharged uint64
 	// KeysDropped counts peers' keyed counts dropped because this node's
 	// store was at its key cap.
 	KeysDropped uint64
@@ -32,18 +44,28 @@ type Stats struct {
 
 // Stats returns a snapshot of the limiter's state.
 func (l *Limiter) Stats() Stats {
-	s := Stats{LiveKeys: l.keys.len(), OverflowDecisions: l.keys.overflowed.Load()}
+	now := int64(time.Since(l.epoch))
+	if l.eng != nil {
+		now = l.eng.now()
+	}
+	tat := max(l.global.tat.Load(), now)
+	unit := l.pol.unit.Load()
+	s := Stats{
+		GlobalTokens: (now + l.pol.tolerance - tat) / unit,
+		LiveKeys:     l.keys.len(), OverflowDecisions: l.keys.overflowed.Load(),
+	}
 	e := l.eng
 	if e == nil {
 		return s
 	}
 	s.Clustered = true
-	s.VisibleNodes, s.KnownNodes = e.stats.visible.Load(), e.stats.known.Load()
+	s.VisibleNodes, s.KnownNodes, s.HeardNodes = e.stats.visible.Load(), e.stats.known.Load(), e.stats.heard.Load()
 	s.Partitioned = s.VisibleNodes < s.KnownNodes
 	s.FramesSent, s.BytesSent = e.stats.framesSent.Load(), e.stats.bytesSent.Load()
 	s.FramesReceived, s.BytesReceived = e.stats.framesReceived.Load(), e.stats.bytesReceived.Load()
 	s.FramesMalformed, s.FramesDuplicate = e.stats.malformed.Load(), e.stats.duplicate.Load()
 	s.FramesOtherLimiter, s.KeysDropped = e.stats.otherLimiter.Load(), e.stats.keysDropped.Load()
+	s.TokensReported, s.TokensCharged = e.stats.tokensReported.Load(), e.stats.tokensCharged.Load()
 	e.mu.Lock()
 	s.FramesMissing = e.stats.lostPrevious.Load()
 	for _, p := range e.peers {

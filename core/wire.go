@@ -13,8 +13,12 @@ import (
 //	flags      1 byte   bit 0: the sender is leaving the cluster
 //	limiter    8 bytes  hash of the limiter ID, so limiters can share a transport
 //	incarnation 8 bytes the sender's start time; a restart gets a new one
-//	seq        uv       per-sender sequence number, for de-duplication
-//	global     uv       tokens the sender admitted from the global bucket
+//	seq        uv       per-sender sequence number of frames with keyed
+//	                    entries, for de-duplication; 0 on other frames
+//	globalSum  uv       tokens the sender admitted from the global bucket
+//	                    since it started: every frame carries it, so a lost
+//	                    frame's count arrives with the next one
+//	global     uv       of which admitted since the sender's previous flush
 //	count      uv       number of keyed entries that follow
 //	entries    count × (key hash 8 bytes, tokens uv)
 //
@@ -27,7 +31,7 @@ const (
 	// headerMax is the largest possible header: fixed part plus three
 	// 10-byte varints.
 	headerFixed = 2 + 1 + 1 + 8 + 8
-	headerMax   = headerFixed + 3*binary.MaxVarintLen64
+	headerMax   = headerFixed + 4*binary.MaxVarintLen64
 	// entryMax is the largest encoded keyed entry.
 	entryMax = 8 + binary.MaxVarintLen64
 	// maxWireTokens bounds a count from the network: more than any bucket
@@ -45,6 +49,7 @@ type frame struct {
 	limiter     uint64
 	incarnation uint64
 	seq         uint64
+	globalSum   uint64
 	global      int64
 	keys        []keyCount
 }
@@ -70,6 +75,7 @@ func appendHeader(b []byte, f *frame, count int) []byte {
 	b = binary.LittleEndian.AppendUint64(b, f.limiter)
 	b = binary.LittleEndian.AppendUint64(b, f.incarnation)
 	b = binary.AppendUvarint(b, f.seq)
+	b = binary.AppendUvarint(b, f.globalSum)
 	b = binary.AppendUvarint(b, uint64(f.global))
 	return binary.AppendUvarint(b, uint64(count))
 }
@@ -110,11 +116,14 @@ func decodeFrame(b []byte, f *frame) error {
 	if f.seq, b, err = uvarint(b); err != nil {
 		return err
 	}
+	if f.globalSum, b, err = uvarint(b); err != nil {
+		return err
+	}
 	var g uint64
 	if g, b, err = uvarint(b); err != nil {
 		return err
 	}
-	if g > maxWireTokens {
+	if g > maxWireTokens || g > f.globalSum {
 		return errTokens
 	}
 	f.global = int64(g)

@@ -15,7 +15,7 @@ func encodeFrame(f *frame) []byte {
 }
 
 func TestWireRoundTrip(t *testing.T) {
-	in := frame{leaving: true, limiter: 42, incarnation: 1 << 60, seq: 300, global: 1_000_000,
+	in := frame{leaving: true, limiter: 42, incarnation: 1 << 60, seq: 300, globalSum: 1 << 40, global: 1_000_000,
 		keys: []keyCount{{1, 1}, {hashKey(0, "tenant"), 127}, {^uint64(0), 128}, {7, int64(maxWireTokens)}}}
 	b := encodeFrame(&in)
 	var out frame
@@ -23,7 +23,7 @@ func TestWireRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	if out.leaving != in.leaving || out.limiter != in.limiter || out.incarnation != in.incarnation ||
-		out.seq != in.seq || out.global != in.global || len(out.keys) != len(in.keys) {
+		out.seq != in.seq || out.globalSum != in.globalSum || out.global != in.global || len(out.keys) != len(in.keys) {
 		t.Fatalf("round trip: %+v, want %+v", out, in)
 	}
 	for i := range in.keys {
@@ -50,7 +50,7 @@ func TestWireBytesPerKey(t *testing.T) {
 }
 
 func TestDecodeRejects(t *testing.T) {
-	good := encodeFrame(&frame{limiter: 1, incarnation: 2, seq: 3, global: 4, keys: []keyCount{{5, 6}}})
+	good := encodeFrame(&frame{limiter: 1, incarnation: 2, seq: 3, globalSum: 9, global: 4, keys: []keyCount{{5, 6}}})
 	mutate := func(f func(b []byte) []byte) []byte { return f(append([]byte(nil), good...)) }
 	for _, tc := range []struct {
 		name string
@@ -65,6 +65,7 @@ func TestDecodeRejects(t *testing.T) {
 		{"version 2", mutate(func(b []byte) []byte { b[2] = 2; return b }), errVersion},
 		{"trailing byte", append(append([]byte(nil), good...), 0), errTrailing},
 		{"entry count past the end", mutate(func(b []byte) []byte { b[len(b)-10] = 100; return b }), errEntryCount},
+		{"delta above the running total", encodeFrame(&frame{globalSum: 3, global: 4}), errTokens},
 		{"zero tokens in an entry", mutate(func(b []byte) []byte { b[len(b)-1] = 0; return b }), errTokens},
 		{"overlong varint", append(good[:headerFixed:headerFixed], bytes.Repeat([]byte{0xff}, 11)...), errVarint},
 	} {
@@ -78,7 +79,7 @@ func TestDecodeRejects(t *testing.T) {
 // FuzzDecodeFrame: no input panics the decoder, and whatever it accepts
 // re-encodes to a frame that decodes the same.
 func FuzzDecodeFrame(f *testing.F) {
-	f.Add(encodeFrame(&frame{limiter: 1, incarnation: 2, seq: 3, global: 4, keys: []keyCount{{5, 6}, {7, 300}}}))
+	f.Add(encodeFrame(&frame{limiter: 1, incarnation: 2, seq: 3, globalSum: 10, global: 4, keys: []keyCount{{5, 6}, {7, 300}}}))
 	f.Add(encodeFrame(&frame{leaving: true}))
 	f.Add([]byte("gp\x01\x00"))
 	f.Fuzz(func(t *testing.T, b []byte) {

@@ -11,7 +11,6 @@ import (
 	"log"
 	"net"
 	"net/http"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -110,8 +109,7 @@ func run(rate, burst int64, offered, seconds int) error {
 	fmt.Printf("\ntotal: admitted %d, denied %d, failed %d; ideal bucket admits at most %d (rate×t + burst)\n",
 		totalAdmitted, totalDenied, failed.Load(), ideal)
 	if totalAdmitted > ideal {
-		fmt.Println("over the limit!")
-		os.Exit(1)
+		return fmt.Errorf("admitted %d, over the %d an ideal bucket allows", totalAdmitted, ideal)
 	}
 	return nil
 }

@@ -1,0 +1,19 @@
+// Package memberpace carries gopherpace's gossip over hashicorp/memberlist:
+// real UDP datagrams between the replicas of a service, with SWIM membership
+// to say who they are.
+//
+//	tr, err := memberpace.New(memberpace.WithSeeds(seeds.DNS{Host: "myservice-headless", Port: 7946}))
+//	if err != nil { ... }
+//	defer tr.Close()
+//	limiter, err := gopherpace.New(gopherpace.WithRefillRate(1000), gopherpace.WithTransport(tr))
+//	defer limiter.Close() // before tr.Close
+//
+// Frames go to every member with SendBestEffort, one datagram each, never
+// blocking on a dead or slow peer. memberlist's own partition handling never
+// re-merges a split cluster, so a background loop asks the seed provider
+// again and re-joins every RejoinInterval, and every second while this node
+// hears no peer. A node whose first join fails starts anyway and keeps trying.
+//
+// Logs go to slog with component=memberlist; memberlist's routine noise is
+// demoted to debug.
+package memberpace

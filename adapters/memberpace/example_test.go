@@ -1,0 +1,36 @@
+package memberpace_test
+
+import (
+	"fmt"
+	"log"
+
+	"github.com/pedreviljoen/gopherpace/adapters/memberpace"
+	gopherpace "github.com/pedreviljoen/gopherpace/core"
+	"github.com/pedreviljoen/gopherpace/seeds"
+)
+
+// Two replicas on one machine share one limit of 100 requests per second.
+// In production each replica runs one transport, usually on port 7946,
+// with seeds.DNS pointing at a headless Service.
+func ExampleNew() {
+	first, err := memberpace.New(memberpace.WithBindAddr("127.0.0.1"), memberpace.WithBindPort(0), memberpace.WithNodeName("replica-a"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer first.Close()
+	second, err := memberpace.New(memberpace.WithBindAddr("127.0.0.1"), memberpace.WithBindPort(0), memberpace.WithNodeName("replica-b"),
+		memberpace.WithSeeds(seeds.Static{first.GossipAddr()}))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer second.Close()
+
+	limiter, err := gopherpace.New(gopherpace.WithRefillRate(100), gopherpace.WithTransport(second))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer limiter.Close() // runs before the transports' Close
+
+	fmt.Println("peers of replica-b:", second.Members())
+	// Output: peers of replica-b: [replica-a]
+}

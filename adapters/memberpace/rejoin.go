@@ -1,0 +1,73 @@
+package memberpace
+
+import (
+	"context"
+	"math/rand/v2"
+	"sync"
+	"time"
+)
+
+// rejoinLoop asks the seeds again and joins the peers that are missing.
+// memberlist never re-merges the two sides of a healed partition on its
+// own; joining again is the established fix.
+func (t *Transport) rejoinLoop(ctx context.Context) {
+	defer t.rejoinDone.Done()
+	for {
+		wait := t.cfg.rejoin
+		if t.isolated() {
+			wait = isolatedRejoinInterval
+		}
+		// ±20% jitter, so that a fleet does not join in lockstep.
+		wait += time.Duration((rand.Float64() - 0.5) * 0.4 * float64(wait))
+		timer := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return
+		case <-timer.C:
+		}
+		t.joinSeeds(ctx)
+	}
+}
+
+// isolated reports whether this node hears no peer: memberlist counts it
+// alone, or no frame has come from any peer for two seconds.
+func (t *Transport) isolated() bool {
+	if t.ml.NumMembers() < 2 {
+		return true
+	}
+	last := t.lastFrame.Load()
+	return last == 0 || time.Since(time.Unix(0, last)) > 2*time.Second
+}
+
+// joinSeeds resolves the seeds and joins, concurrently and each within the
+// join timeout, every one that is not already a member.
+func (t *Transport) joinSeeds(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, t.cfg.joinTimeout)
+	defer cancel()
+	addrs, err := t.cfg.seeds.Seeds(ctx)
+	if err != nil {
+		t.log.Warn("seeds unavailable; will retry", "node", t.name, "err", err)
+		return
+	}
+	present := map[string]bool{t.GossipAddr(): true}
+	for _, n := range t.ml.Members() {
+		present[n.Address()] = true
+	}
+	var wg sync.WaitGroup
+	for _, addr := range addrs {
+		if present[addr] || ctx.Err() != nil {
+			continue
+		}
+		wg.Go(func() {
+			t.stats.joins.Add(1)
+			// memberlist's Join takes no context; its TCP timeout is set to
+			// the join timeout, which bounds it.
+			if _, err := t.ml.Join([]string{addr}); err != nil {
+				t.stats.joinErrors.Add(1)
+				t.log.Debug("join failed", "node", t.name, "seed", addr, "err", err)
+			}
+		})
+	}
+	wg.Wait()
+}

@@ -1,0 +1,327 @@
+package memberpace
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log"
+	"log/slog"
+	"net"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+	gopherpace "github.com/pedreviljoen/gopherpace/core"
+)
+
+// Transport is a gopherpace.Transport over memberlist. Close it after the
+// limiters that use it.
+type Transport struct {
+	ml    *memberlist.Memberlist
+	cfg   config
+	name  string
+	log   *slog.Logger
+	inbox chan inbound
+	done  chan struct{}
+	// keyring is memberlist's, for rotation; nil without encryption.
+	keyring *memberlist.Keyring
+
+	subMu  sync.RWMutex
+	subs   map[int]func(string, []byte)
+	nextID int
+
+	lastFrame atomic.Int64 // unix ns of the last frame from any peer
+	stats     struct {
+		sent, sendErrors, received, dropped, malformed, joins, joinErrors atomic.Uint64
+	}
+
+	stop         context.CancelFunc
+	rejoinDone   sync.WaitGroup
+	dispatchDone sync.WaitGroup
+	closeOnce    sync.Once
+	closeErr     error
+}
+
+type inbound struct {
+	from  string
+	frame []byte
+}
+
+var (
+	_ gopherpace.Transport  = (*Transport)(nil)
+	_ gopherpace.FrameSizer = (*Transport)(nil)
+)
+
+// New starts memberlist, makes a first attempt to join the seeds (bounded
+// by the join timeout; a failure is logged and retried, not returned), and
+// starts the re-join loop.
+func New(opts ...Option) (*Transport, error) {
+	c := defaults()
+	for _, o := range opts {
+		if o == nil {
+			return nil, errNoConfig
+		}
+		o(&c)
+	}
+	if len(c.errs) > 0 {
+		return nil, errors.Join(c.errs...)
+	}
+	if c.logger == nil {
+		c.logger = slog.Default()
+	}
+	if c.nodeName == "" {
+		c.nodeName = defaultNodeName()
+	}
+	t := &Transport{
+		cfg:   c,
+		name:  c.nodeName,
+		log:   c.logger.With("component", "memberlist"),
+		inbox: make(chan inbound, c.queue),
+		done:  make(chan struct{}),
+		subs:  make(map[int]func(string, []byte)),
+	}
+	mc, err := t.memberlistConfig()
+	if err != nil {
+		return nil, err
+	}
+	t.keyring = mc.Keyring
+	ml, err := memberlist.Create(mc)
+	if err != nil {
+		return nil, fmt.Errorf("memberpace: starting memberlist: %w", err)
+	}
+	t.ml = ml
+	ctx, cancel := context.WithCancel(context.Background())
+	t.stop = cancel
+	t.dispatchDone.Add(1)
+	go t.dispatch()
+	if c.seeds != nil {
+		t.joinSeeds(ctx)
+		t.rejoinDone.Add(1)
+		go t.rejoinLoop(ctx)
+	}
+	t.log.Info("gossip transport started", "node", t.name, "addr", t.GossipAddr(), "members", ml.NumMembers())
+	return t, nil
+}
+
+func defaultNodeName() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "gopherpace"
+	}
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return host + "-" + hex.EncodeToString(b[:])
+}
+
+func (t *Transport) memberlistConfig() (*memberlist.Config, error) {
+	c := &t.cfg
+	var mc *memberlist.Config
+	switch c.profile {
+	case ProfileWAN:
+		mc = memberlist.DefaultWANConfig()
+	case ProfileFast:
+		mc = memberlist.DefaultLANConfig()
+		mc.ProbeInterval, mc.ProbeTimeout = 200*time.Millisecond, 100*time.Millisecond
+		mc.SuspicionMult, mc.SuspicionMaxTimeoutMult = 3, 2
+		mc.GossipInterval = 50 * time.Millisecond
+		mc.TCPTimeout = 500 * time.Millisecond
+		mc.PushPullInterval = 5 * time.Second
+		mc.GossipToTheDeadTime = 5 * time.Second
+	default:
+		mc = memberlist.DefaultLANConfig()
+		mc.SuspicionMaxTimeoutMult = 3
+		mc.TCPTimeout = 2 * time.Second
+	}
+	mc.TCPTimeout = min(mc.TCPTimeout, c.joinTimeout)
+	mc.Name = c.nodeName
+	mc.BindAddr, mc.BindPort = c.bindAddr, c.bindPort
+	if c.advertiseAddr != "" {
+		mc.AdvertiseAddr, mc.AdvertisePort = c.advertiseAddr, c.advertisePort
+	} else {
+		mc.AdvertisePort = c.bindPort
+	}
+	mc.Delegate = delegate{t}
+	mc.Logger = log.New(logWriter{t.log}, "", 0)
+	mc.Label = c.label
+	if len(c.keys) > 0 {
+		kr, err := memberlist.NewKeyring(c.keys, c.keys[0])
+		if err != nil {
+			return nil, fmt.Errorf("memberpace: %w", err)
+		}
+		mc.Keyring = kr
+		mc.GossipVerifyIncoming, mc.GossipVerifyOutgoing = true, true
+	}
+	if c.tweak != nil {
+		c.tweak(mc)
+	}
+	return mc, nil
+}
+
+// Name is this node's name in the cluster.
+func (t *Transport) Name() string { return t.name }
+
+// GossipAddr is the "ip:port" peers use to reach this node: give it to
+// other nodes' seeds when the port was OS-assigned.
+func (t *Transport) GossipAddr() string {
+	n := t.ml.LocalNode()
+	return net.JoinHostPort(n.Addr.String(), strconv.Itoa(int(n.Port)))
+}
+
+// Keyring is memberlist's keyring, for key rotation, or nil without
+// encryption.
+func (t *Transport) Keyring() *memberlist.Keyring { return t.keyring }
+
+// MaxFrameSize leaves room in one datagram for the sender's name.
+func (t *Transport) MaxFrameSize() int { return MaxDatagram - 1 - len(t.name) }
+
+// Broadcast sends frame to every other member in one UDP datagram each.
+// It never blocks on a peer: UDP sends do not wait for anyone.
+func (t *Transport) Broadcast(frame []byte) error {
+	if len(frame) > t.MaxFrameSize() {
+		return fmt.Errorf("memberpace: frame of %d bytes exceeds %d", len(frame), t.MaxFrameSize())
+	}
+	msg := make([]byte, 0, 1+len(t.name)+len(frame))
+	msg = append(msg, byte(len(t.name)))
+	msg = append(msg, t.name...)
+	msg = append(msg, frame...)
+	var firstErr error
+	for _, n := range t.ml.Members() {
+		if n.Name == t.name {
+			continue
+		}
+		if err := t.ml.SendBestEffort(n, msg); err != nil {
+			t.stats.sendErrors.Add(1)
+			if firstErr == nil {
+				firstErr = err
+			}
+			continue
+		}
+		t.stats.sent.Add(1)
+	}
+	return firstErr
+}
+
+// Subscribe registers a receiver for peers' frames.
+func (t *Transport) Subscribe(receive func(from string, frame []byte)) func() {
+	t.subMu.Lock()
+	defer t.subMu.Unlock()
+	id := t.nextID
+	t.nextID++
+	t.subs[id] = receive
+	return func() {
+		t.subMu.Lock()
+		defer t.subMu.Unlock()
+		delete(t.subs, id)
+	}
+}
+
+// Members lists the other nodes memberlist believes alive (suspects
+// included, as memberlist reports them).
+func (t *Transport) Members() []string {
+	nodes := t.ml.Members()
+	names := make([]string, 0, len(nodes))
+	for _, n := range nodes {
+		if n.Name != t.name {
+			names = append(names, n.Name)
+		}
+	}
+	return names
+}
+
+// Stats counts this transport's traffic.
+type Stats struct {
+	// DatagramsSent and SendErrors count per-peer sends.
+	DatagramsSent, SendErrors uint64
+	// FramesReceived counts frames queued for the limiters; FramesDropped,
+	// frames dropped because the queue was full; FramesMalformed, datagrams
+	// without a valid sender prefix.
+	FramesReceived, FramesDropped, FramesMalformed uint64
+	// Joins and JoinErrors count join attempts to single seeds.
+	Joins, JoinErrors uint64
+	// Members is memberlist's count of live nodes, this one included.
+	Members int
+}
+
+// Stats returns a snapshot of the counters.
+func (t *Transport) Stats() Stats {
+	return Stats{
+		DatagramsSent: t.stats.sent.Load(), SendErrors: t.stats.sendErrors.Load(),
+		FramesReceived: t.stats.received.Load(), FramesDropped: t.stats.dropped.Load(),
+		FramesMalformed: t.stats.malformed.Load(),
+		Joins:           t.stats.joins.Load(), JoinErrors: t.stats.joinErrors.Load(),
+		Members: t.ml.NumMembers(),
+	}
+}
+
+// Close stops the re-join loop, leaves the cluster (so peers drop this node
+// at once), shuts memberlist down and stops delivering frames. It is
+// idempotent.
+func (t *Transport) Close() error {
+	t.closeOnce.Do(func() {
+		t.stop()
+		// The re-join loop must be gone before Leave: a join after Leave
+		// would be refused, and Leave after Shutdown panics.
+		t.rejoinDone.Wait()
+		if err := t.ml.Leave(2 * time.Second); err != nil {
+			t.log.Debug("leave", "err", err)
+		}
+		t.closeErr = t.ml.Shutdown()
+		// memberlist's packet goroutine may still be finishing a NotifyMsg,
+		// so the inbox stays open; the dispatcher stops on done instead.
+		close(t.done)
+		t.dispatchDone.Wait()
+		t.log.Info("gossip transport stopped", "node", t.name)
+	})
+	return t.closeErr
+}
+
+// dispatch hands queued frames to the subscribers, off memberlist's packet
+// goroutine.
+func (t *Transport) dispatch() {
+	defer t.dispatchDone.Done()
+	for {
+		select {
+		case <-t.done:
+			return
+		case in := <-t.inbox:
+			t.subMu.RLock()
+			for _, f := range t.subs {
+				f(in.from, in.frame)
+			}
+			t.subMu.RUnlock()
+		}
+	}
+}
+
+// delegate receives memberlist's user messages.
+type delegate struct{ t *Transport }
+
+func (delegate) NodeMeta(int) []byte                 { return nil }
+func (delegate) GetBroadcasts(int, int) [][]byte     { return nil }
+func (delegate) LocalState(bool) []byte              { return nil }
+func (delegate) MergeRemoteState(buf []byte, _ bool) {}
+
+// NotifyMsg splits off the sender's name and queues the frame, dropping it
+// when the queue is full: it runs on memberlist's only packet goroutine and
+// must never block.
+func (d delegate) NotifyMsg(msg []byte) {
+	t := d.t
+	if len(msg) < 2 || int(msg[0]) == 0 || len(msg) < 1+int(msg[0]) {
+		t.stats.malformed.Add(1)
+		return
+	}
+	n := int(msg[0])
+	in := inbound{from: string(msg[1 : 1+n]), frame: append([]byte(nil), msg[1+n:]...)}
+	select {
+	case t.inbox <- in:
+		t.stats.received.Add(1)
+		t.lastFrame.Store(time.Now().UnixNano())
+	default:
+		t.stats.dropped.Add(1)
+	}
+}

@@ -1,0 +1,166 @@
+// Command cluster runs three gopherpace replicas in one process, gossiping
+// over real memberlist on loopback, and drives them at five times their
+// shared limit: first skewed (most traffic on one replica), then uniform.
+// Each second it prints what every replica admitted and the cluster total
+// against the limit, then a summary. It ends on its own in about 20 s.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"log"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/pedreviljoen/gopherpace/adapters/memberpace"
+	gopherpace "github.com/pedreviljoen/gopherpace/core"
+	"github.com/pedreviljoen/gopherpace/seeds"
+)
+
+type phase struct {
+	name  string
+	share []float64 // of the offered load, per replica
+}
+
+func main() {
+	rate := flag.Int64("rate", 200, "cluster-wide limit, requests per second")
+	mult := flag.Float64("load", 5, "offered load as a multiple of the limit")
+	seconds := flag.Int("seconds", 8, "seconds per phase")
+	flag.Parse()
+	if err := run(*rate, *mult, *seconds); err != nil {
+		log.Fatal(err)
+	}
+}
+
+func run(rate int64, mult float64, seconds int) error {
+	if rate < 1 || rate > 10_000 || mult <= 0 || mult > 20 || seconds < 1 || seconds > 20 {
+		return errors.New("rate must be 1..10000, load 0..20, seconds 1..20")
+	}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	names := []string{"replica-a", "replica-b", "replica-c"}
+	var transports []*memberpace.Transport
+	var limiters []*gopherpace.Limiter
+	defer func() {
+		for _, l := range limiters {
+			l.Close()
+		}
+		for _, t := range transports {
+			t.Close()
+		}
+	}()
+	for i, name := range names {
+		opts := []memberpace.Option{memberpace.WithBindAddr("127.0.0.1"), memberpace.WithBindPort(0),
+			memberpace.WithNodeName(name), memberpace.WithLogger(logger)}
+		if i > 0 {
+			opts = append(opts, memberpace.WithSeeds(seeds.Static{transports[0].GossipAddr()}))
+		}
+		tr, err := memberpace.New(opts...)
+		if err != nil {
+			return err
+		}
+		transports = append(transports, tr)
+	}
+	for i, tr := range transports {
+		l, err := gopherpace.New(gopherpace.WithRefillRate(rate), gopherpace.WithTransport(tr),
+			gopherpace.WithNodeName(names[i]), gopherpace.WithLogger(logger))
+		if err != nil {
+			return err
+		}
+		limiters = append(limiters, l)
+	}
+	fmt.Printf("3 replicas on loopback, gossiping over memberlist (%s, %s, %s)\n",
+		transports[0].GossipAddr(), transports[1].GossipAddr(), transports[2].GossipAddr())
+	fmt.Printf("cluster-wide limit %d req/s, bucket %d; offered %.0f req/s\n\n", rate, rate, mult*float64(rate))
+
+	phases := []phase{
+		{"skewed", []float64{0.8, 0.1, 0.1}},
+		{"uniform", []float64{1. / 3, 1. / 3, 1. / 3}},
+	}
+	fmt.Printf("%4s %-8s %10s %10s %10s %8s %7s\n", "sec", "load", names[0], names[1], names[2], "total", "limit")
+	var summary []string
+	var grand int64
+	sec := 0
+	for pi, ph := range phases {
+		counts := drive(limiters, mult*float64(rate), ph.share, time.Duration(seconds)*time.Second, func(per []int64) {
+			sec++
+			total := per[0] + per[1] + per[2]
+			limit := rate
+			if sec == 1 {
+				limit += rate // the bucket starts full
+			}
+			fmt.Printf("%4d %-8s %10d %10d %10d %8d %7d\n", sec, ph.name, per[0], per[1], per[2], total, limit)
+		})
+		total := counts[0] + counts[1] + counts[2]
+		grand += total
+		ideal := rate * int64(seconds)
+		if pi == 0 {
+			ideal += rate
+		}
+		summary = append(summary, fmt.Sprintf("%-8s admitted %6d of %6.0f offered; the limit allows %6d (%+.1f%%); per replica %v",
+			ph.name, total, mult*float64(rate)*float64(seconds), ideal, 100*float64(total-ideal)/float64(ideal), counts))
+	}
+	ideal := rate*int64(len(phases)*seconds) + rate
+	fmt.Println()
+	for _, s := range summary {
+		fmt.Println(s)
+	}
+	fmt.Printf("overall  admitted %6d; an ideal single bucket admits %d (%+.1f%%). Three independent per-replica\n",
+		grand, ideal, 100*float64(grand-ideal)/float64(ideal))
+	fmt.Printf("         limiters of %d/s would have admitted up to %d.\n", rate, 3*ideal)
+	for i, l := range limiters {
+		st := l.Stats()
+		fmt.Printf("gossip   %s: sent %d frames (%d bytes) reporting %d tokens; charged %d tokens from peers\n",
+			names[i], st.FramesSent, st.BytesSent, st.TokensReported, st.TokensCharged)
+	}
+	return nil
+}
+
+// drive offers load for d and calls each with one second's admits per
+// replica; it returns the admits over the whole of d. Requests arrive at
+// random (Poisson) times, independently on each replica, as real traffic
+// does: lockstep arrivals would hand every fresh token to whichever
+// replica's loop happens to run first.
+func drive(lims []*gopherpace.Limiter, offered float64, share []float64, d time.Duration, each func([]int64)) []int64 {
+	counters := make([]atomic.Int64, len(lims))
+	totals := make([]int64, len(lims))
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for i, l := range lims {
+		wg.Go(func() {
+			perSec := offered * share[i]
+			next := time.Now()
+			for {
+				next = next.Add(time.Duration(rand.ExpFloat64() / perSec * float64(time.Second)))
+				if wait := time.Until(next); wait > 0 {
+					select {
+					case <-stop:
+						return
+					case <-time.After(wait):
+					}
+				}
+				if ok, _ := l.Allow(); ok {
+					counters[i].Add(1)
+				}
+			}
+		})
+	}
+	second := time.NewTicker(time.Second)
+	for range int(d / time.Second) {
+		<-second.C
+		per := make([]int64, len(lims))
+		for i := range counters {
+			per[i] = counters[i].Swap(0)
+			totals[i] += per[i]
+		}
+		each(per)
+	}
+	second.Stop()
+	close(stop)
+	wg.Wait()
+	return totals
+}

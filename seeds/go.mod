@@ -1,0 +1,3 @@
+module github.com/pedreviljoen/gopherpace/seeds
+
+go 1.26
