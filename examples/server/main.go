@@ -1,0 +1,185 @@
+// Command server is a rate-limited HTTP service configured by environment
+// variables, for the Kubernetes and VM examples: every replica enforces one
+// cluster-wide limit, gossiping over memberlist.
+//
+//	GOPHERPACE_RATE            cluster-wide requests per second (required)
+//	GOPHERPACE_BURST           bucket size (default: the rate)
+//	GOPHERPACE_DNS             headless Service name to find peers (or:)
+//	GOPHERPACE_SEEDS           comma-separated host:port peers
+//	GOPHERPACE_GOSSIP_PORT     gossip port, UDP and TCP (default 7946)
+//	GOPHERPACE_BIND_ADDR       gossip bind address (default 0.0.0.0)
+//	GOPHERPACE_ADVERTISE_ADDR  address peers should use (the pod IP)
+//	GOPHERPACE_NODE_NAME       unique node name (default host name + random suffix)
+//	GOPHERPACE_SECRET_KEY      base64 AES key (16, 24 or 32 bytes) to encrypt gossip
+//	GOPHERPACE_PARTITION       share (default), fail-closed or fail-open
+//	GOPHERPACE_HTTP_ADDR       HTTP listen address (default :8080)
+//
+// Routes: /work is limited; /healthz is not; /stats shows the limiter's
+// view of the cluster as JSON.
+package main
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/pedreviljoen/gopherpace/adapters/memberpace"
+	gopherpace "github.com/pedreviljoen/gopherpace/core"
+	"github.com/pedreviljoen/gopherpace/core/httplimit"
+	"github.com/pedreviljoen/gopherpace/seeds"
+)
+
+type config struct {
+	rate, burst  int64
+	seeds        seeds.Provider
+	gossip       []memberpace.Option
+	partition    gopherpace.PartitionPolicy
+	httpAddr     string
+	nodeNameOpts []gopherpace.Option
+}
+
+// loadConfig reads the environment through getenv.
+func loadConfig(getenv func(string) string) (config, error) {
+	c := config{httpAddr: ":8080"}
+	var err error
+	if c.rate, err = strconv.ParseInt(getenv("GOPHERPACE_RATE"), 10, 64); err != nil {
+		return c, fmt.Errorf("GOPHERPACE_RATE: %w", err)
+	}
+	c.burst = c.rate
+	if v := getenv("GOPHERPACE_BURST"); v != "" {
+		if c.burst, err = strconv.ParseInt(v, 10, 64); err != nil {
+			return c, fmt.Errorf("GOPHERPACE_BURST: %w", err)
+		}
+	}
+	port := memberpace.DefaultPort
+	if v := getenv("GOPHERPACE_GOSSIP_PORT"); v != "" {
+		if port, err = strconv.Atoi(v); err != nil {
+			return c, fmt.Errorf("GOPHERPACE_GOSSIP_PORT: %w", err)
+		}
+	}
+	c.gossip = append(c.gossip, memberpace.WithBindPort(port))
+	switch dns, static := getenv("GOPHERPACE_DNS"), getenv("GOPHERPACE_SEEDS"); {
+	case dns != "" && static != "":
+		c.seeds = seeds.Fallback{seeds.DNS{Host: dns, Port: port}, seeds.Static(strings.Split(static, ","))}
+	case dns != "":
+		c.seeds = seeds.DNS{Host: dns, Port: port}
+	case static != "":
+		c.seeds = seeds.Static(strings.Split(static, ","))
+	}
+	if c.seeds != nil {
+		c.gossip = append(c.gossip, memberpace.WithSeeds(c.seeds))
+	}
+	if v := getenv("GOPHERPACE_BIND_ADDR"); v != "" {
+		c.gossip = append(c.gossip, memberpace.WithBindAddr(v))
+	}
+	if v := getenv("GOPHERPACE_ADVERTISE_ADDR"); v != "" {
+		c.gossip = append(c.gossip, memberpace.WithAdvertise(v, port))
+	}
+	if v := getenv("GOPHERPACE_NODE_NAME"); v != "" {
+		c.gossip = append(c.gossip, memberpace.WithNodeName(v))
+		c.nodeNameOpts = append(c.nodeNameOpts, gopherpace.WithNodeName(v))
+	}
+	if v := getenv("GOPHERPACE_SECRET_KEY"); v != "" {
+		key, err := base64.StdEncoding.DecodeString(v)
+		if err != nil {
+			return c, fmt.Errorf("GOPHERPACE_SECRET_KEY: not base64: %w", err)
+		}
+		c.gossip = append(c.gossip, memberpace.WithSecretKeys(key))
+	}
+	switch v := getenv("GOPHERPACE_PARTITION"); v {
+	case "", "share":
+		c.partition = gopherpace.PartitionShare
+	case "fail-closed":
+		c.partition = gopherpace.PartitionFailClosed
+	case "fail-open":
+		c.partition = gopherpace.PartitionFailOpen
+	default:
+		return c, fmt.Errorf("GOPHERPACE_PARTITION: %q is not share, fail-closed or fail-open", v)
+	}
+	if v := getenv("GOPHERPACE_HTTP_ADDR"); v != "" {
+		c.httpAddr = v
+	}
+	return c, nil
+}
+
+func main() {
+	cfg, err := loadConfig(os.Getenv)
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if err := serve(ctx, cfg, nil); err != nil {
+		log.Fatal(err)
+	}
+}
+
+// serve runs until ctx ends. When ready is not nil it receives the HTTP
+// and gossip addresses once both listen.
+func serve(ctx context.Context, cfg config, ready chan<- [2]string) error {
+	logger := slog.Default()
+	tr, err := memberpace.New(append(cfg.gossip, memberpace.WithLogger(logger))...)
+	if err != nil {
+		return err
+	}
+	defer tr.Close()
+	limiter, err := gopherpace.New(append(cfg.nodeNameOpts,
+		gopherpace.WithRefillRate(cfg.rate), gopherpace.WithBucketSize(cfg.burst),
+		gopherpace.WithTransport(tr), gopherpace.WithPartitionPolicy(cfg.partition), gopherpace.WithLogger(logger))...)
+	if err != nil {
+		return err
+	}
+	defer limiter.Close() // before tr.Close: says goodbye to the peers
+	mw, err := httplimit.New(limiter)
+	if err != nil {
+		return err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/work", mw.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintln(w, "done")
+	})))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.HandleFunc("/stats", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(struct {
+			Node    string
+			Members []string
+			Limiter gopherpace.Stats
+			Gossip  memberpace.Stats
+		}{tr.Name(), tr.Members(), limiter.Stats(), tr.Stats()})
+	})
+	ln, err := net.Listen("tcp", cfg.httpAddr)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	logger.Info("serving", "http", ln.Addr().String(), "gossip", tr.GossipAddr(), "rate", cfg.rate)
+	if ready != nil {
+		ready <- [2]string{ln.Addr().String(), tr.GossipAddr()}
+	}
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutdown); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,119 @@
+package main
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	gopherpace "github.com/pedreviljoen/gopherpace/core"
+)
+
+func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+func TestLoadConfig(t *testing.T) {
+	c, err := loadConfig(env(map[string]string{
+		"GOPHERPACE_RATE": "1000", "GOPHERPACE_DNS": "svc", "GOPHERPACE_SEEDS": "10.0.0.5:7946",
+		"GOPHERPACE_SECRET_KEY": "MDEyMzQ1Njc4OWFiY2RlZg==", "GOPHERPACE_PARTITION": "fail-closed",
+	}))
+	if err != nil || c.rate != 1000 || c.burst != 1000 || c.seeds == nil || c.partition != gopherpace.PartitionFailClosed {
+		t.Fatalf("%+v %v", c, err)
+	}
+	for _, bad := range []map[string]string{
+		{},
+		{"GOPHERPACE_RATE": "x"},
+		{"GOPHERPACE_RATE": "1", "GOPHERPACE_BURST": "y"},
+		{"GOPHERPACE_RATE": "1", "GOPHERPACE_GOSSIP_PORT": "z"},
+		{"GOPHERPACE_RATE": "1", "GOPHERPACE_SECRET_KEY": "%%%"},
+		{"GOPHERPACE_RATE": "1", "GOPHERPACE_PARTITION": "sometimes"},
+	} {
+		if _, err := loadConfig(env(bad)); err == nil {
+			t.Errorf("%v: no error", bad)
+		}
+	}
+}
+
+// Two servers configured as the examples configure them, on loopback.
+func TestTwoServersShareOneLimit(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	start := func(extra map[string]string) ([2]string, chan error) {
+		vars := map[string]string{"GOPHERPACE_RATE": "1", "GOPHERPACE_BURST": "4",
+			"GOPHERPACE_GOSSIP_PORT": "0", "GOPHERPACE_BIND_ADDR": "127.0.0.1", "GOPHERPACE_HTTP_ADDR": "127.0.0.1:0"}
+		for k, v := range extra {
+			vars[k] = v
+		}
+		cfg, err := loadConfig(env(vars))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ready, done := make(chan [2]string, 1), make(chan error, 1)
+		go func() { done <- serve(ctx, cfg, ready) }()
+		select {
+		case addrs := <-ready:
+			return addrs, done
+		case err := <-done:
+			t.Fatal(err)
+		}
+		return [2]string{}, done
+	}
+	a, doneA := start(nil)
+	b, doneB := start(map[string]string{"GOPHERPACE_SEEDS": a[1]})
+	get := func(addr, path string) (int, string) {
+		resp, err := http.Get("http://" + addr + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		_, stats := get(b[0], "/stats")
+		if strings.Contains(stats, `"HeardNodes":2`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("servers never heard each other: %s", stats)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// A bucket of 4 for the whole cluster, spent on server a (which may
+	// ask for a millisecond's pause once it holds its share of the burst
+	// unreported)...
+	for spent := 0; spent < 4; {
+		if c, _ := get(a[0], "/work"); c == http.StatusOK {
+			spent++
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("spent only %d tokens on a", spent)
+		}
+	}
+	// ...is charged to b as soon as a reports it...
+	for {
+		_, stats := get(b[0], "/stats")
+		if strings.Contains(stats, `"TokensCharged":4`) {
+			break
+		}
+		if time.Now().After(deadline.Add(5 * time.Second)) {
+			t.Fatalf("b was never charged a's 4 tokens: %s", stats)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// ...so b has nothing left to give (refill is 1/s).
+	if c, _ := get(b[0], "/work"); c != http.StatusTooManyRequests {
+		t.Fatalf("b answered %d after the cluster's bucket was spent on a, want 429", c)
+	}
+	if c, _ := get(b[0], "/healthz"); c != http.StatusOK {
+		t.Fatalf("healthz %d", c)
+	}
+	cancel()
+	for _, done := range []chan error{doneA, doneB} {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
