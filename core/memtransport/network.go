@@ -27,6 +27,7 @@ type Network struct {
 	maxFrame int
 	detect   time.Duration
 	running  bool
+	realTime bool
 }
 
 type link struct{ from, to string }
@@ -58,6 +59,12 @@ func WithMaxFrameSize(b int) Option { return func(n *Network) { n.maxFrame = b }
 // member, like memberlist's suspicion timeout. Default 5 s.
 func WithFailureDetection(d time.Duration) Option { return func(n *Network) { n.detect = d } }
 
+// WithRealTime runs the network on the real clock instead of a virtual
+// one: frames arrive after their latency without anyone calling Advance,
+// and limiters run on real timers. Use it behind real servers in tests of
+// adapters, where requests come at real times.
+func WithRealTime() Option { return func(n *Network) { n.realTime = true } }
+
 // New returns an empty network whose clock starts at the current time.
 func New(opts ...Option) *Network {
 	n := &Network{
@@ -75,8 +82,11 @@ func New(opts ...Option) *Network {
 	return n
 }
 
-// Now is the network's virtual time.
+// Now is the network's virtual time (the real time WithRealTime).
 func (n *Network) Now() time.Time {
+	if n.realTime {
+		return time.Now()
+	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return n.now
@@ -84,6 +94,9 @@ func (n *Network) Now() time.Time {
 
 // AfterFunc schedules f to run d from now, when Advance reaches it.
 func (n *Network) AfterFunc(d time.Duration, f func()) (stop func() bool) {
+	if n.realTime {
+		return time.AfterFunc(d, f).Stop
+	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	ev := n.scheduleLocked(max(0, d), f)
@@ -99,6 +112,10 @@ func (n *Network) AfterFunc(d time.Duration, f func()) (stop func() bool) {
 }
 
 func (n *Network) scheduleLocked(d time.Duration, f func()) *event {
+	if n.realTime {
+		time.AfterFunc(d, f)
+		return nil
+	}
 	n.nextID++
 	ev := &event{at: n.now.Add(d), id: n.nextID, run: f}
 	heap.Push(&n.events, ev)
@@ -107,8 +124,12 @@ func (n *Network) scheduleLocked(d time.Duration, f func()) *event {
 
 // Advance moves the clock forward by d, running every event due by then in
 // time order (ties in the order they were scheduled). Events may schedule
-// more events; those due by the new time run too.
+// more events; those due by the new time run too. On a real-time network it
+// does nothing: time passes by itself.
 func (n *Network) Advance(d time.Duration) {
+	if n.realTime {
+		return
+	}
 	n.mu.Lock()
 	if n.running {
 		n.mu.Unlock()
@@ -230,11 +251,18 @@ func (n *Network) membersLocked(self *Transport) []string {
 		if t == self {
 			continue
 		}
-		if t.alive || (t.crashed && n.now.Sub(t.crashedAt) < n.detect) {
+		if t.alive || (t.crashed && n.nowLocked().Sub(t.crashedAt) < n.detect) {
 			names = append(names, t.name)
 		}
 	}
 	return names
+}
+
+func (n *Network) nowLocked() time.Time {
+	if n.realTime {
+		return time.Now()
+	}
+	return n.now
 }
 
 type event struct {

@@ -125,3 +125,25 @@ func TestTimersRunInTimeOrder(t *testing.T) {
 		t.Fatalf("order %v, want [1 15 3]", order)
 	}
 }
+
+func TestRealTimeDelivers(t *testing.T) {
+	n := New(WithRealTime(), WithLatency(time.Millisecond, 0))
+	a, _ := n.Join("a")
+	b, _ := n.Join("b")
+	got := make(chan string, 1)
+	b.Subscribe(func(from string, frame []byte) { got <- from + ":" + string(frame) })
+	fired := make(chan struct{})
+	n.AfterFunc(time.Millisecond, func() { close(fired) })
+	if err := a.Broadcast([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	<-fired
+	select {
+	case v := <-got:
+		if v != "a:x" {
+			t.Fatalf("got %q", v)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("frame never delivered in real time")
+	}
+}

@@ -90,7 +90,7 @@ func (t *Transport) Crash() {
 	t.net.mu.Lock()
 	defer t.net.mu.Unlock()
 	if t.alive {
-		t.alive, t.crashed, t.crashedAt = false, true, t.net.now
+		t.alive, t.crashed, t.crashedAt = false, true, t.net.nowLocked()
 	}
 }
 
