@@ -2,21 +2,25 @@ module github.com/pedreviljoen/gopherpace/adapters/fiberpace
 
 go 1.26
 
-require github.com/pedreviljoen/gopherpace/core v0.0.0
+require (
+	github.com/gofiber/fiber/v2 v2.52.15
+	github.com/pedreviljoen/gopherpace/core v0.0.0
+	github.com/valyala/fasthttp v1.51.0
+	go.uber.org/goleak v1.3.0
+)
 
 require (
 	github.com/andybalholm/brotli v1.1.0 // indirect
-	github.com/gofiber/fiber/v2 v2.52.15 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/klauspost/compress v1.17.9 // indirect
 	github.com/mattn/go-colorable v0.1.13 // indirect
 	github.com/mattn/go-isatty v0.0.20 // indirect
 	github.com/mattn/go-runewidth v0.0.16 // indirect
+	github.com/philhofer/fwd v1.1.3-0.20240916144458-20a13a1f6b7c // indirect
 	github.com/rivo/uniseg v0.2.0 // indirect
+	github.com/tinylib/msgp v1.2.5 // indirect
 	github.com/valyala/bytebufferpool v1.0.0 // indirect
-	github.com/valyala/fasthttp v1.51.0 // indirect
 	github.com/valyala/tcplisten v1.0.0 // indirect
-	go.uber.org/goleak v1.3.0 // indirect
 	golang.org/x/sys v0.28.0 // indirect
 )
 
