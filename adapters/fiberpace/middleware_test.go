@@ -223,4 +223,3 @@ func TestClusteredLimiter(t *testing.T) {
 		t.Fatalf("node b admitted after the bucket was spent on a: %d", r.StatusCode)
 	}
 }
-
