@@ -1,0 +1,52 @@
+package grpcpace
+
+import (
+	"context"
+	"net"
+	"testing"
+
+	gopherpace "github.com/pedreviljoen/gopherpace/core"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/peer"
+)
+
+// BenchmarkUnaryServer calls the interceptor directly with a no-op handler:
+// the pass-through interceptor is the baseline; grpcpace with the global key
+// and with the peer key are measured on the admit path.
+func BenchmarkUnaryServer(b *testing.B) {
+	ctx := peer.NewContext(context.Background(), &peer.Peer{Addr: &net.TCPAddr{IP: net.IPv4(192, 0, 2, 1), Port: 5000}})
+	info := &grpc.UnaryServerInfo{FullMethod: "/pkg.Service/Method"}
+	handled := 0
+	handler := func(context.Context, any) (any, error) { handled++; return nil, nil }
+	run := func(b *testing.B, icpt grpc.UnaryServerInterceptor) {
+		handled = 0
+		b.ReportAllocs()
+		loops := 0
+		for b.Loop() {
+			icpt(ctx, nil, info, handler)
+			loops++
+		}
+		if handled != loops {
+			b.Fatalf("%d of %d calls reached the handler", handled, loops)
+		}
+	}
+	newLimiter := func() *gopherpace.Limiter {
+		l, _ := gopherpace.New(gopherpace.WithRefillRate(1_000_000_000), gopherpace.WithBucketSize(1_000_000_000))
+		return l
+	}
+	b.Run("pass-through", func(b *testing.B) {
+		run(b, func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) { return h(ctx, req) })
+	})
+	b.Run("grpcpace-global", func(b *testing.B) {
+		l := newLimiter()
+		defer l.Close()
+		icpt, _ := UnaryServerInterceptor(l, WithKeyFunc(GlobalKey))
+		run(b, icpt)
+	})
+	b.Run("grpcpace-peer", func(b *testing.B) {
+		l := newLimiter()
+		defer l.Close()
+		icpt, _ := UnaryServerInterceptor(l)
+		run(b, icpt)
+	})
+}

@@ -1,0 +1,307 @@
+package grpcpace
+
+import (
+	"context"
+	"io"
+	"net"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	gopherpace "github.com/pedreviljoen/gopherpace/core"
+	"github.com/pedreviljoen/gopherpace/core/memtransport"
+	"go.uber.org/goleak"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	testpb "google.golang.org/grpc/interop/grpc_testing"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// The tests run on the real clock with refill of 1 token per second and
+// small buckets, which a test spends within milliseconds.
+
+func limiter(t *testing.T, rate, burst int64, opts ...gopherpace.Option) *gopherpace.Limiter {
+	t.Helper()
+	l, err := gopherpace.New(append([]gopherpace.Option{gopherpace.WithRefillRate(rate), gopherpace.WithBucketSize(burst)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l
+}
+
+type testService struct {
+	testpb.UnimplementedTestServiceServer
+	unary atomic.Int64
+}
+
+func (s *testService) UnaryCall(context.Context, *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
+	s.unary.Add(1)
+	return &testpb.SimpleResponse{}, nil
+}
+
+func (s *testService) FullDuplexCall(stream testpb.TestService_FullDuplexCallServer) error {
+	for {
+		if _, err := stream.Recv(); err != nil {
+			if err == io.EOF {
+				return nil
+			}
+			return err
+		}
+		if err := stream.Send(&testpb.StreamingOutputCallResponse{}); err != nil {
+			return err
+		}
+	}
+}
+
+// serve runs a real gRPC server on a loopback TCP port and returns a client.
+func serve(t *testing.T, serverOpts []grpc.ServerOption, dialOpts ...grpc.DialOption) (testpb.TestServiceClient, *testService) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := &testService{}
+	srv := grpc.NewServer(serverOpts...)
+	testpb.RegisterTestServiceServer(srv, svc)
+	go srv.Serve(ln)
+	conn, err := grpc.NewClient(ln.Addr().String(), append(dialOpts, grpc.WithTransportCredentials(insecure.NewCredentials()))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		conn.Close()
+		srv.Stop()
+	})
+	return testpb.NewTestServiceClient(conn), svc
+}
+
+func unaryServer(t *testing.T, l *gopherpace.Limiter, opts ...Option) grpc.ServerOption {
+	t.Helper()
+	u, err := UnaryServerInterceptor(l, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return grpc.ChainUnaryInterceptor(u)
+}
+
+func streamServer(t *testing.T, l *gopherpace.Limiter, opts ...Option) grpc.ServerOption {
+	t.Helper()
+	s, err := StreamServerInterceptor(l, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return grpc.ChainStreamInterceptor(s)
+}
+
+func call(c testpb.TestServiceClient, ctx context.Context) error {
+	_, err := c.UnaryCall(ctx, &testpb.SimpleRequest{})
+	return err
+}
+
+func TestUnaryDenialCarriesRetryInfoAndNoKey(t *testing.T) {
+	client, _ := serve(t, []grpc.ServerOption{unaryServer(t, limiter(t, 1, 2), WithPolicyName("per-peer"))})
+	ctx := context.Background()
+	for i := range 2 {
+		if err := call(client, ctx); err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+	}
+	err := call(client, ctx)
+	st := status.Convert(err)
+	if st.Code() != codes.ResourceExhausted {
+		t.Fatalf("third call: %v, want ResourceExhausted", err)
+	}
+	var retry *errdetails.RetryInfo
+	var quota *errdetails.QuotaFailure
+	for _, d := range st.Details() {
+		switch v := d.(type) {
+		case *errdetails.RetryInfo:
+			retry = v
+		case *errdetails.QuotaFailure:
+			quota = v
+		}
+	}
+	if retry == nil || retry.RetryDelay.AsDuration() <= 0 || retry.RetryDelay.AsDuration() > time.Second {
+		t.Fatalf("RetryInfo %v, want a delay in (0, 1s]", retry)
+	}
+	if quota == nil || len(quota.Violations) != 1 || quota.Violations[0].Subject != "policy:per-peer" {
+		t.Fatalf("QuotaFailure %v", quota)
+	}
+	if strings.Contains(err.Error()+quota.String(), "127.0.0.1") {
+		t.Fatalf("the denial leaks the caller's key: %v %v", err, quota)
+	}
+}
+
+func TestMetadataKeyFailOpenAndUnavailable(t *testing.T) {
+	l := limiter(t, 1, 1)
+	client, svc := serve(t, []grpc.ServerOption{unaryServer(t, l, WithKeyFunc(MetadataKey("x-api-key")))})
+	withKey := func(k string) context.Context {
+		return metadata.AppendToOutgoingContext(context.Background(), "x-api-key", k)
+	}
+	if err := call(client, withKey("alice")); err != nil {
+		t.Fatal(err)
+	}
+	if err := call(client, withKey("bob")); err != nil {
+		t.Fatalf("bob has a bucket of his own: %v", err)
+	}
+	if err := call(client, withKey("alice")); status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("alice again: %v", err)
+	}
+	if err := call(client, context.Background()); status.Code(err) != codes.Unavailable {
+		t.Fatalf("no key: %v, want Unavailable", err)
+	}
+	open, _ := serve(t, []grpc.ServerOption{unaryServer(t, l, WithKeyFunc(MetadataKey("x-api-key")), WithFailOpen())})
+	if err := call(open, context.Background()); err != nil {
+		t.Fatalf("fail-open: %v", err)
+	}
+	if got := svc.unary.Load(); got != 2 {
+		t.Fatalf("the first service handled %d calls, want 2", got)
+	}
+}
+
+func TestSkipCostAndHeaders(t *testing.T) {
+	l := limiter(t, 1, 3)
+	client, _ := serve(t, []grpc.ServerOption{unaryServer(t, l,
+		WithKeyFunc(GlobalKey),
+		WithCost(func(context.Context, string) int64 { return 2 }),
+		WithSkip(func(ctx context.Context, _ string) bool {
+			return len(metadata.ValueFromIncomingContext(ctx, "skip")) > 0
+		}),
+		WithHeaders(gopherpace.HeadersDraft),
+	)})
+	var hdr metadata.MD
+	if _, err := client.UnaryCall(context.Background(), &testpb.SimpleRequest{}, grpc.Header(&hdr)); err != nil {
+		t.Fatal(err)
+	}
+	if got := hdr.Get("ratelimit"); len(got) != 1 || got[0] != `"default";r=1;t=1` {
+		t.Fatalf("ratelimit header %q", hdr.Get("ratelimit"))
+	}
+	if err := call(client, context.Background()); status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("cost 2 with 1 left: %v", err)
+	}
+	skip := metadata.AppendToOutgoingContext(context.Background(), "skip", "1")
+	if err := call(client, skip); err != nil {
+		t.Fatalf("skipped call: %v", err)
+	}
+}
+
+func TestStreamOpenAndPerMessageLimits(t *testing.T) {
+	// Opening costs 1, and with per-message limits each received message 1:
+	// a bucket of 3 lets a stream open and carry two messages.
+	client, _ := serve(t, []grpc.ServerOption{streamServer(t, limiter(t, 1, 3), WithKeyFunc(GlobalKey), WithPerMessage(true, false))})
+	stream, err := client.FullDuplexCall(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if err := stream.Send(&testpb.StreamingOutputCallRequest{}); err != nil {
+			t.Fatal(err)
+		}
+		_, err := stream.Recv()
+		if i < 2 && err != nil {
+			t.Fatalf("message %d: %v", i, err)
+		}
+		if i == 2 && status.Code(err) != codes.ResourceExhausted {
+			t.Fatalf("message 3: %v, want ResourceExhausted", err)
+		}
+	}
+	// Without per-message limits, only opening counts.
+	client2, _ := serve(t, []grpc.ServerOption{streamServer(t, limiter(t, 1, 1), WithKeyFunc(GlobalKey))})
+	s1, _ := client2.FullDuplexCall(context.Background())
+	for range 5 {
+		s1.Send(&testpb.StreamingOutputCallRequest{})
+		if _, err := s1.Recv(); err != nil {
+			t.Fatalf("messages on an open stream: %v", err)
+		}
+	}
+	s1.CloseSend()
+	s2, _ := client2.FullDuplexCall(context.Background())
+	if _, err := s2.Recv(); status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("second stream: %v, want ResourceExhausted at open", err)
+	}
+}
+
+func TestClientInterceptorsThrottleOutgoingCalls(t *testing.T) {
+	l := limiter(t, 1, 1)
+	u, err := UnaryClientInterceptor(l, WithKeyFunc(MethodKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := StreamClientInterceptor(l, WithKeyFunc(MethodKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, svc := serve(t, nil, grpc.WithUnaryInterceptor(u), grpc.WithStreamInterceptor(s))
+	if err := call(client, context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := call(client, context.Background()); status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("second call: %v", err)
+	}
+	if got := svc.unary.Load(); got != 1 {
+		t.Fatalf("server saw %d calls; the throttled one must not leave the client", got)
+	}
+	if _, err := client.FullDuplexCall(context.Background()); err != nil {
+		t.Fatalf("first stream (another method, another bucket): %v", err)
+	}
+	if _, err := client.FullDuplexCall(context.Background()); status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("second stream: %v", err)
+	}
+}
+
+func TestInvalidOptions(t *testing.T) {
+	l := limiter(t, 1, 1)
+	for name, opts := range map[string][]Option{
+		"nil key": {WithKeyFunc(nil)}, "nil cost": {WithCost(nil)}, "nil skip": {WithSkip(nil)},
+		"policy": {WithPolicyName("")}, "style": {WithHeaders(9)}, "nil option": {nil},
+	} {
+		if _, err := UnaryServerInterceptor(l, opts...); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+	if _, err := UnaryClientInterceptor(l, WithPerMessage(true, true)); err == nil {
+		t.Error("per-message limits on a client: no error")
+	}
+	if _, err := StreamServerInterceptor(nil); err == nil {
+		t.Error("nil limiter: no error")
+	}
+}
+
+func TestClusteredLimiter(t *testing.T) {
+	net := memtransport.New(memtransport.WithRealTime())
+	ta, _ := net.Join("a")
+	tb, _ := net.Join("b")
+	la := limiter(t, 1, 2, gopherpace.WithTransport(ta))
+	lb := limiter(t, 1, 2, gopherpace.WithTransport(tb))
+	clientA, _ := serve(t, []grpc.ServerOption{unaryServer(t, la, WithKeyFunc(GlobalKey))})
+	clientB, _ := serve(t, []grpc.ServerOption{unaryServer(t, lb, WithKeyFunc(GlobalKey))})
+	deadline := time.Now().Add(5 * time.Second)
+	for la.Stats().HeardNodes < 2 || lb.Stats().HeardNodes < 2 {
+		if time.Now().After(deadline) {
+			t.Fatal("the nodes never heard each other")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	for range 2 {
+		if err := call(clientA, context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for lb.Stats().TokensCharged < 2 {
+		if time.Now().After(deadline) {
+			t.Fatal("node b was never charged node a's tokens")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err := call(clientB, context.Background()); status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("node b: %v, want ResourceExhausted after the bucket was spent on a", err)
+	}
+}
+
