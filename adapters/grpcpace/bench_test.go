@@ -35,7 +35,9 @@ func BenchmarkUnaryServer(b *testing.B) {
 		return l
 	}
 	b.Run("pass-through", func(b *testing.B) {
-		run(b, func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) { return h(ctx, req) })
+		run(b, func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+			return h(ctx, req)
+		})
 	})
 	b.Run("grpcpace-global", func(b *testing.B) {
 		l := newLimiter()

@@ -304,4 +304,3 @@ func TestClusteredLimiter(t *testing.T) {
 		t.Fatalf("node b: %v, want ResourceExhausted after the bucket was spent on a", err)
 	}
 }
-
