@@ -1,0 +1,60 @@
+// Command echo serves an Echo app limited per client IP by echopace, then
+// (unless -serve) sends it a burst of requests and prints the answers.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"log"
+	"net"
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+	"github.com/pedreviljoen/gopherpace/adapters/echopace"
+	gopherpace "github.com/pedreviljoen/gopherpace/core"
+)
+
+func main() {
+	addr := flag.String("addr", "127.0.0.1:8080", "listen address")
+	serve := flag.Bool("serve", false, "keep serving instead of running the self-test")
+	flag.Parse()
+	if err := run(*addr, *serve); err != nil {
+		log.Fatal(err)
+	}
+}
+
+func run(addr string, serve bool) error {
+	limiter, err := gopherpace.New(gopherpace.WithRefillRate(5), gopherpace.WithBucketSize(3))
+	if err != nil {
+		return err
+	}
+	defer limiter.Close()
+	e := echo.New()
+	e.HideBanner, e.HidePort = true, true
+	// RealIP is the connection's address unless an IPExtractor is set; behind
+	// a load balancer use echo.ExtractIPFromXFFHeader(echo.TrustIPRange(...)).
+	e.IPExtractor = echo.ExtractIPDirect()
+	e.Use(echopace.RateLimiterWithConfig(echopace.Config{Limiter: limiter, PolicyName: "per-ip"}))
+	e.GET("/hello", func(c echo.Context) error { return c.String(http.StatusOK, "hello\n") })
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: e}
+	defer srv.Close()
+	go srv.Serve(ln)
+	if serve {
+		fmt.Println("serving on", ln.Addr())
+		select {}
+	}
+	for i := 1; i <= 5; i++ {
+		resp, err := http.Get("http://" + ln.Addr().String() + "/hello")
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		fmt.Printf("request %d: %d  RateLimit: %s  Retry-After: %s\n", i, resp.StatusCode,
+			resp.Header.Get("RateLimit"), resp.Header.Get("Retry-After"))
+	}
+	return nil
+}

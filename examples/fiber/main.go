@@ -1,0 +1,62 @@
+// Command fiber serves a Fiber app limited per client IP by fiberpace, with
+// failed requests refunded, then (unless -serve) sends it a burst of
+// requests and prints the answers.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"log"
+	"net"
+	"net/http"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/pedreviljoen/gopherpace/adapters/fiberpace"
+	gopherpace "github.com/pedreviljoen/gopherpace/core"
+)
+
+func main() {
+	addr := flag.String("addr", "127.0.0.1:8080", "listen address")
+	serve := flag.Bool("serve", false, "keep serving instead of running the self-test")
+	flag.Parse()
+	if err := run(*addr, *serve); err != nil {
+		log.Fatal(err)
+	}
+}
+
+func run(addr string, serve bool) error {
+	limiter, err := gopherpace.New(gopherpace.WithRefillRate(5), gopherpace.WithBucketSize(3))
+	if err != nil {
+		return err
+	}
+	defer limiter.Close()
+	app := fiber.New(fiber.Config{DisableStartupMessage: true})
+	h, err := fiberpace.New(limiter, fiberpace.Config{SkipFailedRequests: true, PolicyName: "per-ip"})
+	if err != nil {
+		return err
+	}
+	app.Use(h)
+	app.Get("/hello", func(c *fiber.Ctx) error { return c.SendString("hello\n") })
+	app.Get("/broken", func(c *fiber.Ctx) error { return fiber.ErrBadGateway })
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	go app.Listener(ln)
+	defer app.Shutdown()
+	if serve {
+		fmt.Println("serving on", ln.Addr())
+		select {}
+	}
+	base := "http://" + ln.Addr().String()
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	for i, path := range []string{"/broken", "/broken", "/hello", "/hello", "/hello", "/hello"} {
+		resp, err := client.Get(base + path)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		fmt.Printf("request %d %-8s %d  RateLimit: %s\n", i+1, path, resp.StatusCode, resp.Header.Get("RateLimit"))
+	}
+	return nil
+}

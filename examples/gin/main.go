@@ -1,0 +1,72 @@
+// Command gin serves a Gin app limited per client IP by ginpace, then
+// (unless -serve) sends it a burst of requests and prints the answers.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"log"
+	"net"
+	"net/http"
+
+	"github.com/gin-gonic/gin"
+	"github.com/pedreviljoen/gopherpace/adapters/ginpace"
+	gopherpace "github.com/pedreviljoen/gopherpace/core"
+)
+
+func main() {
+	addr := flag.String("addr", "127.0.0.1:8080", "listen address")
+	serve := flag.Bool("serve", false, "keep serving instead of running the self-test")
+	flag.Parse()
+	if err := run(*addr, *serve); err != nil {
+		log.Fatal(err)
+	}
+}
+
+func run(addr string, serve bool) error {
+	limiter, err := gopherpace.New(gopherpace.WithRefillRate(5), gopherpace.WithBucketSize(3))
+	if err != nil {
+		return err
+	}
+	defer limiter.Close()
+	gin.SetMode(gin.ReleaseMode)
+	r := gin.New()
+	// Clients connect directly here; behind a load balancer list its
+	// addresses instead, or every client could choose its own bucket.
+	if err := r.SetTrustedProxies(nil); err != nil {
+		return err
+	}
+	mw, err := ginpace.New(limiter, ginpace.WithPolicyName("per-ip"))
+	if err != nil {
+		return err
+	}
+	r.Use(mw)
+	r.GET("/hello", func(c *gin.Context) { c.String(http.StatusOK, "hello\n") })
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: r}
+	defer srv.Close()
+	go srv.Serve(ln)
+	if serve {
+		fmt.Println("serving on", ln.Addr())
+		select {}
+	}
+	return burst("http://" + ln.Addr().String() + "/hello")
+}
+
+// burst sends five requests at once and prints each answer's status and
+// rate-limit headers.
+func burst(url string) error {
+	for i := 1; i <= 5; i++ {
+		resp, err := http.Get(url)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		fmt.Printf("request %d: %d  RateLimit: %s  Retry-After: %s\n", i, resp.StatusCode,
+			resp.Header.Get("RateLimit"), resp.Header.Get("Retry-After"))
+	}
+	return nil
+}

@@ -1,0 +1,67 @@
+// Command grpc runs a gRPC health server limited per peer by grpcpace, and
+// a client that calls it in a burst and prints each status and retry delay.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log"
+	"net"
+
+	"github.com/pedreviljoen/gopherpace/adapters/grpcpace"
+	gopherpace "github.com/pedreviljoen/gopherpace/core"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+)
+
+func main() {
+	addr := flag.String("addr", "127.0.0.1:50051", "listen address")
+	flag.Parse()
+	if err := run(*addr); err != nil {
+		log.Fatal(err)
+	}
+}
+
+func run(addr string) error {
+	limiter, err := gopherpace.New(gopherpace.WithRefillRate(5), gopherpace.WithBucketSize(3))
+	if err != nil {
+		return err
+	}
+	defer limiter.Close()
+	unary, err := grpcpace.UnaryServerInterceptor(limiter, grpcpace.WithPolicyName("per-peer"))
+	if err != nil {
+		return err
+	}
+	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(unary))
+	healthpb.RegisterHealthServer(srv, health.NewServer())
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	go srv.Serve(ln)
+	defer srv.Stop()
+
+	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	client := healthpb.NewHealthClient(conn)
+	for i := 1; i <= 5; i++ {
+		_, err := client.Check(context.Background(), &healthpb.HealthCheckRequest{})
+		st := status.Convert(err)
+		line := fmt.Sprintf("call %d: %s", i, st.Code())
+		for _, d := range st.Details() {
+			if ri, ok := d.(*errdetails.RetryInfo); ok {
+				line += fmt.Sprintf("  retry after %v", ri.RetryDelay.AsDuration().Round(1e6))
+			}
+		}
+		fmt.Println(line)
+	}
+	return nil
+}
