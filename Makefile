@@ -45,9 +45,15 @@ work:
 	$(GO) work init
 	$(GO) work use -r .
 
-## bench: side-by-side benchmarks against peer libraries, printed as a table with ratios
+FRAMEWORK_ADAPTERS := adapters/ginpace adapters/echopace adapters/fiberpace adapters/grpcpace
+
+## bench: side-by-side benchmarks against peer libraries (a table with ratios), then each framework adapter against its bare framework
 bench:
 	cd bench && GOWORK=off $(GO) run ./cmd/benchtable
+	@set -e; for m in $(FRAMEWORK_ADAPTERS); do \
+		echo "== $$m"; \
+		(cd $$m && GOWORK=off $(GO) test -run '^$$' -bench . -benchtime 300ms . | grep -E '^Benchmark'); \
+	done
 
 ## accuracy: run the cluster simulator's scenarios, ours beside the reference design; print the table, write docs/accuracy/
 accuracy:
