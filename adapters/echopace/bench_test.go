@@ -42,6 +42,13 @@ func benchEcho(b *testing.B, mw echo.MiddlewareFunc) {
 // path.
 func BenchmarkEcho(b *testing.B) {
 	b.Run("bare", func(b *testing.B) { benchEcho(b, nil) })
+	// Echo v4 applies middleware per request, so any middleware allocates
+	// its handler closure: this no-op one is the floor for every limiter.
+	b.Run("noop-middleware", func(b *testing.B) {
+		benchEcho(b, func(next echo.HandlerFunc) echo.HandlerFunc {
+			return func(c echo.Context) error { return next(c) }
+		})
+	})
 	b.Run("echopace", func(b *testing.B) {
 		l, _ := gopherpace.New(gopherpace.WithRefillRate(1_000_000_000), gopherpace.WithBucketSize(1_000_000_000))
 		defer l.Close()

@@ -5,9 +5,11 @@ package main
 import (
 	"flag"
 	"fmt"
+	"io"
 	"log"
 	"net"
 	"net/http"
+	"os"
 
 	"github.com/labstack/echo/v4"
 	"github.com/pedreviljoen/gopherpace/adapters/echopace"
@@ -18,12 +20,12 @@ func main() {
 	addr := flag.String("addr", "127.0.0.1:8080", "listen address")
 	serve := flag.Bool("serve", false, "keep serving instead of running the self-test")
 	flag.Parse()
-	if err := run(*addr, *serve); err != nil {
+	if err := run(*addr, *serve, os.Stdout); err != nil {
 		log.Fatal(err)
 	}
 }
 
-func run(addr string, serve bool) error {
+func run(addr string, serve bool, out io.Writer) error {
 	limiter, err := gopherpace.New(gopherpace.WithRefillRate(5), gopherpace.WithBucketSize(3))
 	if err != nil {
 		return err
@@ -44,7 +46,7 @@ func run(addr string, serve bool) error {
 	defer srv.Close()
 	go srv.Serve(ln)
 	if serve {
-		fmt.Println("serving on", ln.Addr())
+		fmt.Fprintln(out, "serving on", ln.Addr())
 		select {}
 	}
 	for i := 1; i <= 5; i++ {
@@ -53,7 +55,7 @@ func run(addr string, serve bool) error {
 			return err
 		}
 		resp.Body.Close()
-		fmt.Printf("request %d: %d  RateLimit: %s  Retry-After: %s\n", i, resp.StatusCode,
+		fmt.Fprintf(out, "request %d: %d  RateLimit: %s  Retry-After: %s\n", i, resp.StatusCode,
 			resp.Header.Get("RateLimit"), resp.Header.Get("Retry-After"))
 	}
 	return nil

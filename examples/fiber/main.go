@@ -6,9 +6,11 @@ package main
 import (
 	"flag"
 	"fmt"
+	"io"
 	"log"
 	"net"
 	"net/http"
+	"os"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/pedreviljoen/gopherpace/adapters/fiberpace"
@@ -19,12 +21,12 @@ func main() {
 	addr := flag.String("addr", "127.0.0.1:8080", "listen address")
 	serve := flag.Bool("serve", false, "keep serving instead of running the self-test")
 	flag.Parse()
-	if err := run(*addr, *serve); err != nil {
+	if err := run(*addr, *serve, os.Stdout); err != nil {
 		log.Fatal(err)
 	}
 }
 
-func run(addr string, serve bool) error {
+func run(addr string, serve bool, out io.Writer) error {
 	limiter, err := gopherpace.New(gopherpace.WithRefillRate(5), gopherpace.WithBucketSize(3))
 	if err != nil {
 		return err
@@ -45,7 +47,7 @@ func run(addr string, serve bool) error {
 	go app.Listener(ln)
 	defer app.Shutdown()
 	if serve {
-		fmt.Println("serving on", ln.Addr())
+		fmt.Fprintln(out, "serving on", ln.Addr())
 		select {}
 	}
 	base := "http://" + ln.Addr().String()
@@ -56,7 +58,7 @@ func run(addr string, serve bool) error {
 			return err
 		}
 		resp.Body.Close()
-		fmt.Printf("request %d %-8s %d  RateLimit: %s\n", i+1, path, resp.StatusCode, resp.Header.Get("RateLimit"))
+		fmt.Fprintf(out, "request %d %-8s %d  RateLimit: %s\n", i+1, path, resp.StatusCode, resp.Header.Get("RateLimit"))
 	}
 	return nil
 }

@@ -6,8 +6,10 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"log"
 	"net"
+	"os"
 
 	"github.com/pedreviljoen/gopherpace/adapters/grpcpace"
 	gopherpace "github.com/pedreviljoen/gopherpace/core"
@@ -22,12 +24,12 @@ import (
 func main() {
 	addr := flag.String("addr", "127.0.0.1:50051", "listen address")
 	flag.Parse()
-	if err := run(*addr); err != nil {
+	if err := run(*addr, os.Stdout); err != nil {
 		log.Fatal(err)
 	}
 }
 
-func run(addr string) error {
+func run(addr string, out io.Writer) error {
 	limiter, err := gopherpace.New(gopherpace.WithRefillRate(5), gopherpace.WithBucketSize(3))
 	if err != nil {
 		return err
@@ -61,7 +63,7 @@ func run(addr string) error {
 				line += fmt.Sprintf("  retry after %v", ri.RetryDelay.AsDuration().Round(1e6))
 			}
 		}
-		fmt.Println(line)
+		fmt.Fprintln(out, line)
 	}
 	return nil
 }
