@@ -1,6 +1,9 @@
 package gopherpace
 
-import "time"
+import (
+	"sync"
+	"time"
+)
 
 // Transport carries a clustered limiter's frames between the nodes of a
 // cluster. Delivery is best effort: frames may be lost, duplicated or
@@ -52,4 +55,39 @@ type realClock struct{}
 func (realClock) Now() time.Time { return time.Now() }
 func (realClock) AfterFunc(d time.Duration, f func()) func() bool {
 	return time.AfterFunc(d, f).Stop
+}
+
+// Receivers is a ready-made subscriber list for Transport implementations:
+// embed it to get Subscribe, and call Deliver for every frame that arrives.
+// The zero value is ready to use and it is safe for concurrent use.
+type Receivers struct {
+	mu   sync.RWMutex
+	next int
+	m    map[int]func(from string, frame []byte)
+}
+
+// Subscribe registers receive; the returned func removes it.
+func (r *Receivers) Subscribe(receive func(from string, frame []byte)) (unsubscribe func()) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.m == nil {
+		r.m = make(map[int]func(string, []byte))
+	}
+	id := r.next
+	r.next++
+	r.m[id] = receive
+	return func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		delete(r.m, id)
+	}
+}
+
+// Deliver hands frame from a peer to every subscriber.
+func (r *Receivers) Deliver(from string, frame []byte) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	for _, f := range r.m {
+		f(from, frame)
+	}
 }

@@ -31,9 +31,7 @@ type Transport struct {
 	// keyring is memberlist's, for rotation; nil without encryption.
 	keyring *memberlist.Keyring
 
-	subMu  sync.RWMutex
-	subs   map[int]func(string, []byte)
-	nextID int
+	receivers gopherpace.Receivers
 
 	lastFrame atomic.Int64 // unix ns of the last frame from any peer
 	stats     struct {
@@ -83,7 +81,6 @@ func New(opts ...Option) (*Transport, error) {
 		log:   c.logger.With("component", "memberlist"),
 		inbox: make(chan inbound, c.queue),
 		done:  make(chan struct{}),
-		subs:  make(map[int]func(string, []byte)),
 	}
 	mc, err := t.memberlistConfig()
 	if err != nil {
@@ -206,18 +203,9 @@ func (t *Transport) Broadcast(frame []byte) error {
 	return firstErr
 }
 
-// Subscribe registers a receiver for peers' frames.
+// Subscribe registers a receiver for frames from peers.
 func (t *Transport) Subscribe(receive func(from string, frame []byte)) func() {
-	t.subMu.Lock()
-	defer t.subMu.Unlock()
-	id := t.nextID
-	t.nextID++
-	t.subs[id] = receive
-	return func() {
-		t.subMu.Lock()
-		defer t.subMu.Unlock()
-		delete(t.subs, id)
-	}
+	return t.receivers.Subscribe(receive)
 }
 
 // Members lists the other nodes memberlist believes alive (suspects
@@ -289,11 +277,7 @@ func (t *Transport) dispatch() {
 		case <-t.done:
 			return
 		case in := <-t.inbox:
-			t.subMu.RLock()
-			for _, f := range t.subs {
-				f(in.from, in.frame)
-			}
-			t.subMu.RUnlock()
+			t.receivers.Deliver(in.from, in.frame)
 		}
 	}
 }

@@ -1,7 +1,6 @@
 package memtransport
 
 import (
-	"sync"
 	"time"
 
 	gopherpace "github.com/pedreviljoen/gopherpace/core"
@@ -16,9 +15,7 @@ type Transport struct {
 	crashed   bool
 	crashedAt time.Time
 
-	subMu  sync.Mutex
-	subs   map[int]func(from string, frame []byte)
-	nextID int
+	receivers gopherpace.Receivers
 }
 
 var (
@@ -37,19 +34,7 @@ func (t *Transport) Broadcast(frame []byte) error { return t.net.broadcast(t, fr
 
 // Subscribe registers a receiver for frames from peers.
 func (t *Transport) Subscribe(receive func(from string, frame []byte)) func() {
-	t.subMu.Lock()
-	defer t.subMu.Unlock()
-	if t.subs == nil {
-		t.subs = make(map[int]func(string, []byte))
-	}
-	id := t.nextID
-	t.nextID++
-	t.subs[id] = receive
-	return func() {
-		t.subMu.Lock()
-		defer t.subMu.Unlock()
-		delete(t.subs, id)
-	}
+	return t.receivers.Subscribe(receive)
 }
 
 // Members lists the other live nodes, plus crashed ones until the network's
@@ -98,16 +83,7 @@ func (t *Transport) deliver(from string, frame []byte) {
 	t.net.mu.Lock()
 	alive := t.alive && t.net.nodes[t.name] == t
 	t.net.mu.Unlock()
-	if !alive {
-		return
-	}
-	t.subMu.Lock()
-	subs := make([]func(string, []byte), 0, len(t.subs))
-	for _, f := range t.subs {
-		subs = append(subs, f)
-	}
-	t.subMu.Unlock()
-	for _, f := range subs {
-		f(from, frame)
+	if alive {
+		t.receivers.Deliver(from, frame)
 	}
 }
