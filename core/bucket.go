@@ -86,8 +86,8 @@ const evicted = math.MinInt64
 func take(tat *atomic.Int64, p *policy, now, n int64) (d Decision, ok bool) {
 	unit := p.unit.Load()
 	cost := n * unit
+	old := tat.Load()
 	for {
-		old := tat.Load()
 		if old == evicted {
 			return Decision{}, false
 		}
@@ -99,6 +99,7 @@ func take(tat *atomic.Int64, p *policy, now, n int64) (d Decision, ok bool) {
 		if tat.CompareAndSwap(old, next) {
 			return p.allowed(next, now, unit), true
 		}
+		old = tat.Add(0) // see allow
 	}
 }
 
@@ -106,8 +107,8 @@ func take(tat *atomic.Int64, p *policy, now, n int64) (d Decision, ok bool) {
 // delay: it skips the divisions that fill a Decision.
 func allow(tat *atomic.Int64, p *policy, now, n int64) (bool, time.Duration) {
 	cost := n * p.unit.Load()
+	old := tat.Load()
 	for {
-		old := tat.Load()
 		next := max(old, now) + cost
 		if next-now > p.tolerance {
 			return false, time.Duration(next - p.tolerance - now)
@@ -115,6 +116,10 @@ func allow(tat *atomic.Int64, p *policy, now, n int64) (bool, time.Duration) {
 		if tat.CompareAndSwap(old, next) {
 			return true, 0
 		}
+		// Contended: read the word with a locked add of zero, which takes the
+		// cache line exclusive, so that the next compare-and-swap does not
+		// have to upgrade it from shared (one transfer between cores, not two).
+		old = tat.Add(0)
 	}
 }
 
