@@ -210,18 +210,18 @@ func (e *engine) takeGlobal(now, n int64) Decision {
 // allowGlobal is takeGlobal for one token, on the lean path that skips
 // filling a Decision.
 func (e *engine) allowGlobal(now int64) (bool, time.Duration) {
-	if e.mode.Load() != modeNormal {
+	b, p := &e.l.global, e.l.pol
+	if e.mode.Load() != modeNormal || b.pending.Load() >= p.localCap.Load() {
 		d := e.takeGlobal(now, 1)
 		return d.Allowed, d.RetryAfter
 	}
-	b, p := &e.l.global, e.l.pol
-	if b.pending.Load() >= p.localCap.Load() {
-		e.kick()
-		return false, time.Duration(minFlushGap)
-	}
 	ok, retry := allow(&b.tat, p, now, 1)
+	// Only the first unreported token and the threshold schedule a flush;
+	// testing for them here keeps the common case free of calls.
 	if ok {
-		e.counted(b.pending.Add(1), 1, p)
+		if v := b.pending.Add(1); v == 1 || v == p.flushAt.Load() {
+			e.counted(v, 1, p)
+		}
 	}
 	return ok, retry
 }
