@@ -9,7 +9,7 @@ GO ?= go
 test: fmt-check core-deps-check vet
 	@set -e; for m in $(MODULES); do \
 		echo "== go test $$m"; \
-		(cd $$m && GOWORK=off $(GO) test -race -count=1 ./...); \
+		(cd $$m && GOWORK=off $(GO) test -race -count=1 -timeout 5m ./...); \
 	done
 
 ## fmt: gofmt every Go file

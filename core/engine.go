@@ -157,20 +157,23 @@ func (e *engine) start() {
 // stops all timers.
 func (e *engine) stop() {
 	e.mu.Lock()
-	defer e.mu.Unlock()
 	if e.stopped {
+		e.mu.Unlock()
 		return
 	}
 	e.stopped = true
 	e.mode.Store(modeStopped)
 	e.stopTick()
-	e.unsubscribe()
 	frames := e.flushLocked(e.now(), true, true)
 	for range resendTicks {
 		for _, f := range frames {
 			e.broadcast(f)
 		}
 	}
+	e.mu.Unlock()
+	// Outside e.mu: a frame being delivered right now holds the transport's
+	// side and waits for e.mu (and finds the engine stopped).
+	e.unsubscribe()
 }
 
 // ---- the request path ----

@@ -2,6 +2,7 @@ package gopherpace
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -58,36 +59,61 @@ func (realClock) AfterFunc(d time.Duration, f func()) func() bool {
 }
 
 // Receivers is a ready-made subscriber list for Transport implementations:
-// embed it to get Subscribe, and call Deliver for every frame that arrives.
-// The zero value is ready to use and it is safe for concurrent use.
+// call Subscribe from the transport's Subscribe, and Deliver for every frame
+// that arrives. The zero value is ready to use and it is safe for
+// concurrent use. Deliver holds no lock while it calls the subscribers, so a
+// subscriber may unsubscribe (a limiter closing) while a frame is being
+// delivered to it.
 type Receivers struct {
-	mu   sync.RWMutex
+	mu   sync.Mutex // serialises changes; readers use list
 	next int
-	m    map[int]func(from string, frame []byte)
+	list atomic.Pointer[[]receiver]
+}
+
+type receiver struct {
+	id int
+	f  func(from string, frame []byte)
 }
 
 // Subscribe registers receive; the returned func removes it.
 func (r *Receivers) Subscribe(receive func(from string, frame []byte)) (unsubscribe func()) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.m == nil {
-		r.m = make(map[int]func(string, []byte))
-	}
 	id := r.next
 	r.next++
-	r.m[id] = receive
+	r.replaceLocked(func(old []receiver) []receiver { return append(old, receiver{id, receive}) })
 	return func() {
 		r.mu.Lock()
 		defer r.mu.Unlock()
-		delete(r.m, id)
+		r.replaceLocked(func(old []receiver) []receiver {
+			out := make([]receiver, 0, len(old))
+			for _, x := range old {
+				if x.id != id {
+					out = append(out, x)
+				}
+			}
+			return out
+		})
 	}
+}
+
+// replaceLocked publishes a new list built from a copy of the current one.
+func (r *Receivers) replaceLocked(change func([]receiver) []receiver) {
+	var old []receiver
+	if p := r.list.Load(); p != nil {
+		old = *p
+	}
+	next := change(append([]receiver(nil), old...))
+	r.list.Store(&next)
 }
 
 // Deliver hands frame from a peer to every subscriber.
 func (r *Receivers) Deliver(from string, frame []byte) {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	for _, f := range r.m {
-		f(from, frame)
+	p := r.list.Load()
+	if p == nil {
+		return
+	}
+	for _, x := range *p {
+		x.f(from, frame)
 	}
 }
