@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -174,10 +175,7 @@ func (l *Limiter) refund(now int64, key string, n int64) {
 }
 
 // unreport takes up to n tokens out of a not-yet-sent count.
-func unreport(pending interface {
-	Load() int64
-	CompareAndSwap(old, new int64) bool
-}, n int64) {
+func unreport(pending *atomic.Int64, n int64) {
 	for {
 		old := pending.Load()
 		if old <= 0 || pending.CompareAndSwap(old, max(0, old-n)) {
