@@ -1,6 +1,7 @@
 package gopherpace_test
 
 import (
+	"fmt"
 	"io"
 	"log/slog"
 	"math"
@@ -155,4 +156,54 @@ func TestBaselineFloorAtZeroOverAdmits(t *testing.T) {
 	if r := c.measure(); math.Abs(r.errPct) > 2 {
 		t.Fatalf("baseline under full skew: %+.2f%%, expected about exact", r.errPct)
 	}
+}
+
+// Keyed buckets hold their limits cluster-wide too: 20 keys, each offered
+// 10×R spread over 5 nodes for 10 s, each admitted within ±2% of R·t+B.
+func TestAccuracyKeyed(t *testing.T) {
+	const nodes, keys, rate, burst = 5, 20, 100, 100
+	const duration = 10 * time.Second
+	net := memtransport.New(memtransport.WithSeed(3))
+	var lims []*gopherpace.Limiter
+	var trs []*memtransport.Transport
+	for i := range nodes {
+		tr, err := net.Join(fmt.Sprint("k", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		trs = append(trs, tr)
+	}
+	for i, tr := range trs {
+		l, err := gopherpace.New(gopherpace.WithRefillRate(rate), gopherpace.WithBucketSize(burst),
+			gopherpace.WithTransport(tr), gopherpace.WithNodeName(fmt.Sprint("k", i)), gopherpace.WithLogger(discardLogger))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		lims = append(lims, l)
+	}
+	admitted := make([]int, keys)
+	// Each node offers each key 200/s (one request every 5 ms, the nodes at
+	// different phases): 1000/s per key in total, 10×R.
+	for ms := range int(duration / time.Millisecond) {
+		now := net.Now()
+		for n, l := range lims {
+			if (ms+n)%5 != 0 {
+				continue
+			}
+			for k := range keys {
+				if d, _ := l.TakeAt(now, fmt.Sprint("tenant-", k), 1); d.Allowed {
+					admitted[k]++
+				}
+			}
+		}
+		net.Advance(time.Millisecond)
+	}
+	ideal := float64(rate)*duration.Seconds() + burst
+	for k, got := range admitted {
+		if errPct := 100 * (float64(got) - ideal) / ideal; math.Abs(errPct) > 2 {
+			t.Errorf("key %d admitted %d, %+.2f%% off R·t+B = %.0f", k, got, errPct, ideal)
+		}
+	}
+	t.Logf("per-key admitted %v (ideal %.0f)", admitted, ideal)
 }
