@@ -41,7 +41,11 @@ func (t *Transport) isolated() bool {
 }
 
 // joinSeeds resolves the seeds and joins, concurrently and each within the
-// join timeout, every one that is not already a member.
+// join timeout, every one that is not a member this node has heard from in
+// the last two seconds. A member that memberlist still lists (as suspect,
+// say) but that sends nothing is joined again: after a partition heals, its
+// side may hold this node dead, and the join's state exchange makes this
+// node refute that.
 func (t *Transport) joinSeeds(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, t.cfg.joinTimeout)
 	defer cancel()
@@ -51,9 +55,13 @@ func (t *Transport) joinSeeds(ctx context.Context) {
 		return
 	}
 	present := map[string]bool{t.GossipAddr(): true}
+	t.heardMu.Lock()
 	for _, n := range t.ml.Members() {
-		present[n.Address()] = true
+		if time.Since(t.heard[n.Name]) < 2*time.Second {
+			present[n.Address()] = true
+		}
 	}
+	t.heardMu.Unlock()
 	var wg sync.WaitGroup
 	for _, addr := range addrs {
 		if present[addr] || ctx.Err() != nil {

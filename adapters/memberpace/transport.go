@@ -34,6 +34,8 @@ type Transport struct {
 	receivers gopherpace.Receivers
 
 	lastFrame atomic.Int64 // unix ns of the last frame from any peer
+	heardMu   sync.Mutex
+	heard     map[string]time.Time // last frame per peer name
 	stats     struct {
 		sent, sendErrors, received, dropped, malformed, joins, joinErrors atomic.Uint64
 	}
@@ -81,6 +83,7 @@ func New(opts ...Option) (*Transport, error) {
 		log:   c.logger.With("component", "memberlist"),
 		inbox: make(chan inbound, c.queue),
 		done:  make(chan struct{}),
+		heard: make(map[string]time.Time),
 	}
 	mc, err := t.memberlistConfig()
 	if err != nil {
@@ -277,6 +280,9 @@ func (t *Transport) dispatch() {
 		case <-t.done:
 			return
 		case in := <-t.inbox:
+			t.heardMu.Lock()
+			t.heard[in.from] = time.Now()
+			t.heardMu.Unlock()
 			t.receivers.Deliver(in.from, in.frame)
 		}
 	}

@@ -326,7 +326,7 @@ func TestPartitionFailClosedThenHealRemerges(t *testing.T) {
 		x.block()
 	}
 	healed := time.Now()
-	eventually(t, 5*time.Second, "re-merged and open again", func() bool {
+	eventually(t, 10*time.Second, "re-merged and open again", func() bool {
 		ok, _ := lims[2].Allow()
 		return ok && len(a.Members()) == 2 && len(c.Members()) == 2 && !lims[2].Stats().Partitioned
 	})
