@@ -14,6 +14,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/pedreviljoen/gopherpace/adapters/echopace"
 	gopherpace "github.com/pedreviljoen/gopherpace/core"
+	"github.com/pedreviljoen/gopherpace/examples/internal/burst"
 )
 
 func main() {
@@ -49,14 +50,5 @@ func run(addr string, serve bool, out io.Writer) error {
 		fmt.Fprintln(out, "serving on", ln.Addr())
 		select {}
 	}
-	for i := 1; i <= 5; i++ {
-		resp, err := http.Get("http://" + ln.Addr().String() + "/hello")
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		fmt.Fprintf(out, "request %d: %d  RateLimit: %s  Retry-After: %s\n", i, resp.StatusCode,
-			resp.Header.Get("RateLimit"), resp.Header.Get("Retry-After"))
-	}
-	return nil
+	return burst.Run(out, "http://"+ln.Addr().String()+"/hello", 5)
 }

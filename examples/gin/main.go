@@ -14,6 +14,7 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/pedreviljoen/gopherpace/adapters/ginpace"
 	gopherpace "github.com/pedreviljoen/gopherpace/core"
+	"github.com/pedreviljoen/gopherpace/examples/internal/burst"
 )
 
 func main() {
@@ -55,20 +56,5 @@ func run(addr string, serve bool, out io.Writer) error {
 		fmt.Fprintln(out, "serving on", ln.Addr())
 		select {}
 	}
-	return burst(out, "http://"+ln.Addr().String()+"/hello")
-}
-
-// burst sends five requests at once and prints each answer's status and
-// rate-limit headers.
-func burst(out io.Writer, url string) error {
-	for i := 1; i <= 5; i++ {
-		resp, err := http.Get(url)
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		fmt.Fprintf(out, "request %d: %d  RateLimit: %s  Retry-After: %s\n", i, resp.StatusCode,
-			resp.Header.Get("RateLimit"), resp.Header.Get("Retry-After"))
-	}
-	return nil
+	return burst.Run(out, "http://"+ln.Addr().String()+"/hello", 5)
 }
