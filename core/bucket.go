@@ -65,9 +65,7 @@ func (p *policy) window() time.Duration { return time.Duration(p.tolerance) }
 // never share one.
 type bucket struct {
 	tat atomic.Int64
-	// pending counts tokens admitted here and not yet sent to peers.
-	pending atomic.Int64
-	_       [48]byte
+	_   [56]byte
 }
 
 func (b *bucket) init() { b.tat.Store(neverUsed) }

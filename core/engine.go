@@ -2,6 +2,7 @@ package gopherpace
 
 import (
 	"log/slog"
+	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -52,6 +53,7 @@ type engine struct {
 	maxFrame  int
 	floor     bool // reference-design baseline
 
+	global    countedBucket
 	mode      atomic.Int32
 	preBudget atomic.Int64
 	kicked    atomic.Bool
@@ -133,6 +135,7 @@ func (e *engine) start() {
 	defer e.mu.Unlock()
 	now := e.now()
 	e.startedAt = now
+	e.global.init(now)
 	e.inc = uint64(e.clock.Now().UnixNano())
 	e.lastFlush = now - minFlushGap
 	members := e.t.Members()
@@ -164,7 +167,11 @@ func (e *engine) stop() {
 	e.stopped = true
 	e.mode.Store(modeStopped)
 	e.stopTick()
-	frames := e.flushLocked(e.now(), true, true)
+	now := e.now()
+	// Hand the global bucket back first, so that takers spin for as short
+	// a time as possible; what it held unreported goes out in the goodbye.
+	e.global.spill.Add(e.global.handBack(&e.l.global.tat, e.l.pol, now))
+	frames := e.flushLocked(now, true, true)
 	for range resendTicks {
 		for _, f := range frames {
 			e.broadcast(f)
@@ -179,13 +186,11 @@ func (e *engine) stop() {
 // ---- the request path ----
 
 func (e *engine) takeGlobal(now, n int64) Decision {
-	l, b := e.l, &e.l.global
-	p := l.pol
+	c, p := &e.global, e.l.pol
 	pre := false
 	switch e.mode.Load() {
 	case modeStopped:
-		d, _ := take(&b.tat, p, now, n)
-		return d
+		return e.takeStandalone(now, n)
 	case modeClosed:
 		return closedDecision(p)
 	case modePreContact:
@@ -195,38 +200,67 @@ func (e *engine) takeGlobal(now, n int64) Decision {
 		}
 		pre = true
 	}
-	if d, capped := e.overCap(&b.pending, p, now, n); capped {
+	if c.unreported(c.word.Load())+n > p.localCap.Load() {
 		if pre {
 			e.preBudget.Add(n)
 		}
-		return d
+		e.kick()
+		return waitDecision(p)
 	}
-	d, _ := take(&b.tat, p, now, n)
+	d, count, ok := c.take(p, now, n)
+	if !ok { // handed back: the limiter is closing
+		return e.takeStandalone(now, n)
+	}
 	if d.Allowed {
-		e.count(&b.pending, p, n)
+		e.counted(count, n, p)
 	} else if pre {
 		e.preBudget.Add(n)
 	}
 	return d
 }
 
-// allowGlobal is takeGlobal for one token, on the lean path that skips
-// filling a Decision.
-func (e *engine) allowGlobal(now int64) (bool, time.Duration) {
-	b, p := &e.l.global, e.l.pol
-	if e.mode.Load() != modeNormal || b.pending.Load() >= p.localCap.Load() {
-		d := e.takeGlobal(now, 1)
-		return d.Allowed, d.RetryAfter
+// takeStandalone decides on the standalone bucket of a closed limiter. The
+// bucket stays marked evicted until the clustered one hands its state over,
+// a moment after the mode changes.
+func (e *engine) takeStandalone(now, n int64) Decision {
+	for {
+		if d, ok := take(&e.l.global.tat, e.l.pol, now, n); ok {
+			return d
+		}
+		runtime.Gosched()
 	}
-	ok, retry := allow(&b.tat, p, now, 1)
-	// Only the first unreported token and the threshold schedule a flush;
-	// testing for them here keeps the common case free of calls.
-	if ok {
-		if v := b.pending.Add(1); v == 1 || v == p.flushAt.Load() {
-			e.counted(v, 1, p)
+}
+
+// allowGlobal is takeGlobal for one token, on the lean path that skips
+// filling a Decision. Limiter.allowNanos tries countedBucket.allow itself
+// first, saving a call on the hot path; this is the rest.
+func (e *engine) allowGlobal(now int64) (bool, time.Duration) {
+	if e.mode.Load() == modeNormal {
+		if ok, retry, count, fast := e.global.allow(e.l.pol, now); fast {
+			e.allowed(ok, count)
+			return ok, retry
 		}
 	}
-	return ok, retry
+	d := e.takeGlobal(now, 1)
+	return d.Allowed, d.RetryAfter
+}
+
+// allowed schedules the flush for a lean admit. Only the first unreported
+// token and the threshold do; testing for them here keeps the common case
+// free of calls.
+func (e *engine) allowed(ok bool, count int64) {
+	if ok && (count == 1 || count == e.l.pol.flushAt.Load()) {
+		e.counted(count, 1, e.l.pol)
+	}
+}
+
+// refundGlobal gives back n tokens of the global bucket.
+func (e *engine) refundGlobal(now, n int64) {
+	if e.mode.Load() == modeStopped {
+		refund(&e.l.global.tat, e.l.pol, now, n)
+		return
+	}
+	e.global.refund(e.l.pol, now, n)
 }
 
 // gateClosed answers keyed requests while fail-closed and cut off.
@@ -245,10 +279,6 @@ func (e *engine) overCap(pending *atomic.Int64, p *policy, now, n int64) (Decisi
 	}
 	e.kick()
 	return waitDecision(p), true
-}
-
-func (e *engine) count(pending *atomic.Int64, p *policy, n int64) {
-	e.counted(pending.Add(n), n, p)
 }
 
 // counted schedules the flush that reports a count that just grew by n to
@@ -348,7 +378,7 @@ func (e *engine) onKick() {
 // transport, and keeps them for resending. With heartbeat it sends a bare
 // header when there is nothing to count. It returns the frames sent.
 func (e *engine) flushLocked(now int64, heartbeat, leaving bool) [][]byte {
-	global := e.l.global.pending.Swap(0)
+	global := e.global.drain(e.l.pol, now)
 	batch := e.batch[:0]
 	for i := range e.dirty {
 		d := &e.dirty[i]
@@ -474,7 +504,7 @@ func (e *engine) receive(from string, b []byte) {
 	}
 	e.stats.tokensCharged.Add(charged)
 	if global > 0 {
-		debit(&e.l.global.tat, e.l.pol, now, global, maxDebt(e.l.pol))
+		e.global.debit(e.l.pol, now, global, maxDebt(e.l.pol))
 	}
 	for _, kc := range f.keys {
 		pol := e.l.policyFor(kc.key)
@@ -534,7 +564,7 @@ func (e *engine) contact(now int64, peerInc uint64) {
 				}
 			}
 		}
-		empty(&e.l.global.tat, e.l.pol)
+		e.global.empty(e.l.pol, now)
 		e.l.keys.each(func(h uint64, ent *entry) { empty(&ent.tat, e.l.policyFor(h)) })
 	}
 }

@@ -49,6 +49,8 @@ func TestClusteredValidation(t *testing.T) {
 		"short grace":     {gopherpace.WithTransport(tr), gopherpace.WithPeerGracePeriod(50 * time.Millisecond)},
 		"bad policy":      {gopherpace.WithPartitionPolicy(9)},
 		"empty limiterID": {gopherpace.WithLimiterID("")},
+		// 2^32 tokens at 10/s take 13 years to refill: fine alone, not clustered.
+		"window over 417 days": {gopherpace.WithTransport(tr), gopherpace.WithBucketSize(1 << 32)},
 	} {
 		if _, err := gopherpace.New(append(opts, gopherpace.WithRefillRate(10))...); err == nil {
 			t.Errorf("%s: no error", name)

@@ -73,6 +73,13 @@ func New(opts ...Option) (*Limiter, error) {
 	l.global.init()
 	l.keys = newStore(c.maxKeys, c.transport != nil)
 	if c.transport != nil {
+		if pol.tolerance > maxClusteredTolerance {
+			return nil, errorf("bucket size %d at %d/s spans more than %v of refill, the most a clustered limiter allows",
+				pol.burst, pol.rate, time.Duration(maxClusteredTolerance))
+		}
+		// The clustered bucket holds the global state until Close hands it
+		// back; meanwhile the standalone word stays marked.
+		l.global.tat.Store(evicted)
 		l.eng = newEngine(l, &c)
 		l.eng.start()
 	}
@@ -97,8 +104,14 @@ func (l *Limiter) AllowAt(now time.Time) (bool, time.Duration) {
 }
 
 func (l *Limiter) allowNanos(now int64) (bool, time.Duration) {
-	if l.eng != nil {
-		return l.eng.allowGlobal(now)
+	if e := l.eng; e != nil {
+		if e.mode.Load() == modeNormal {
+			if ok, retry, count, fast := e.global.allow(l.pol, now); fast {
+				e.allowed(ok, count)
+				return ok, retry
+			}
+		}
+		return e.allowGlobal(now)
 	}
 	// The global bucket is never evicted, so the lean path applies.
 	return allow(&l.global.tat, l.pol, now, 1)
@@ -159,8 +172,11 @@ func (l *Limiter) refund(now int64, key string, n int64) {
 	}
 	if key == "" {
 		n = min(n, l.pol.burst)
+		if l.eng != nil {
+			l.eng.refundGlobal(now, n)
+			return
+		}
 		refund(&l.global.tat, l.pol, now, n)
-		unreport(&l.global.pending, n)
 		return
 	}
 	h := hashKey(l.seed, key)

@@ -45,10 +45,14 @@ type Stats struct {
 // Stats returns a snapshot of the limiter's state.
 func (l *Limiter) Stats() Stats {
 	now := int64(time.Since(l.epoch))
+	tat := l.global.tat.Load()
 	if l.eng != nil {
 		now = l.eng.now()
+		if t, ok := l.eng.global.tat(l.pol, now); ok {
+			tat = t
+		}
 	}
-	tat := max(l.global.tat.Load(), now)
+	tat = max(tat, now)
 	unit := l.pol.unit.Load()
 	s := Stats{
 		GlobalTokens: (now + l.pol.tolerance - tat) / unit,

@@ -1,0 +1,211 @@
+package gopherpace
+
+import (
+	"sync/atomic"
+	"time"
+)
+
+// countedBucket is the global bucket of a clustered limiter. One word holds
+// both the theoretical arrival time (TAT) and the count of tokens this node
+// admitted that its peers have not been told of yet, so counting an admit for
+// gossip rides in the compare-and-swap that spends it. A clustered Allow then
+// costs one atomic write, like a standalone one.
+//
+// The word is tat<<countBits | count. It keeps the time's low 58 bits and
+// reads them back relative to now, which is exact while the time lies within
+// ±2^57 ns (4.5 years) of now. Both sides stay far inside that range:
+//   - ahead of now, a clustered bucket's time is at most its window plus
+//     one window of debt, and New caps that window at maxClusteredTolerance;
+//   - behind now, the engine moves an idle bucket's time up to now at every
+//     tick (the bucket is full either way).
+//
+// A time read back as further behind than staleAhead can only be a
+// caller's clock far off the engine's; it counts as an empty bucket, which
+// denies rather than admits.
+//
+// A count that outgrows the word's field spills into spill, once every
+// countMax tokens.
+type countedBucket struct {
+	word  atomic.Uint64
+	spill atomic.Int64
+	_     [48]byte
+}
+
+const (
+	countBits = 6
+	countMask = 1<<countBits - 1
+	// countMax is the largest count the word holds.
+	countMax = countMask - 1
+	// handedBack is the count field of a word whose state moved to the
+	// standalone bucket when the limiter closed.
+	handedBack = countMask
+	// maxClusteredTolerance caps a clustered global bucket's window (about
+	// 417 days), so that time plus debt never nears the word's range.
+	maxClusteredTolerance = int64(1) << 55
+	staleAhead            = -int64(1) << 56
+)
+
+func packCounted(tat, count int64) uint64 { return uint64(tat)<<countBits | uint64(count) }
+
+// ahead reads a word's time back as its distance ahead of now.
+func ahead(w uint64, now int64) int64 { return int64(w-uint64(now)<<countBits) >> countBits }
+
+// spent is how far ahead of now the bucket's time is: 0 for a full bucket,
+// and a whole window for one whose time cannot be read (see staleAhead).
+func spent(w uint64, now int64, p *policy) int64 {
+	a := ahead(w, now)
+	if a < 0 {
+		if a < staleAhead {
+			return p.tolerance
+		}
+		return 0
+	}
+	return a
+}
+
+func (c *countedBucket) init(now int64) {
+	// Full at any time a caller may pass, even a little before the limiter
+	// was created.
+	c.word.Store(packCounted(now-maxClusteredTolerance, 0))
+}
+
+// unreported is the count of tokens admitted and not yet drained.
+func (c *countedBucket) unreported(w uint64) int64 {
+	return int64(w&countMask) + c.spill.Load()
+}
+
+// allow spends one token on the lean path. fast is false when the caller
+// must take the general path instead: the count field is full, the word was
+// handed back, or the node has reached its cap of unreported tokens. On an
+// admit, count is the unreported count after it.
+func (c *countedBucket) allow(p *policy, now int64) (ok bool, retry time.Duration, count int64, fast bool) {
+	w := c.word.Load()
+	spill := c.spill.Load()
+	cost := p.unit.Load()
+	for {
+		n := int64(w & countMask)
+		if n >= countMax || n+spill >= p.localCap.Load() {
+			return false, 0, 0, false
+		}
+		next := spent(w, now, p) + cost
+		if next > p.tolerance {
+			return false, time.Duration(next - p.tolerance), 0, true
+		}
+		if c.word.CompareAndSwap(w, packCounted(now+next, n+1)) {
+			return true, 0, n + 1 + spill, true
+		}
+		w = c.word.Add(0) // see allow in bucket.go
+	}
+}
+
+// take spends n tokens at now and counts them. It returns the decision and,
+// on an admit, the unreported count after it; ok is false when the word was
+// handed back.
+func (c *countedBucket) take(p *policy, now, n int64) (d Decision, count int64, ok bool) {
+	unit := p.unit.Load()
+	cost := n * unit
+	w := c.word.Load()
+	for {
+		held := int64(w & countMask)
+		if held == handedBack {
+			return Decision{}, 0, false
+		}
+		base := spent(w, now, p)
+		next := base + cost
+		if next > p.tolerance {
+			return p.denied(now+base, now, now+next, unit), 0, true
+		}
+		// A count that would not fit the field moves, whole, to spill.
+		keep, spill := held+n, int64(0)
+		if keep > countMax {
+			keep, spill = 0, held+n
+		}
+		if c.word.CompareAndSwap(w, packCounted(now+next, keep)) {
+			if spill > 0 {
+				count = c.spill.Add(spill)
+			} else {
+				count = keep + c.spill.Load()
+			}
+			return p.allowed(now+next, now, unit), count, true
+		}
+		w = c.word.Add(0)
+	}
+}
+
+// update applies f to the time ahead of now and the count of the word, in
+// one compare-and-swap, unless the word was handed back.
+func (c *countedBucket) update(now int64, p *policy, f func(ahead, count int64) (int64, int64)) {
+	for {
+		w := c.word.Load()
+		held := int64(w & countMask)
+		if held == handedBack {
+			return
+		}
+		a, n := f(spent(w, now, p), held)
+		if c.word.CompareAndSwap(w, packCounted(now+a, n)) {
+			return
+		}
+	}
+}
+
+// debit charges n tokens that a peer admitted, as debit in bucket.go does.
+func (c *countedBucket) debit(p *policy, now, n, maxDebt int64) {
+	cost := n * p.unit.Load()
+	c.update(now, p, func(a, count int64) (int64, int64) {
+		return max(a, min(a+cost, p.tolerance+maxDebt)), count
+	})
+}
+
+// empty spends every token left, for a node that joined a running cluster.
+func (c *countedBucket) empty(p *policy, now int64) {
+	c.update(now, p, func(a, count int64) (int64, int64) { return max(a, p.tolerance), count })
+}
+
+// refund gives back n tokens, never past full, and takes up to n of them
+// out of the unreported count.
+func (c *countedBucket) refund(p *policy, now, n int64) {
+	cost := n * p.unit.Load()
+	fromWord := int64(0)
+	c.update(now, p, func(a, count int64) (int64, int64) {
+		fromWord = min(count, n)
+		return max(a-cost, 0), count - fromWord
+	})
+	unreport(&c.spill, n-fromWord)
+}
+
+// drain takes the unreported count for a report, and moves an idle
+// bucket's time up to now so that the word's time stays readable.
+func (c *countedBucket) drain(p *policy, now int64) int64 {
+	var held int64
+	c.update(now, p, func(a, count int64) (int64, int64) {
+		held = count
+		return a, 0
+	})
+	return held + c.spill.Swap(0)
+}
+
+// handBack moves the bucket's state to the standalone word tat, for a
+// limiter that closed, and marks the word so that a taker still on the
+// clustered path moves over too. It returns the count left unreported.
+func (c *countedBucket) handBack(tat *atomic.Int64, p *policy, now int64) int64 {
+	for {
+		w := c.word.Load()
+		held := int64(w & countMask)
+		if held == handedBack {
+			return 0
+		}
+		if c.word.CompareAndSwap(w, packCounted(0, handedBack)) {
+			tat.Store(now + spent(w, now, p))
+			return held + c.spill.Swap(0)
+		}
+	}
+}
+
+// tat is the bucket's time, for statistics; ok is false once handed back.
+func (c *countedBucket) tat(p *policy, now int64) (int64, bool) {
+	w := c.word.Load()
+	if w&countMask == handedBack {
+		return 0, false
+	}
+	return now + spent(w, now, p), true
+}

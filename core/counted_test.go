@@ -1,0 +1,201 @@
+package gopherpace
+
+import (
+	"math"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// The word keeps 58 bits of time and reads them back relative to now: exact
+// on both sides of every wrap point, and the count beside it untouched.
+func TestCountedWordReadsTimeAcrossWrap(t *testing.T) {
+	const wrap = int64(1) << 58
+	nows := []int64{0, -1, 1, wrap - 3, wrap + 3, -wrap + 7, 3*wrap - 1, math.MaxInt64 / 2, math.MinInt64 / 2, math.MaxInt64 - maxClusteredTolerance*3}
+	aheads := []int64{staleAhead + 1, -int64(time.Hour), -1, 0, 1, maxClusteredTolerance, 2*maxClusteredTolerance + maxClusteredTolerance/2}
+	for _, now := range nows {
+		for _, a := range aheads {
+			for _, count := range []int64{0, 1, countMax} {
+				w := packCounted(now+a, count)
+				if got := ahead(w, now); got != a {
+					t.Fatalf("now %d: time %d ahead read back as %d", now, a, got)
+				}
+				if got := int64(w & countMask); got != count {
+					t.Fatalf("now %d: count %d read back as %d", now, count, got)
+				}
+			}
+		}
+	}
+}
+
+// Fed the same calls, the counted bucket decides exactly as the standalone
+// one, and every token it admits is drained exactly once.
+func TestCountedDecidesLikeBucket(t *testing.T) {
+	for _, tc := range []struct{ rate, burst int64 }{{3, 5}, {1000, 1000}, {7, 200}, {1_000_000, 10}} {
+		p := mustPolicy(t, tc.rate, tc.burst)
+		var plain atomic.Int64
+		plain.Store(neverUsed)
+		var c countedBucket
+		now := int64(1) << 40
+		c.init(now)
+		rng := rand.New(rand.NewPCG(uint64(tc.rate), uint64(tc.burst)))
+		admitted, drained := int64(0), int64(0)
+		for i := range 20_000 {
+			now += rng.Int64N(3 * p.interval)
+			switch op := rng.IntN(20); {
+			case op == 0:
+				n := 1 + rng.Int64N(tc.burst)
+				debit(&plain, p, now, n, p.tolerance)
+				c.debit(p, now, n, p.tolerance)
+			case op == 1:
+				n := 1 + rng.Int64N(tc.burst)
+				refund(&plain, p, now, n)
+				before := c.unreported(c.word.Load())
+				c.refund(p, now, n)
+				admitted -= before - c.unreported(c.word.Load())
+			case op == 2:
+				drained += c.drain(p, now)
+			case op < 10:
+				n := 1 + rng.Int64N(min(tc.burst, 100))
+				want, _ := take(&plain, p, now, n)
+				got, _, ok := c.take(p, now, n)
+				if !ok || got != want {
+					t.Fatalf("rate %d step %d: take(%d) = %+v, want %+v", tc.rate, i, n, got, want)
+				}
+				if got.Allowed {
+					admitted += n
+				}
+			default:
+				wantOK, wantRetry := allow(&plain, p, now, 1)
+				ok, retry, _, fast := c.allow(p, now)
+				if !fast {
+					d, _, _ := c.take(p, now, 1)
+					ok, retry = d.Allowed, d.RetryAfter
+				}
+				if ok != wantOK || retry != wantRetry {
+					t.Fatalf("rate %d step %d: allow = %v %v, want %v %v", tc.rate, i, ok, retry, wantOK, wantRetry)
+				}
+				if ok {
+					admitted++
+				}
+			}
+		}
+		drained += c.drain(p, now)
+		if drained != admitted {
+			t.Fatalf("rate %d: drained %d tokens, admitted %d", tc.rate, drained, admitted)
+		}
+	}
+}
+
+// Goroutines admitting while another drains: no token is counted twice or
+// lost, whether it sits in the word's field or spilled past it.
+func TestCountedConcurrentDrain(t *testing.T) {
+	p := mustPolicy(t, 1_000_000_000, 1_000_000_000)
+	var c countedBucket
+	c.init(0)
+	var admitted, drained atomic.Int64
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			for i := range 20_000 {
+				now := int64(i)
+				if g%2 == 0 {
+					if ok, _, _, fast := c.allow(p, now); fast {
+						if ok {
+							admitted.Add(1)
+						}
+						continue
+					}
+				}
+				n := int64(1 + i%100)
+				if d, _, _ := c.take(p, now, n); d.Allowed {
+					admitted.Add(n)
+				}
+			}
+		})
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for !stop.Load() {
+			drained.Add(c.drain(p, 0))
+		}
+	}()
+	wg.Wait()
+	stop.Store(true)
+	<-done
+	drained.Add(c.drain(p, 0))
+	if drained.Load() != admitted.Load() || admitted.Load() == 0 {
+		t.Fatalf("drained %d tokens, admitted %d", drained.Load(), admitted.Load())
+	}
+}
+
+// A caller's time years away from the bucket's never admits extra: years
+// back the bucket reads as spent, years ahead as empty, and it fills again
+// from there.
+func TestCountedFarTimesNeverAdmitExtra(t *testing.T) {
+	p := mustPolicy(t, 10, 10)
+	var c countedBucket
+	now := int64(0)
+	c.init(now)
+	for range 10 {
+		if d, _, _ := c.take(p, now, 1); !d.Allowed {
+			t.Fatal("a fresh bucket denied")
+		}
+	}
+	year := int64(365 * 24 * time.Hour)
+	for _, at := range []int64{now - 3*year, now - 5*year, now + 3*year, now + 5*year} {
+		if ok, _, _, _ := c.allow(p, at); ok {
+			t.Fatalf("an empty bucket admitted at %v from its time", time.Duration(at-now))
+		}
+	}
+	later := now + 3*year
+	c.drain(p, later) // a tick at the far time: read as empty from there
+	if d, _, _ := c.take(p, later, 1); d.Allowed {
+		t.Fatal("admitted at once after an unreadable time")
+	}
+	if d, _, _ := c.take(p, later+p.tolerance, 10); !d.Allowed {
+		t.Fatalf("not full a window later: %+v", d)
+	}
+}
+
+// Closing hands the bucket to the standalone word while goroutines keep
+// taking: no more than one bucket is admitted across the hand-over, and
+// the closed limiter keeps the state it had.
+func TestCountedHandBackUnderLoad(t *testing.T) {
+	for round := range 20 {
+		l, err := New(WithRefillRate(1), WithBucketSize(1000), WithTransport(nopTransport{}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		at := l.epoch.Add(time.Second)
+		var admitted atomic.Int64
+		var wg sync.WaitGroup
+		for g := range 4 {
+			wg.Go(func() {
+				for i := range 600 {
+					if g%2 == 0 {
+						if ok, _ := l.AllowAt(at); ok {
+							admitted.Add(1)
+						}
+					} else if d, _ := l.TakeAt(at, "", 1); d.Allowed {
+						admitted.Add(1)
+					}
+					if g == 0 && i == 100+round*10 {
+						l.Close()
+					}
+				}
+			})
+		}
+		wg.Wait()
+		if got := admitted.Load(); got != 1000 {
+			t.Fatalf("round %d: admitted %d across Close, want exactly the bucket of 1000", round, got)
+		}
+		if ok, _ := l.AllowAt(at.Add(500 * time.Millisecond)); ok {
+			t.Fatalf("round %d: the closed limiter forgot its empty bucket", round)
+		}
+	}
+}
