@@ -102,18 +102,20 @@ func take(tat *atomic.Int64, p *policy, now, n int64) (d Decision, ok bool) {
 }
 
 // allow is take for callers that need only the verdict and the retry
-// delay: it skips the divisions that fill a Decision.
-func allow(tat *atomic.Int64, p *policy, now, n int64) (bool, time.Duration) {
+// delay: it skips the divisions that fill a Decision. contended reports
+// that a compare-and-swap lost a race.
+func allow(tat *atomic.Int64, p *policy, now, n int64) (ok bool, retry time.Duration, contended bool) {
 	cost := n * p.unit.Load()
 	old := tat.Load()
 	for {
 		next := max(old, now) + cost
 		if next-now > p.tolerance {
-			return false, time.Duration(next - p.tolerance - now)
+			return false, time.Duration(next - p.tolerance - now), contended
 		}
 		if tat.CompareAndSwap(old, next) {
-			return true, 0
+			return true, 0, contended
 		}
+		contended = true
 		// Contended: read the word with a locked add of zero, which takes the
 		// cache line exclusive, so that the next compare-and-swap does not
 		// have to upgrade it from shared (one transfer between cores, not two).

@@ -68,7 +68,7 @@ func TestCountedDecidesLikeBucket(t *testing.T) {
 					admitted += n
 				}
 			default:
-				wantOK, wantRetry := allow(&plain, p, now, 1)
+				wantOK, wantRetry, _ := allow(&plain, p, now, 1)
 				ok, retry, _, fast := c.allow(p, now)
 				if !fast {
 					d, _, _ := c.take(p, now, 1)

@@ -33,6 +33,7 @@ type Limiter struct {
 	name      string
 	log       *slog.Logger
 	eng       *engine // nil when standalone
+	leases    *leases // nil when clustered or the bucket is too small to lease
 	closeOnce sync.Once
 }
 
@@ -82,6 +83,8 @@ func New(opts ...Option) (*Limiter, error) {
 		l.global.tat.Store(evicted)
 		l.eng = newEngine(l, &c)
 		l.eng.start()
+	} else {
+		l.leases = newLeases(pol)
 	}
 	l.log.Debug("limiter created", "node", l.name, "rate", pol.rate, "burst", pol.burst, "clustered", l.eng != nil)
 	return l, nil
@@ -114,7 +117,22 @@ func (l *Limiter) allowNanos(now int64) (bool, time.Duration) {
 		return e.allowGlobal(now)
 	}
 	// The global bucket is never evicted, so the lean path applies.
-	return allow(&l.global.tat, l.pol, now, 1)
+	lz := l.leases
+	if lz == nil {
+		ok, retry, _ := allow(&l.global.tat, l.pol, now, 1)
+		return ok, retry
+	}
+	if lz.hot(now) {
+		return lz.allow(&l.global.tat, l.pol, now)
+	}
+	ok, retry, contended := allow(&l.global.tat, l.pol, now, 1)
+	if contended {
+		lz.heat(now)
+	}
+	if !ok && lz.steal(now) {
+		return true, 0
+	}
+	return ok, retry
 }
 
 // Take spends n tokens of key's bucket now; the key "" is the global
@@ -138,6 +156,9 @@ func (l *Limiter) take(now int64, key string, n int64) (Decision, error) {
 			return l.eng.takeGlobal(now, n), nil
 		}
 		d, _ := take(&l.global.tat, l.pol, now, n)
+		if !d.Allowed && n == 1 && l.leases != nil && l.leases.steal(now) {
+			d = Decision{Allowed: true, Limit: l.pol.burst, Window: l.pol.window()}
+		}
 		return d, nil
 	}
 	h := hashKey(l.seed, key)

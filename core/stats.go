@@ -58,6 +58,9 @@ func (l *Limiter) Stats() Stats {
 		GlobalTokens: (now + l.pol.tolerance - tat) / unit,
 		LiveKeys:     l.keys.len(), OverflowDecisions: l.keys.overflowed.Load(),
 	}
+	if l.leases != nil {
+		s.GlobalTokens = min(l.pol.burst, s.GlobalTokens+l.leases.leased(now))
+	}
 	e := l.eng
 	if e == nil {
 		return s

@@ -1,0 +1,171 @@
+package gopherpace
+
+import (
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// leases take the contention out of a hot global bucket. Every admit must
+// write the bucket's one word, so when several cores call Allow at once
+// they trade that cache line on every call. While the bucket is hot, each
+// processor instead takes a small batch of tokens from the word at once (a
+// lease) and spends it from a slot that stays in its own cache.
+//
+// Leased tokens have left the bucket, and a lease expires leaseLife after
+// it was taken, so in any span t a leasing bucket admits at most
+// B + R·(t + leaseLife): as if the span were 1 ms longer. Expired tokens
+// are dropped, never returned: the bucket may have refilled to full since,
+// and returning them would overfill it. So a hot bucket that goes quiet
+// for over 1 ms loses what its leases held, at most 1/leaseShare of it.
+//
+// Leases never strand tokens while they are fresh: a request that the
+// bucket denies spends a token from any processor's lease instead, so many
+// goroutines at one instant still admit exactly one bucket between them.
+//
+// Only a standalone limiter's global bucket leases, and only when a batch
+// can stay a small part of the bucket (see newLeases). A bucket is hot for
+// hotWindow after a compare-and-swap on its word fails; an uncontended
+// bucket never leases and pays one extra load for the check.
+type leases struct {
+	hotUntil atomic.Int64 // read on every Allow, written at most every hotWindow/10
+	_        [56]byte
+	size     int64 // tokens per lease
+	slots    []leaseSlot
+	next     atomic.Uint32
+	// pool hands each processor its slot: sync.Pool keeps a per-processor
+	// cache, and is the standard library's only one. A slot the pool drops
+	// keeps its tokens, because slots live here, not in the pool.
+	pool sync.Pool
+}
+
+// leaseSlot is one processor's lease: the time it was taken in the high
+// bits (read back relative to now, as in countedBucket) and the tokens left
+// in the low leaseBits.
+type leaseSlot struct {
+	word atomic.Uint64
+	_    [56]byte
+}
+
+const (
+	hotWindow = int64(10 * time.Millisecond)
+	// maxLease caps a batch: refilling a lease once every 64 admits already
+	// makes the shared word's traffic negligible.
+	maxLease = 64
+	// leaseShare keeps all leases together within 1/32 of the bucket.
+	leaseShare = 32
+	leaseBits  = 8
+	leaseMask  = 1<<leaseBits - 1
+	leaseLife  = int64(time.Millisecond)
+)
+
+func packLease(at, tokens int64) uint64 { return uint64(at)<<leaseBits | uint64(tokens) }
+
+// fresh reports whether a lease word taken before now is still valid.
+func fresh(w uint64, now int64) bool {
+	return int64(w-uint64(now)<<leaseBits)>>leaseBits >= -leaseLife
+}
+
+// newLeases returns the leases for a bucket of p, or nil when a batch
+// would be under 2 tokens.
+func newLeases(p *policy) *leases { return newLeasesFor(p, runtime.GOMAXPROCS(0)) }
+
+func newLeasesFor(p *policy, procs int) *leases {
+	size := min(maxLease, p.burst/int64(leaseShare*procs))
+	if size < 2 {
+		return nil
+	}
+	lz := &leases{size: size, slots: make([]leaseSlot, procs)}
+	lz.pool.New = func() any { return &lz.slots[lz.next.Add(1)%uint32(len(lz.slots))] }
+	return lz
+}
+
+func (lz *leases) hot(now int64) bool { return now < lz.hotUntil.Load() }
+
+// heat marks the bucket contended as of now.
+func (lz *leases) heat(now int64) {
+	if until := now + hotWindow; until-lz.hotUntil.Load() > hotWindow/10 {
+		lz.hotUntil.Store(until)
+	}
+}
+
+// allow spends one token from this processor's lease, taking a new lease
+// from the word tat when it runs dry or expires.
+func (lz *leases) allow(tat *atomic.Int64, p *policy, now int64) (bool, time.Duration) {
+	s := lz.pool.Get().(*leaseSlot)
+	if s.spend(now) {
+		lz.pool.Put(s)
+		return true, 0
+	}
+	got, retry, contended := takeUpTo(tat, p, now, lz.size)
+	if contended {
+		lz.heat(now)
+	}
+	if got > 0 {
+		// Another processor may have filled the slot meanwhile (the pool
+		// can hand one slot to two); then this lease, taken at this very
+		// instant, goes straight back.
+		if w := s.word.Load(); w&leaseMask != 0 && fresh(w, now) || !s.word.CompareAndSwap(w, packLease(now, got-1)) {
+			refund(tat, p, now, got-1)
+		}
+		lz.pool.Put(s)
+		return true, 0
+	}
+	lz.pool.Put(s)
+	return lz.steal(now), retry
+}
+
+// spend takes one token from a fresh lease.
+func (s *leaseSlot) spend(now int64) bool {
+	for {
+		w := s.word.Load()
+		if w&leaseMask == 0 || !fresh(w, now) {
+			return false
+		}
+		if s.word.CompareAndSwap(w, w-1) {
+			return true
+		}
+	}
+}
+
+// steal spends one token from any processor's fresh lease, for a request
+// that the bucket's word denied.
+func (lz *leases) steal(now int64) bool {
+	for i := range lz.slots {
+		if lz.slots[i].spend(now) {
+			return true
+		}
+	}
+	return false
+}
+
+// leased is the count of tokens held in fresh leases at now.
+func (lz *leases) leased(now int64) int64 {
+	var n int64
+	for i := range lz.slots {
+		if w := lz.slots[i].word.Load(); fresh(w, now) {
+			n += int64(w & leaseMask)
+		}
+	}
+	return n
+}
+
+// takeUpTo spends as many tokens as the bucket holds, up to n, in one
+// compare-and-swap. On a denial (got 0) it returns the wait for one token.
+func takeUpTo(tat *atomic.Int64, p *policy, now, n int64) (got int64, retry time.Duration, contended bool) {
+	unit := p.unit.Load()
+	old := tat.Load()
+	for {
+		base := max(old, now)
+		got = min(n, (now+p.tolerance-base)/unit)
+		if got < 1 {
+			return 0, time.Duration(base + unit - p.tolerance - now), contended
+		}
+		if tat.CompareAndSwap(old, base+got*unit) {
+			return got, 0, contended
+		}
+		contended = true
+		old = tat.Add(0) // see allow in bucket.go
+	}
+}

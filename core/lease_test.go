@@ -1,0 +1,187 @@
+package gopherpace
+
+import (
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func leasingLimiter(t *testing.T, rate, burst int64) *Limiter {
+	t.Helper()
+	l, err := New(WithRefillRate(rate), WithBucketSize(burst))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.leases == nil {
+		t.Fatalf("a bucket of %d does not lease", burst)
+	}
+	return l
+}
+
+// Small buckets never lease: a batch would be a large part of the bucket.
+func TestLeasesOnlyForRoomyBuckets(t *testing.T) {
+	if l, _ := New(WithRefillRate(10), WithBucketSize(10)); l.leases != nil {
+		t.Fatal("a bucket of 10 leases")
+	}
+	tr, err := New(WithRefillRate(1e6), WithBucketSize(1e6), WithTransport(nopTransport{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	if tr.leases != nil {
+		t.Fatal("a clustered limiter leases")
+	}
+}
+
+// One goroutine never contends, so it never leases.
+func TestLeasesStayColdWithoutContention(t *testing.T) {
+	l := leasingLimiter(t, 1000, 100_000)
+	at := l.epoch
+	for i := range 50_000 {
+		l.AllowAt(at.Add(time.Duration(i) * time.Microsecond))
+	}
+	if l.leases.hotUntil.Load() != 0 || l.leases.leased(0) != 0 {
+		t.Fatalf("serial calls leased: hot until %d, %d tokens leased", l.leases.hotUntil.Load(), l.leases.leased(0))
+	}
+}
+
+// While hot, goroutines at one instant that each stop at their first
+// denial admit exactly one bucket between them: no request is turned away
+// while a lease still holds a token.
+func TestLeasesAdmitExactlyOneBucket(t *testing.T) {
+	const burst = 10_000
+	for round := range 5 {
+		l := leasingLimiter(t, 1, burst)
+		at := l.epoch.Add(time.Second)
+		l.leases.heat(l.nanos(at))
+		var admitted atomic.Int64
+		var wg sync.WaitGroup
+		for g := range 8 {
+			wg.Go(func() {
+				for {
+					var ok bool
+					if g%4 == 3 {
+						d, _ := l.TakeAt(at, "", 1)
+						ok = d.Allowed
+					} else {
+						ok, _ = l.AllowAt(at)
+					}
+					if !ok {
+						return
+					}
+					admitted.Add(1)
+				}
+			})
+		}
+		wg.Wait()
+		if got := admitted.Load(); got != burst {
+			t.Fatalf("round %d: 8 goroutines admitted %d at one instant, want exactly %d", round, got, burst)
+		}
+		if n := l.leases.leased(l.nanos(at)); n != 0 {
+			t.Fatalf("round %d: %d tokens left in leases after the bucket ran dry", round, n)
+		}
+	}
+}
+
+// Against explicit time, a hot bucket never admits more than B + R·(w + 1 ms)
+// in any window w: leased tokens expire instead of adding to a refilled
+// bucket. A lease here (31 tokens) is far more than R·1 ms (1 token), so
+// tokens kept past a refill would show.
+func TestLeasesHoldTheWindowBound(t *testing.T) {
+	const rate, burst = 1_000, 1_000
+	l := leasingLimiter(t, rate, 100_000)
+	l.pol = mustPolicy(t, rate, burst)
+	l.leases = newLeasesFor(l.pol, 2)
+	rng := rand.New(rand.NewPCG(1, 2))
+	var times []int64 // the time of every admit, in order
+	now := int64(time.Second)
+	for range 100_000 {
+		l.leases.heat(now)
+		// Mostly bursts at one instant, sometimes a pause that refills.
+		if rng.IntN(1000) == 0 {
+			now += rng.Int64N(int64(2 * time.Second))
+		} else {
+			now += rng.Int64N(int64(2 * time.Microsecond))
+		}
+		if ok, _ := l.allowNanos(now); ok {
+			times = append(times, now)
+		}
+	}
+	if len(times) < 10*burst {
+		t.Fatalf("only %d admitted", len(times))
+	}
+	for _, w := range []int64{0, int64(time.Millisecond), int64(100 * time.Millisecond), int64(time.Second), int64(10 * time.Second)} {
+		limit := burst + rate*(w+leaseLife)/int64(time.Second)
+		lo := 0
+		for hi, t1 := range times {
+			for times[lo] < t1-w {
+				lo++
+			}
+			if n := int64(hi - lo + 1); n > limit {
+				t.Fatalf("window %v ending at %d admitted %d, bound %d", time.Duration(w), t1, n, limit)
+			}
+		}
+	}
+}
+
+// Stats count tokens in fresh leases as the bucket's: they are still
+// available.
+func TestLeasesCountInStats(t *testing.T) {
+	l := leasingLimiter(t, 1, 100_000)
+	now := time.Now()
+	if d, _ := l.TakeAt(now, "", 5); !d.Allowed {
+		t.Fatal("denied")
+	}
+	// As a lease would: 5 tokens out of the word into a slot, fresh for
+	// the next hour of this test.
+	l.leases.slots[0].word.Store(packLease(l.nanos(now.Add(time.Hour)), 5))
+	if got := l.Stats().GlobalTokens; got != 100_000 {
+		t.Fatalf("GlobalTokens %d, want 100000", got)
+	}
+	if n := l.leases.leased(l.nanos(now.Add(2 * time.Hour))); n != 0 {
+		t.Fatalf("an expired lease counts %d tokens", n)
+	}
+}
+
+// A request the word denies spends a token from another processor's fresh
+// lease, on every path: hot, cold and Take.
+func TestLeasesDenialSpendsAnyLease(t *testing.T) {
+	for _, path := range []string{"hot", "cold", "take"} {
+		l := leasingLimiter(t, 1, 100_000)
+		l.leases = newLeasesFor(l.pol, 4)
+		at := l.epoch.Add(time.Second)
+		now := l.nanos(at)
+		if d, _ := l.TakeAt(at, "", 100_000); !d.Allowed {
+			t.Fatal("could not empty the bucket")
+		}
+		// Three tokens leased to a slot other than this goroutine's.
+		own := l.leases.pool.Get().(*leaseSlot)
+		l.leases.pool.Put(own)
+		other := &l.leases.slots[0]
+		if other == own {
+			other = &l.leases.slots[1]
+		}
+		other.word.Store(packLease(now, 3))
+		if path == "hot" {
+			l.leases.heat(now)
+		}
+		spend := func() bool {
+			if path == "take" {
+				d, _ := l.TakeAt(at, "", 1)
+				return d.Allowed
+			}
+			ok, _ := l.AllowAt(at)
+			return ok
+		}
+		for i := range 3 {
+			if !spend() {
+				t.Fatalf("%s: denied request %d while a lease held tokens", path, i+1)
+			}
+		}
+		if spend() {
+			t.Fatalf("%s: admitted a 4th token from a bucket of 3", path)
+		}
+	}
+}
