@@ -2,6 +2,7 @@ package gopherpace
 
 import (
 	"math"
+	"math/bits"
 	"sync/atomic"
 	"time"
 )
@@ -30,6 +31,7 @@ type policy struct {
 	burst     int64
 	interval  int64
 	tolerance int64
+	recip     uint64 // floor((2^64-1)/interval), for tokensIn
 	unit      atomic.Int64
 	localCap  atomic.Int64
 	flushAt   atomic.Int64
@@ -49,11 +51,28 @@ func newPolicy(rate, burst int64) (*policy, error) {
 	if burst > maxTolerance/interval {
 		return nil, errorf("bucket size %d at %d/s spans more than %v of refill", burst, rate, time.Duration(maxTolerance))
 	}
-	p := &policy{rate: rate, burst: burst, interval: interval, tolerance: burst * interval}
+	p := &policy{rate: rate, burst: burst, interval: interval, tolerance: burst * interval, recip: math.MaxUint64 / uint64(interval)}
 	p.unit.Store(interval)
 	p.localCap.Store(math.MaxInt64)
 	p.flushAt.Store(math.MaxInt64)
 	return p, nil
+}
+
+// tokensIn is x/unit rounded down, for x >= 0: the whole tokens that x
+// nanoseconds buy. A 64-bit division costs tens of cycles, most of a
+// Decision's price; for the policy's own interval it multiplies by the
+// reciprocal instead. The product's high word q is never above the
+// quotient and at most one below it, since x/interval − x·recip/2^64 <
+// x/2^64 < 1; one comparison corrects it.
+func (p *policy) tokensIn(x, unit int64) int64 {
+	if unit != p.interval || x < 0 {
+		return x / unit
+	}
+	q, _ := bits.Mul64(uint64(x), p.recip)
+	if uint64(x)-q*uint64(unit) >= uint64(unit) {
+		q++
+	}
+	return int64(q)
 }
 
 // window is the time an empty bucket takes to fill.
@@ -82,20 +101,29 @@ const evicted = math.MinInt64
 // take tries to spend n tokens at now. It never spends on a denial, and it
 // reports ok=false with retry when the state word was evicted under it.
 func take(tat *atomic.Int64, p *policy, now, n int64) (d Decision, ok bool) {
+	ok = takeInto(&d, tat, p, now, n)
+	return
+}
+
+// takeInto is take writing its Decision into d: a Decision is six words,
+// and copying it up through every caller costs more than deciding.
+func takeInto(d *Decision, tat *atomic.Int64, p *policy, now, n int64) (ok bool) {
 	unit := p.unit.Load()
 	cost := n * unit
 	old := tat.Load()
 	for {
 		if old == evicted {
-			return Decision{}, false
+			return false
 		}
 		base := max(old, now)
 		next := base + cost
 		if next-now > p.tolerance {
-			return p.denied(base, now, next, unit), true
+			p.fillDenied(d, base, now, next, unit)
+			return true
 		}
 		if tat.CompareAndSwap(old, next) {
-			return p.allowed(next, now, unit), true
+			p.fillAllowed(d, next, now, unit)
+			return true
 		}
 		old = tat.Add(0) // see allow
 	}
@@ -123,20 +151,30 @@ func allow(tat *atomic.Int64, p *policy, now, n int64) (ok bool, retry time.Dura
 	}
 }
 
-func (p *policy) allowed(next, now, unit int64) Decision {
-	return Decision{
+func (p *policy) allowed(next, now, unit int64) (d Decision) {
+	p.fillAllowed(&d, next, now, unit)
+	return
+}
+
+func (p *policy) denied(base, now, next, unit int64) (d Decision) {
+	p.fillDenied(&d, base, now, next, unit)
+	return
+}
+
+func (p *policy) fillAllowed(d *Decision, next, now, unit int64) {
+	*d = Decision{
 		Allowed:    true,
 		Limit:      p.burst,
-		Remaining:  (now + p.tolerance - next) / unit,
+		Remaining:  p.tokensIn(now+p.tolerance-next, unit),
 		ResetAfter: time.Duration(next - now),
 		Window:     p.window(),
 	}
 }
 
-func (p *policy) denied(base, now, next, unit int64) Decision {
-	return Decision{
+func (p *policy) fillDenied(d *Decision, base, now, next, unit int64) {
+	*d = Decision{
 		Limit:      p.burst,
-		Remaining:  max(0, (now+p.tolerance-base)/unit),
+		Remaining:  max(0, p.tokensIn(now+p.tolerance-base, unit)),
 		RetryAfter: time.Duration(next - p.tolerance - now),
 		ResetAfter: time.Duration(base - now),
 		Window:     p.window(),

@@ -1,6 +1,8 @@
 package gopherpace
 
 import (
+	"math"
+	"math/rand/v2"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -232,4 +234,37 @@ func FuzzBucketNeverExceedsRate(f *testing.F) {
 			}
 		}
 	})
+}
+
+// tokensIn divides exactly: every interval, around every multiple, up to
+// the largest spans a bucket allows.
+func TestTokensInDividesExactly(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	rates := []int64{1, 3, 7, 1000, 999_983, 1_000_000_000}
+	for range 200 {
+		rates = append(rates, 1+rng.Int64N(maxRate))
+	}
+	for _, rate := range rates {
+		p := mustPolicy(t, rate, 1)
+		d := p.interval
+		xs := []int64{0, 1, d - 1, d, d + 1, maxTolerance, maxTolerance - 1, math.MaxInt64, math.MaxInt64 - 1}
+		for range 200 {
+			k := rng.Int64N(maxTolerance/d + 1)
+			xs = append(xs, k*d-1, k*d, k*d+1, rng.Int64N(math.MaxInt64))
+		}
+		for _, x := range xs {
+			if x < 0 {
+				continue
+			}
+			if got, want := p.tokensIn(x, d), x/d; got != want {
+				t.Fatalf("interval %d: tokensIn(%d) = %d, want %d", d, x, got, want)
+			}
+		}
+		if got, want := p.tokensIn(-5*d-1, d), (-5*d-1)/d; got != want {
+			t.Fatalf("negative span: %d, want %d", got, want)
+		}
+		if got := p.tokensIn(10*d, 2*d); got != 5 {
+			t.Fatalf("a scaled unit: %d, want 5", got)
+		}
+	}
 }

@@ -158,7 +158,7 @@ func takeUpTo(tat *atomic.Int64, p *policy, now, n int64) (got int64, retry time
 	old := tat.Load()
 	for {
 		base := max(old, now)
-		got = min(n, (now+p.tolerance-base)/unit)
+		got = min(n, p.tokensIn(now+p.tolerance-base, unit))
 		if got < 1 {
 			return 0, time.Duration(base + unit - p.tolerance - now), contended
 		}

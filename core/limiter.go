@@ -138,40 +138,46 @@ func (l *Limiter) allowNanos(now int64) (bool, time.Duration) {
 // Take spends n tokens of key's bucket now; the key "" is the global
 // bucket. It returns an error only for a cost below 1 or above the key's
 // bucket size; a denial is a Decision with Allowed false.
-func (l *Limiter) Take(key string, n int64) (Decision, error) {
-	return l.take(int64(time.Since(l.epoch)), key, n)
+func (l *Limiter) Take(key string, n int64) (d Decision, err error) {
+	err = l.take(&d, int64(time.Since(l.epoch)), key, n)
+	return
 }
 
 // TakeAt is Take at the given time.
-func (l *Limiter) TakeAt(now time.Time, key string, n int64) (Decision, error) {
-	return l.take(l.nanos(now), key, n)
+func (l *Limiter) TakeAt(now time.Time, key string, n int64) (d Decision, err error) {
+	err = l.take(&d, l.nanos(now), key, n)
+	return
 }
 
-func (l *Limiter) take(now int64, key string, n int64) (Decision, error) {
+// take decides into d, which saves copying a Decision up every level.
+func (l *Limiter) take(d *Decision, now int64, key string, n int64) error {
 	if key == "" {
 		if err := l.pol.checkCost(n); err != nil {
-			return Decision{}, err
+			return err
 		}
 		if l.eng != nil {
-			return l.eng.takeGlobal(now, n), nil
+			*d = l.eng.takeGlobal(now, n)
+			return nil
 		}
-		d, _ := take(&l.global.tat, l.pol, now, n)
+		takeInto(d, &l.global.tat, l.pol, now, n)
 		if !d.Allowed && n == 1 && l.leases != nil && l.leases.steal(now) {
-			d = Decision{Allowed: true, Limit: l.pol.burst, Window: l.pol.window()}
+			d.Allowed, d.RetryAfter = true, 0
 		}
-		return d, nil
+		return nil
 	}
 	h := hashKey(l.seed, key)
 	p := l.policyFor(h)
 	if err := p.checkCost(n); err != nil {
-		return Decision{}, err
+		return err
 	}
 	if l.eng != nil {
-		if d, closed := l.eng.gateClosed(p); closed {
-			return d, nil
+		if cd, closed := l.eng.gateClosed(p); closed {
+			*d = cd
+			return nil
 		}
 	}
-	return l.keys.take(h, p, now, n, l.eng), nil
+	l.keys.take(d, h, p, now, n, l.eng)
+	return nil
 }
 
 // Refund gives back n tokens to key's bucket, for a request that was

@@ -83,25 +83,26 @@ func (s *store) shardFor(h uint64) *shard { return &s.shards[h&(shardCount-1)] }
 
 // take spends n tokens of the bucket for key hash h. With an engine, the
 // admit is counted for gossip and held to the engine's local cap.
-func (s *store) take(h uint64, p *policy, now, n int64, eng *engine) Decision {
+func (s *store) take(d *Decision, h uint64, p *policy, now, n int64, eng *engine) {
 	sh := s.shardFor(h)
 	for {
 		e := s.get(sh, h, now)
 		if e == nil {
 			s.overflowed.Add(1)
-			d, _ := take(&s.overflow.tat, p, now, n)
-			return d
+			takeInto(d, &s.overflow.tat, p, now, n)
+			return
 		}
 		if eng != nil {
-			if d, capped := eng.overCap(e.pending(), p, now, n); capped {
-				return d
+			if cd, capped := eng.overCap(e.pending(), p, now, n); capped {
+				*d = cd
+				return
 			}
 		}
-		if d, ok := take(&e.tat, p, now, n); ok {
+		if takeInto(d, &e.tat, p, now, n) {
 			if d.Allowed && eng != nil {
 				eng.countKeyed(h, e, p, n)
 			}
-			return d
+			return
 		}
 		// The entry was evicted between lookup and take: look again.
 	}

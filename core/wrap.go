@@ -12,7 +12,8 @@ import (
 // httplimit package.
 func (l *Limiter) Wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		d, _ := l.take(int64(time.Since(l.epoch)), "", 1)
+		var d Decision
+		_ = l.take(&d, int64(time.Since(l.epoch)), "", 1) // a cost of 1 never errs
 		if d.Allowed {
 			next.ServeHTTP(w, r)
 			return
