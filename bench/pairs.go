@@ -160,9 +160,9 @@ func ourLimiter(b *testing.B, n int) *gopherpace.Limiter {
 	if l, ok := oursFor[n]; ok {
 		return l
 	}
-	// 1/s with a bucket of 1e6 keeps each bucket live (not full) for the
+	// 1/s with a bucket of 1e9 keeps each bucket live (not full) for the
 	// whole run while admitting every request.
-	l, err := gopherpace.New(gopherpace.WithRefillRate(1), gopherpace.WithBucketSize(1_000_000), gopherpace.WithMaxKeys(int64(n)+1))
+	l, err := gopherpace.New(gopherpace.WithRefillRate(1), gopherpace.WithBucketSize(1_000_000_000), gopherpace.WithMaxKeys(int64(n)+1))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -185,7 +185,7 @@ func peerMap(n int) *sync.Map {
 	}
 	m := &sync.Map{}
 	for _, k := range ks {
-		m.Store(k, rate.NewLimiter(1, 1_000_000))
+		m.Store(k, rate.NewLimiter(1, 1_000_000_000))
 	}
 	peersFor[n] = m
 	return m
@@ -210,7 +210,7 @@ func keyedPeer(n int) func(*testing.B) {
 		keyedRun(b, ks, func(k string) bool {
 			v, ok := m.Load(k)
 			if !ok {
-				v, _ = m.LoadOrStore(k, rate.NewLimiter(1, 1_000_000))
+				v, _ = m.LoadOrStore(k, rate.NewLimiter(1, 1_000_000_000))
 			}
 			return v.(*rate.Limiter).Allow()
 		})
@@ -251,7 +251,7 @@ func BytesPerKey(n int) (ours, peer float64, err error) {
 		return ms.HeapAlloc
 	}
 	before := heap()
-	l, err := gopherpace.New(gopherpace.WithRefillRate(1), gopherpace.WithBucketSize(1_000_000), gopherpace.WithMaxKeys(int64(n)+1))
+	l, err := gopherpace.New(gopherpace.WithRefillRate(1), gopherpace.WithBucketSize(1_000_000_000), gopherpace.WithMaxKeys(int64(n)+1))
 	if err != nil {
 		return 0, 0, err
 	}
@@ -268,7 +268,7 @@ func BytesPerKey(n int) (ours, peer float64, err error) {
 	before = heap()
 	m := &sync.Map{}
 	for _, k := range ks {
-		m.Store(k, rate.NewLimiter(1, 1_000_000))
+		m.Store(k, rate.NewLimiter(1, 1_000_000_000))
 	}
 	peer = float64(heap()-before) / float64(n)
 	runtime.KeepAlive(m)

@@ -11,7 +11,11 @@ import (
 // Limiter enforces one rate-limit policy: a refill rate and a bucket size,
 // applied to one global bucket (key "") and to one bucket per non-empty key.
 // Buckets are GCRA token buckets held in one atomic word each; deciding
-// takes a few atomic operations and never allocates.
+// takes a few atomic operations and never allocates. While several cores
+// call Allow at once, a standalone global bucket hands its tokens out in
+// small per-processor batches that expire after 1 ms, so the cores do not
+// contend for its word; in any span t it still admits at most
+// B + R·(t + 1ms).
 //
 // Standalone, the limit is this process's. Given a Transport (WithTransport)
 // the limit is the cluster's: every node holds a replica of each bucket that
