@@ -16,8 +16,8 @@ import (
 // ±2^57 ns (4.5 years) of now. Both sides stay far inside that range:
 //   - ahead of now, a clustered bucket's time is at most its window plus
 //     one window of debt, and New caps that window at maxClusteredTolerance;
-//   - behind now, the engine moves an idle bucket's time up to now at every
-//     tick (the bucket is full either way).
+//   - behind now, the engine's ticks move an idle bucket's time up to
+//     2^50 ns (13 days) behind now (the bucket is full either way).
 //
 // A time read back as further behind than staleAhead can only be a
 // caller's clock far off the engine's; it counts as an empty bucket, which
@@ -43,6 +43,10 @@ const (
 	// 417 days), so that time plus debt never nears the word's range.
 	maxClusteredTolerance = int64(1) << 55
 	staleAhead            = -int64(1) << 56
+	// idleAhead is as far behind now as a drain leaves a full bucket's time:
+	// readable for sure, and still full for callers whose clocks lag the
+	// engine's by up to 13 days, as a never-used bucket would be.
+	idleAhead = -int64(1) << 50
 )
 
 func packCounted(tat, count int64) uint64 { return uint64(tat)<<countBits | uint64(count) }
@@ -50,18 +54,17 @@ func packCounted(tat, count int64) uint64 { return uint64(tat)<<countBits | uint
 // ahead reads a word's time back as its distance ahead of now.
 func ahead(w uint64, now int64) int64 { return int64(w-uint64(now)<<countBits) >> countBits }
 
-// spent is how far ahead of now the bucket's time is: 0 for a full bucket,
-// and a whole window for one whose time cannot be read (see staleAhead).
-func spent(w uint64, now int64, p *policy) int64 {
-	a := ahead(w, now)
-	if a < 0 {
-		if a < staleAhead {
-			return p.tolerance
-		}
-		return 0
+// readAhead is ahead, except that a time that cannot be read (see
+// staleAhead) reads as a whole window ahead: an empty bucket.
+func readAhead(w uint64, now int64, p *policy) int64 {
+	if a := ahead(w, now); a >= staleAhead {
+		return a
 	}
-	return a
+	return p.tolerance
 }
+
+// spent is how far ahead of now the bucket's time is, 0 for a full bucket.
+func spent(w uint64, now int64, p *policy) int64 { return max(readAhead(w, now, p), 0) }
 
 func (c *countedBucket) init(now int64) {
 	// Full at any time a caller may pass, even a little before the limiter
@@ -132,8 +135,11 @@ func (c *countedBucket) take(p *policy, now, n int64) (d Decision, count int64, 
 	}
 }
 
-// update applies f to the time ahead of now and the count of the word, in
-// one compare-and-swap, unless the word was handed back.
+// update applies f to the time ahead of now (negative for a full bucket)
+// and the count of the word, in one compare-and-swap, unless the word was
+// handed back. Like the plain word's operations, f leaves a full bucket's
+// time alone unless it spends: a caller whose time runs a little behind
+// must still find the bucket full.
 func (c *countedBucket) update(now int64, p *policy, f func(ahead, count int64) (int64, int64)) {
 	for {
 		w := c.word.Load()
@@ -141,7 +147,7 @@ func (c *countedBucket) update(now int64, p *policy, f func(ahead, count int64) 
 		if held == handedBack {
 			return
 		}
-		a, n := f(spent(w, now, p), held)
+		a, n := f(readAhead(w, now, p), held)
 		if c.word.CompareAndSwap(w, packCounted(now+a, n)) {
 			return
 		}
@@ -152,7 +158,10 @@ func (c *countedBucket) update(now int64, p *policy, f func(ahead, count int64) 
 func (c *countedBucket) debit(p *policy, now, n, maxDebt int64) {
 	cost := n * p.unit.Load()
 	c.update(now, p, func(a, count int64) (int64, int64) {
-		return max(a, min(a+cost, p.tolerance+maxDebt)), count
+		if a >= p.tolerance+maxDebt {
+			return a, count
+		}
+		return min(max(a, 0)+cost, p.tolerance+maxDebt), count
 	})
 }
 
@@ -168,18 +177,21 @@ func (c *countedBucket) refund(p *policy, now, n int64) {
 	fromWord := int64(0)
 	c.update(now, p, func(a, count int64) (int64, int64) {
 		fromWord = min(count, n)
-		return max(a-cost, 0), count - fromWord
+		if a > 0 {
+			a = max(a-cost, 0)
+		}
+		return a, count - fromWord
 	})
 	unreport(&c.spill, n-fromWord)
 }
 
 // drain takes the unreported count for a report, and moves an idle
-// bucket's time up to now so that the word's time stays readable.
+// bucket's time up to idleAhead so that the word's time stays readable.
 func (c *countedBucket) drain(p *policy, now int64) int64 {
 	var held int64
 	c.update(now, p, func(a, count int64) (int64, int64) {
 		held = count
-		return a, 0
+		return max(a, idleAhead), 0
 	})
 	return held + c.spill.Swap(0)
 }
@@ -195,7 +207,7 @@ func (c *countedBucket) handBack(tat *atomic.Int64, p *policy, now int64) int64 
 			return 0
 		}
 		if c.word.CompareAndSwap(w, packCounted(0, handedBack)) {
-			tat.Store(now + spent(w, now, p))
+			tat.Store(now + readAhead(w, now, p))
 			return held + c.spill.Swap(0)
 		}
 	}

@@ -199,3 +199,51 @@ func TestCountedHandBackUnderLoad(t *testing.T) {
 		}
 	}
 }
+
+// FuzzCountedDecidesLikeBucket: for any sequence of takes, debits, refunds
+// and drains, the counted word decides as the plain word and counts every
+// admitted token exactly once.
+func FuzzCountedDecidesLikeBucket(f *testing.F) {
+	f.Add(int64(3), int64(5), []byte{0, 1, 2, 3, 4, 5, 6, 7, 8, 9})
+	f.Add(int64(1000), int64(100), []byte{255, 255, 0, 0, 77, 3, 200, 1})
+	f.Fuzz(func(t *testing.T, rate, burst int64, ops []byte) {
+		p, err := newPolicy(rate, burst)
+		if err != nil || p.tolerance > maxClusteredTolerance {
+			return
+		}
+		var plain atomic.Int64
+		plain.Store(neverUsed)
+		var c countedBucket
+		now := int64(0)
+		c.init(now)
+		admitted, drained := int64(0), int64(0)
+		for i := 0; i+2 < len(ops); i += 3 {
+			now += int64(int8(ops[i])) * max(1, p.interval/8) // back in time too
+			n := int64(ops[i+2])%min(p.burst, 70) + 1         // some past the count field
+			switch ops[i+1] % 8 {
+			case 0:
+				debit(&plain, p, now, n, p.tolerance)
+				c.debit(p, now, n, p.tolerance)
+			case 1:
+				refund(&plain, p, now, n)
+				before := c.unreported(c.word.Load())
+				c.refund(p, now, n)
+				admitted -= before - c.unreported(c.word.Load())
+			case 2:
+				drained += c.drain(p, now)
+			default:
+				want, _ := take(&plain, p, now, n)
+				got, _, ok := c.take(p, now, n)
+				if !ok || got != want {
+					t.Fatalf("take(%d) at %d = %+v, want %+v", n, now, got, want)
+				}
+				if got.Allowed {
+					admitted += n
+				}
+			}
+		}
+		if drained += c.drain(p, now); drained != admitted {
+			t.Fatalf("drained %d, admitted %d", drained, admitted)
+		}
+	})
+}

@@ -185,3 +185,41 @@ func TestLeasesDenialSpendsAnyLease(t *testing.T) {
 		}
 	}
 }
+
+// FuzzLeasingNeverExceedsRate: a bucket that leases on every call still
+// admits no more than B + R·t by the furthest time t reached, whatever the
+// sequence of steps (back in time too), Allows and Takes.
+func FuzzLeasingNeverExceedsRate(f *testing.F) {
+	f.Add(int64(1000), int64(1000), []byte{0, 1, 2, 255, 9, 0, 0, 3, 128, 1})
+	f.Add(int64(100_000), int64(5000), []byte{1, 1, 1, 1, 200, 7, 100, 100})
+	f.Fuzz(func(t *testing.T, rate, burst int64, steps []byte) {
+		l, err := New(WithRefillRate(rate), WithBucketSize(burst))
+		if err != nil {
+			return
+		}
+		if l.leases = newLeasesFor(l.pol, 2); l.leases == nil {
+			return
+		}
+		p := l.pol
+		now, furthest, admitted := int64(0), int64(0), int64(0)
+		for i := 0; i+1 < len(steps); i += 2 {
+			// Signed steps of up to ±127 intervals/16: many calls share a
+			// lease's millisecond, some outlive it.
+			now += int64(int8(steps[i])) * max(1, p.interval/16)
+			furthest = max(furthest, now)
+			l.leases.heat(now)
+			if steps[i+1]%4 == 0 {
+				var d Decision
+				if l.take(&d, now, "", 1) == nil && d.Allowed {
+					admitted++
+				}
+			} else if ok, _ := l.allowNanos(now); ok {
+				admitted++
+			}
+			bound := p.burst + furthest/int64(time.Second)*rate + (furthest%int64(time.Second))*rate/int64(time.Second)
+			if admitted > max(bound, p.burst) {
+				t.Fatalf("rate %d burst %d: admitted %d by t=%v, bound %d", rate, burst, admitted, time.Duration(furthest), bound)
+			}
+		}
+	})
+}
