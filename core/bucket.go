@@ -151,16 +151,6 @@ func allow(tat *atomic.Int64, p *policy, now, n int64) (ok bool, retry time.Dura
 	}
 }
 
-func (p *policy) allowed(next, now, unit int64) (d Decision) {
-	p.fillAllowed(&d, next, now, unit)
-	return
-}
-
-func (p *policy) denied(base, now, next, unit int64) (d Decision) {
-	p.fillDenied(&d, base, now, next, unit)
-	return
-}
-
 func (p *policy) fillAllowed(d *Decision, next, now, unit int64) {
 	*d = Decision{
 		Allowed:    true,

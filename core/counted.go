@@ -101,22 +101,23 @@ func (c *countedBucket) allow(p *policy, now int64) (ok bool, retry time.Duratio
 	}
 }
 
-// take spends n tokens at now and counts them. It returns the decision and,
+// take spends n tokens at now and counts them, deciding into d. It returns,
 // on an admit, the unreported count after it; ok is false when the word was
 // handed back.
-func (c *countedBucket) take(p *policy, now, n int64) (d Decision, count int64, ok bool) {
+func (c *countedBucket) take(d *Decision, p *policy, now, n int64) (count int64, ok bool) {
 	unit := p.unit.Load()
 	cost := n * unit
 	w := c.word.Load()
 	for {
 		held := int64(w & countMask)
 		if held == handedBack {
-			return Decision{}, 0, false
+			return 0, false
 		}
 		base := spent(w, now, p)
 		next := base + cost
 		if next > p.tolerance {
-			return p.denied(now+base, now, now+next, unit), 0, true
+			p.fillDenied(d, now+base, now, now+next, unit)
+			return 0, true
 		}
 		// A count that would not fit the field moves, whole, to spill.
 		keep, spill := held+n, int64(0)
@@ -129,7 +130,8 @@ func (c *countedBucket) take(p *policy, now, n int64) (d Decision, count int64, 
 			} else {
 				count = keep + c.spill.Load()
 			}
-			return p.allowed(now+next, now, unit), count, true
+			p.fillAllowed(d, now+next, now, unit)
+			return count, true
 		}
 		w = c.word.Add(0)
 	}

@@ -185,18 +185,22 @@ func (e *engine) stop() {
 
 // ---- the request path ----
 
-func (e *engine) takeGlobal(now, n int64) Decision {
+// takeGlobal decides n tokens of the global bucket into d.
+func (e *engine) takeGlobal(d *Decision, now, n int64) {
 	c, p := &e.global, e.l.pol
 	pre := false
 	switch e.mode.Load() {
 	case modeStopped:
-		return e.takeStandalone(now, n)
+		e.takeStandalone(d, now, n)
+		return
 	case modeClosed:
-		return closedDecision(p)
+		*d = closedDecision(p)
+		return
 	case modePreContact:
 		if e.preBudget.Add(-n) < 0 {
 			e.preBudget.Add(n)
-			return waitDecision(p)
+			*d = waitDecision(p)
+			return
 		}
 		pre = true
 	}
@@ -205,28 +209,26 @@ func (e *engine) takeGlobal(now, n int64) Decision {
 			e.preBudget.Add(n)
 		}
 		e.kick()
-		return waitDecision(p)
+		*d = waitDecision(p)
+		return
 	}
-	d, count, ok := c.take(p, now, n)
+	count, ok := c.take(d, p, now, n)
 	if !ok { // handed back: the limiter is closing
-		return e.takeStandalone(now, n)
+		e.takeStandalone(d, now, n)
+		return
 	}
 	if d.Allowed {
 		e.counted(count, n, p)
 	} else if pre {
 		e.preBudget.Add(n)
 	}
-	return d
 }
 
 // takeStandalone decides on the standalone bucket of a closed limiter. The
 // bucket stays marked evicted until the clustered one hands its state over,
 // a moment after the mode changes.
-func (e *engine) takeStandalone(now, n int64) Decision {
-	for {
-		if d, ok := take(&e.l.global.tat, e.l.pol, now, n); ok {
-			return d
-		}
+func (e *engine) takeStandalone(d *Decision, now, n int64) {
+	for !takeInto(d, &e.l.global.tat, e.l.pol, now, n) {
 		runtime.Gosched()
 	}
 }
@@ -241,7 +243,8 @@ func (e *engine) allowGlobal(now int64) (bool, time.Duration) {
 			return ok, retry
 		}
 	}
-	d := e.takeGlobal(now, 1)
+	var d Decision
+	e.takeGlobal(&d, now, 1)
 	return d.Allowed, d.RetryAfter
 }
 

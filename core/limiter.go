@@ -160,7 +160,7 @@ func (l *Limiter) take(d *Decision, now int64, key string, n int64) error {
 			return err
 		}
 		if l.eng != nil {
-			*d = l.eng.takeGlobal(now, n)
+			l.eng.takeGlobal(d, now, n)
 			return nil
 		}
 		takeInto(d, &l.global.tat, l.pol, now, n)
