@@ -40,11 +40,14 @@ type store struct {
 	lastFullSweep int64 // guarded by sweepMu
 }
 
+// shard is one part of the store. Lookups read its table without a lock;
+// inserts and sweeps take mu.
 type shard struct {
-	mu        sync.RWMutex
-	m         map[uint64]*entry
+	mu        sync.Mutex
+	t         keyTable
 	nextSweep int64 // guarded by mu
-	// Pad to a cache line so that neighbouring shards' locks do not share one.
+	// Pad to a cache line so that a neighbouring shard's writers do not
+	// disturb this one's readers.
 	_ [24]byte
 }
 
@@ -71,7 +74,6 @@ func (e *entry) pending() *atomic.Int64 {
 func newStore(maxKeys int64, clustered bool) *store {
 	s := &store{maxKeys: maxKeys, clustered: clustered}
 	for i := range s.shards {
-		s.shards[i].m = make(map[uint64]*entry)
 		s.shards[i].nextSweep = neverUsed
 	}
 	s.overflow.init()
@@ -110,9 +112,7 @@ func (s *store) take(d *Decision, h uint64, p *policy, now, n int64, eng *engine
 
 // get returns the live entry for h, creating it, or nil at the cap.
 func (s *store) get(sh *shard, h uint64, now int64) *entry {
-	sh.mu.RLock()
-	e := sh.m[h]
-	sh.mu.RUnlock()
+	e := sh.t.get(h)
 	if e == nil {
 		e = s.insert(sh, h, now)
 	}
@@ -138,34 +138,12 @@ func (s *store) debit(h uint64, p *policy, now, n, maxDebt int64) bool {
 }
 
 // lookup returns the live entry for h, or nil.
-func (s *store) lookup(h uint64) *entry {
-	sh := s.shardFor(h)
-	sh.mu.RLock()
-	e := sh.m[h]
-	sh.mu.RUnlock()
-	return e
-}
+func (s *store) lookup(h uint64) *entry { return s.shardFor(h).t.get(h) }
 
-// each calls f for every live entry, one shard lock at a time.
+// each calls f for every live entry, one shard at a time.
 func (s *store) each(f func(h uint64, e *entry)) {
 	for i := range s.shards {
-		sh := &s.shards[i]
-		sh.mu.RLock()
-		for h, e := range sh.m {
-			f(h, e)
-		}
-		sh.mu.RUnlock()
-	}
-}
-
-// refund returns n tokens to the bucket for key hash h, if it is live.
-func (s *store) refund(h uint64, p *policy, now, n int64) {
-	sh := s.shardFor(h)
-	sh.mu.RLock()
-	e := sh.m[h]
-	sh.mu.RUnlock()
-	if e != nil {
-		refund(&e.tat, p, now, n)
+		s.shards[i].t.each(f)
 	}
 }
 
@@ -185,7 +163,7 @@ func (s *store) insert(sh *shard, h uint64, now int64) *entry {
 func (s *store) tryInsert(sh *shard, h uint64, now int64) (e *entry, full bool) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if e := sh.m[h]; e != nil {
+	if e := sh.t.get(h); e != nil {
 		return e, false
 	}
 	if now >= sh.nextSweep {
@@ -200,7 +178,7 @@ func (s *store) tryInsert(sh *shard, h uint64, now int64) (e *entry, full bool) 
 		e = &entry{}
 	}
 	e.tat.Store(now)
-	sh.m[h] = e
+	sh.t.put(h, e)
 	s.live.Add(1)
 	return e, false
 }
@@ -228,13 +206,13 @@ func (s *store) pressureSweep(now int64) bool {
 func (s *store) sweepLocked(sh *shard, now int64) {
 	sh.nextSweep = now + sweepInterval
 	var dropped int64
-	for h, e := range sh.m {
+	sh.t.each(func(k uint64, e *entry) {
 		// A bucket with unsent admits stays until the engine has sent them.
 		if t := e.tat.Load(); t <= now && (!s.clustered || e.pending().Load() == 0) && e.tat.CompareAndSwap(t, evicted) {
-			delete(sh.m, h)
+			sh.t.remove(k)
 			dropped++
 		}
-	}
+	})
 	s.live.Add(-dropped)
 }
 
