@@ -77,32 +77,76 @@ func ceilSeconds(d time.Duration) int64 {
 	return int64((d + time.Second - 1) / time.Second)
 }
 
-// Append appends d's header fields to dst. now is only read for the legacy
-// X-RateLimit-Reset, which is an absolute time.
-func (h Headers) Append(dst []HeaderField, d Decision, now time.Time) []HeaderField {
+// Append appends d's header fields to dst. It reads the clock only for the
+// legacy X-RateLimit-Reset, which is an absolute time.
+func (h Headers) Append(dst []HeaderField, d Decision) []HeaderField {
+	var now time.Time
+	if h.Style == HeadersLegacy || h.Style == HeadersBoth {
+		now = time.Now()
+	}
+	return h.AppendAt(dst, d, now)
+}
+
+// AppendAt is Append with the legacy reset time computed from now.
+//
+// Every value is rendered into one buffer and converted to a string once;
+// the fields' values are slices of it, so a request's headers cost one
+// allocation, however many fields there are.
+func (h Headers) AppendAt(dst []HeaderField, d Decision, now time.Time) []HeaderField {
+	var scratch [320]byte
+	b := scratch[:0]
+	var names [6]string
+	var ends [6]int
+	n := 0
+	field := func(name string) {
+		names[n], ends[n] = name, len(b)
+		n++
+	}
 	if !d.Allowed {
-		dst = append(dst, HeaderField{HeaderRetryAfter, strconv.FormatInt(RetryAfterSeconds(d.RetryAfter), 10)})
+		b = strconv.AppendInt(b, RetryAfterSeconds(d.RetryAfter), 10)
+		field(HeaderRetryAfter)
 	}
 	if h.Style == HeadersDraft || h.Style == HeadersBoth {
-		dst = append(dst,
-			HeaderField{HeaderRateLimitPolicy, h.policyField(d)},
-			HeaderField{HeaderRateLimit, h.limitField(d)})
+		b = h.appendPolicyField(b, d)
+		field(HeaderRateLimitPolicy)
+		b = h.appendLimitField(b, d)
+		field(HeaderRateLimit)
 	}
 	if h.Style == HeadersLegacy || h.Style == HeadersBoth {
-		reset := now.Add(d.ResetAfter + time.Second - 1).Unix()
-		dst = append(dst,
-			HeaderField{HeaderXLimit, strconv.FormatInt(d.Limit, 10)},
-			HeaderField{HeaderXRemaining, strconv.FormatInt(d.Remaining, 10)},
-			HeaderField{HeaderXReset, strconv.FormatInt(reset, 10)})
+		b = strconv.AppendInt(b, d.Limit, 10)
+		field(HeaderXLimit)
+		b = strconv.AppendInt(b, d.Remaining, 10)
+		field(HeaderXRemaining)
+		b = strconv.AppendInt(b, now.Add(d.ResetAfter+time.Second-1).Unix(), 10)
+		field(HeaderXReset)
+	}
+	values, start := string(b), 0
+	for i := range n {
+		dst = append(dst, HeaderField{names[i], values[start:ends[i]]})
+		start = ends[i]
 	}
 	return dst
 }
 
-// Set writes d's header fields into hdr, replacing earlier values.
-func (h Headers) Set(hdr http.Header, d Decision, now time.Time) {
+// Set writes d's header fields into hdr, replacing earlier values. It
+// reads the clock only for the legacy fields.
+func (h Headers) Set(hdr http.Header, d Decision) {
+	var now time.Time
+	if h.Style == HeadersLegacy || h.Style == HeadersBoth {
+		now = time.Now()
+	}
+	h.SetAt(hdr, d, now)
+}
+
+// SetAt is Set with the legacy reset time computed from now.
+func (h Headers) SetAt(hdr http.Header, d Decision, now time.Time) {
 	var buf [6]HeaderField
-	for _, f := range h.Append(buf[:0], d, now) {
-		hdr[f.Name] = []string{f.Value}
+	fields := h.AppendAt(buf[:0], d, now)
+	// One backing array for every field's []string, not one each.
+	values := make([]string, len(fields))
+	for i, f := range fields {
+		values[i] = f.Value
+		hdr[f.Name] = values[i : i+1 : i+1]
 	}
 }
 
@@ -113,29 +157,36 @@ func (h Headers) name() string {
 	return h.Policy
 }
 
-// policyField renders `"name";q=<limit>;w=<window seconds>`.
-func (h Headers) policyField(d Decision) string {
-	b := make([]byte, 0, 48)
+// appendPolicyField renders `"name";q=<limit>;w=<window seconds>`.
+func (h Headers) appendPolicyField(b []byte, d Decision) []byte {
 	b = appendSFString(b, h.name())
 	b = append(b, ";q="...)
 	b = strconv.AppendInt(b, d.Limit, 10)
 	b = append(b, ";w="...)
-	b = strconv.AppendInt(b, max(1, ceilSeconds(d.Window)), 10)
-	return string(b)
+	return strconv.AppendInt(b, max(1, ceilSeconds(d.Window)), 10)
 }
 
-// limitField renders `"name";r=<remaining>;t=<seconds until more quota>`;
-// t is left out when the bucket is full.
-func (h Headers) limitField(d Decision) string {
-	b := make([]byte, 0, 48)
+// appendLimitField renders `"name";r=<remaining>;t=<seconds until more
+// quota>`; t is left out when the bucket is full.
+func (h Headers) appendLimitField(b []byte, d Decision) []byte {
 	b = appendSFString(b, h.name())
 	b = append(b, ";r="...)
 	b = strconv.AppendInt(b, d.Remaining, 10)
-	if t := ceilSeconds(d.NextTokenAfter()); t > 0 {
+	if t := nextTokenSeconds(d); t > 0 {
 		b = append(b, ";t="...)
 		b = strconv.AppendInt(b, t, 10)
 	}
-	return string(b)
+	return b
+}
+
+// nextTokenSeconds is ceilSeconds(d.NextTokenAfter()) without its two
+// divisions in the common case: a bucket that gains a token at least every
+// second gains the next one within a second.
+func nextTokenSeconds(d Decision) int64 {
+	if d.Allowed && d.Remaining < d.Limit && d.ResetAfter > 0 && d.Limit < 1<<33 && d.Window <= time.Duration(d.Limit)*time.Second {
+		return 1
+	}
+	return ceilSeconds(d.NextTokenAfter())
 }
 
 // appendSFString appends s as an RFC 8941 sf-string.

@@ -25,7 +25,7 @@ func TestHeaderValues(t *testing.T) {
 	l := newTestLimiter(t, WithRefillRate(10), WithBucketSize(20))
 	d, _ := l.TakeAt(t0, "", 5)
 	h := http.Header{}
-	Headers{Style: HeadersBoth, Policy: `per "ip"`}.Set(h, d, t0)
+	Headers{Style: HeadersBoth, Policy: `per "ip"`}.SetAt(h, d, t0)
 	want := map[string]string{
 		"Ratelimit-Policy":      `"per \"ip\"";q=20;w=2`,
 		"Ratelimit":             `"per \"ip\"";r=15;t=1`,
@@ -45,7 +45,7 @@ func TestHeaderValues(t *testing.T) {
 	l.TakeAt(t0, "", 15)
 	d, _ = l.TakeAt(t0, "", 3)
 	h = http.Header{}
-	Headers{}.Set(h, d, t0)
+	Headers{}.SetAt(h, d, t0)
 	if got := h.Get("Retry-After"); got != "1" {
 		t.Errorf("Retry-After = %q, want 1 (300ms rounded up)", got)
 	}
@@ -56,7 +56,7 @@ func TestHeaderValues(t *testing.T) {
 		t.Error("legacy headers in draft style")
 	}
 	h = http.Header{}
-	Headers{Style: HeadersNone}.Set(h, d, t0)
+	Headers{Style: HeadersNone}.SetAt(h, d, t0)
 	if len(h) != 1 || h.Get("Retry-After") != "1" {
 		t.Errorf("HeadersNone on a denial: %v, want only Retry-After", h)
 	}
@@ -102,5 +102,25 @@ func TestWrap(t *testing.T) {
 	}
 	if got := last.Header.Get("RateLimit-Policy"); got != `"default";q=2;w=2` {
 		t.Fatalf("RateLimit-Policy %q", got)
+	}
+}
+
+// The draft t= shortcut agrees with NextTokenAfter for every decision a
+// limiter makes, at rates above and below one token a second.
+func TestNextTokenSecondsMatchesNextTokenAfter(t *testing.T) {
+	for _, rc := range []struct{ rate, burst int64 }{{1, 1}, {1, 60}, {3, 7}, {1000, 1000}, {1_000_000_000, 5}} {
+		l := newTestLimiter(t, WithRefillRate(rc.rate), WithBucketSize(rc.burst))
+		now := t0
+		for i := range 2000 {
+			now = now.Add(time.Duration(i%13) * 37 * time.Millisecond)
+			d, _ := l.TakeAt(now, "", 1+int64(i)%rc.burst)
+			if got, want := nextTokenSeconds(d), ceilSeconds(d.NextTokenAfter()); got != want {
+				t.Fatalf("rate %d: %+v: t=%d, want %d", rc.rate, d, got, want)
+			}
+		}
+	}
+	slow := Decision{Allowed: true, Limit: 2, Remaining: 1, ResetAfter: 90 * time.Second, Window: 120 * time.Second}
+	if got := nextTokenSeconds(slow); got != 30 {
+		t.Fatalf("one token a minute, 90s to full: t=%d, want 30", got)
 	}
 }

@@ -26,7 +26,7 @@ func (l *Limiter) Wrap(next http.Handler) http.Handler {
 // given style, then 429 with a short text body.
 func WriteTooManyRequests(w http.ResponseWriter, d Decision, h Headers, now time.Time) {
 	hdr := w.Header()
-	h.Set(hdr, d, now)
+	h.SetAt(hdr, d, now)
 	hdr["Content-Type"] = []string{"text/plain; charset=utf-8"}
 	hdr["X-Content-Type-Options"] = []string{"nosniff"}
 	w.WriteHeader(http.StatusTooManyRequests)

@@ -1,8 +1,6 @@
 package echopace
 
 import (
-	"time"
-
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
 	gopherpace "github.com/pedreviljoen/gopherpace/core"
@@ -64,7 +62,7 @@ func (m *rateLimiter) serve(c echo.Context, next echo.HandlerFunc) error {
 		return cfg.ErrorHandler(c, err)
 	}
 	if m.headers.Style != gopherpace.HeadersNone || !d.Allowed {
-		m.headers.Set(c.Response().Header(), d, time.Now())
+		m.headers.Set(c.Response().Header(), d)
 	}
 	if !d.Allowed {
 		return cfg.DenyHandler(c, id, d)

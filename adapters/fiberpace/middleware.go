@@ -3,7 +3,6 @@ package fiberpace
 import (
 	"errors"
 	"strings"
-	"time"
 
 	"github.com/gofiber/fiber/v2"
 	gopherpace "github.com/pedreviljoen/gopherpace/core"
@@ -41,7 +40,7 @@ func New(l *gopherpace.Limiter, config ...Config) (fiber.Handler, error) {
 		}
 		if h.Style != gopherpace.HeadersNone || !d.Allowed {
 			var buf [6]gopherpace.HeaderField
-			for _, f := range h.Append(buf[:0], d, time.Now()) {
+			for _, f := range h.Append(buf[:0], d) {
 				c.Set(f.Name, f.Value)
 			}
 		}

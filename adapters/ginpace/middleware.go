@@ -3,7 +3,6 @@ package ginpace
 import (
 	"errors"
 	"net/http"
-	"time"
 
 	"github.com/gin-gonic/gin"
 	gopherpace "github.com/pedreviljoen/gopherpace/core"
@@ -51,7 +50,7 @@ func serve(l *gopherpace.Limiter, cfg *config, c *gin.Context) {
 	}
 	if cfg.headers.Style != gopherpace.HeadersNone || !d.Allowed {
 		var buf [6]gopherpace.HeaderField
-		for _, f := range cfg.headers.Append(buf[:0], d, time.Now()) {
+		for _, f := range cfg.headers.Append(buf[:0], d) {
 			c.Header(f.Name, f.Value)
 		}
 	}

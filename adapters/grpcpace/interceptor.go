@@ -102,7 +102,7 @@ func (x *interceptor) denied(d gopherpace.Decision) error {
 
 func (x *interceptor) sendHeaders(ctx context.Context, d gopherpace.Decision) {
 	var buf [6]gopherpace.HeaderField
-	fields := gopherpace.Headers{Style: x.cfg.headers, Policy: x.cfg.policy}.Append(buf[:0], d, time.Now())
+	fields := gopherpace.Headers{Style: x.cfg.headers, Policy: x.cfg.policy}.Append(buf[:0], d)
 	kv := make([]string, 0, 2*len(fields))
 	for _, f := range fields {
 		kv = append(kv, strings.ToLower(f.Name), f.Value)

@@ -61,7 +61,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		return
 	}
 	if c.headers.Style != gopherpace.HeadersNone || !d.Allowed {
-		c.headers.Set(w.Header(), d, time.Now())
+		c.headers.Set(w.Header(), d)
 	}
 	if !d.Allowed {
 		if c.deny != nil {
