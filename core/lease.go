@@ -54,7 +54,8 @@ const (
 	// makes the shared word's traffic negligible.
 	maxLease = 64
 	// leaseShare keeps all leases together within 1/32 of the bucket.
-	leaseShare = 32
+	leaseShare   = 32
+	slotsPerProc = 4
 	leaseBits  = 8
 	leaseMask  = 1<<leaseBits - 1
 	leaseLife  = int64(time.Millisecond)
@@ -72,13 +73,22 @@ func fresh(w uint64, now int64) bool {
 func newLeases(p *policy) *leases { return newLeasesFor(p, runtime.GOMAXPROCS(0)) }
 
 func newLeasesFor(p *policy, procs int) *leases {
-	size := min(maxLease, p.burst/int64(leaseShare*procs))
+	slots := slotsPerProc * procs
+	size := min(maxLease, p.burst/int64(leaseShare*slots))
 	if size < 2 {
 		return nil
 	}
-	lz := &leases{size: size, slots: make([]leaseSlot, procs)}
-	lz.pool.New = func() any { return &lz.slots[lz.next.Add(1)%uint32(len(lz.slots))] }
+	lz := &leases{size: size, slots: make([]leaseSlot, slots)}
+	lz.pool.New = func() any { return lz.another() }
 	return lz
+}
+
+// another hands out the slots in turn. The pool can end up giving one slot
+// to two processors (a goroutine may put its slot back on another
+// processor); a processor that finds its slot contended takes another, and
+// with more slots than processors the collisions die out.
+func (lz *leases) another() *leaseSlot {
+	return &lz.slots[lz.next.Add(1)%uint32(len(lz.slots))]
 }
 
 func (lz *leases) hot(now int64) bool { return now < lz.hotUntil.Load() }
@@ -94,7 +104,11 @@ func (lz *leases) heat(now int64) {
 // from the word tat when it runs dry or expires.
 func (lz *leases) allow(tat *atomic.Int64, p *policy, now int64) (bool, time.Duration) {
 	s := lz.pool.Get().(*leaseSlot)
-	if s.spend(now) {
+	ok, contended := s.spend(now)
+	if contended {
+		s = lz.another()
+	}
+	if ok {
 		lz.pool.Put(s)
 		return true, 0
 	}
@@ -116,16 +130,18 @@ func (lz *leases) allow(tat *atomic.Int64, p *policy, now int64) (bool, time.Dur
 	return lz.steal(now), retry
 }
 
-// spend takes one token from a fresh lease.
-func (s *leaseSlot) spend(now int64) bool {
+// spend takes one token from a fresh lease. contended reports that another
+// goroutine spent from the slot at the same moment.
+func (s *leaseSlot) spend(now int64) (ok, contended bool) {
 	for {
 		w := s.word.Load()
 		if w&leaseMask == 0 || !fresh(w, now) {
-			return false
+			return false, contended
 		}
 		if s.word.CompareAndSwap(w, w-1) {
-			return true
+			return true, contended
 		}
+		contended = true
 	}
 }
 
@@ -133,7 +149,7 @@ func (s *leaseSlot) spend(now int64) bool {
 // that the bucket's word denied.
 func (lz *leases) steal(now int64) bool {
 	for i := range lz.slots {
-		if lz.slots[i].spend(now) {
+		if ok, _ := lz.slots[i].spend(now); ok {
 			return true
 		}
 	}
