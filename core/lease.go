@@ -56,9 +56,9 @@ const (
 	// leaseShare keeps all leases together within 1/32 of the bucket.
 	leaseShare   = 32
 	slotsPerProc = 4
-	leaseBits  = 8
-	leaseMask  = 1<<leaseBits - 1
-	leaseLife  = int64(time.Millisecond)
+	leaseBits    = 8
+	leaseMask    = 1<<leaseBits - 1
+	leaseLife    = int64(time.Millisecond)
 )
 
 func packLease(at, tokens int64) uint64 { return uint64(at)<<leaseBits | uint64(tokens) }
