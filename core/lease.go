@@ -20,9 +20,10 @@ import (
 // and returning them would overfill it. So a hot bucket that goes quiet
 // for over 1 ms loses what its leases held, at most 1/leaseShare of it.
 //
-// Leases never strand tokens while they are fresh: a request that the
-// bucket denies spends a token from any processor's lease instead, so many
-// goroutines at one instant still admit exactly one bucket between them.
+// Leases never strand tokens while they are fresh: a one-token request that
+// the bucket denies spends a token from any processor's lease instead, so
+// many goroutines at one instant still admit exactly one bucket between
+// them. (A Take of several tokens does not gather them from leases.)
 //
 // Only a standalone limiter's global bucket leases, and only when a batch
 // can stay a small part of the bucket (see newLeases). A bucket is hot for
