@@ -33,7 +33,8 @@ func Pairs() []Pair {
 		{Name: "Allow, deny, serial", Ours: allowOurs(denying, false), Peer: allowPeer(denying, false), PeerIs: "x/time/rate", Target: 0.4},
 		{Name: "Allow, admit, parallel", Ours: allowOurs(admitting, true), Peer: allowPeer(admitting, true), PeerIs: "x/time/rate", Target: 0.5},
 		{Name: "Allow, deny, parallel", Ours: allowOurs(denying, true), Peer: allowPeer(denying, true), PeerIs: "x/time/rate", Target: 0.5},
-		{Name: "Allow, clustered vs standalone", Ours: allowClustered, Peer: allowOurs(admitting, false), PeerIs: "gopherpace standalone", Target: 1.2},
+		{Name: "Allow, clustered vs standalone", Ours: allowClustered(false), Peer: allowOurs(admitting, false), PeerIs: "gopherpace standalone", Target: 1.2},
+		{Name: "Allow, clustered, parallel", Ours: allowClustered(true), Peer: allowPeer(admitting, true), PeerIs: "x/time/rate"},
 		{Name: "keyed, 1 key, parallel", Ours: keyedOurs(1), Peer: keyedPeer(1), PeerIs: "sync.Map of x/time/rate"},
 		{Name: "keyed, 1k keys, parallel", Ours: keyedOurs(1_000), Peer: keyedPeer(1_000), PeerIs: "sync.Map of x/time/rate"},
 		{Name: "keyed, 1M keys, parallel", Ours: keyedOurs(1_000_000), Peer: keyedPeer(1_000_000), PeerIs: "sync.Map of x/time/rate", Target: 1},
@@ -73,14 +74,16 @@ func (nopTransport) Subscribe(func(string, []byte)) func() { return func() {} }
 func (nopTransport) Members() []string                     { return nil }
 func (nopTransport) Close() error                          { return nil }
 
-func allowClustered(b *testing.B) {
-	l, err := gopherpace.New(gopherpace.WithRefillRate(1_000_000_000), gopherpace.WithBucketSize(1_000_000_000),
-		gopherpace.WithTransport(nopTransport{}))
-	if err != nil {
-		b.Fatal(err)
+func allowClustered(parallel bool) func(*testing.B) {
+	return func(b *testing.B) {
+		l, err := gopherpace.New(gopherpace.WithRefillRate(1_000_000_000), gopherpace.WithBucketSize(1_000_000_000),
+			gopherpace.WithTransport(nopTransport{}))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer l.Close()
+		run(b, parallel, func() bool { ok, _ := l.Allow(); return ok }, admitting)
 	}
-	defer l.Close()
-	run(b, false, func() bool { ok, _ := l.Allow(); return ok }, admitting)
 }
 
 func allowPeer(m mode, parallel bool) func(*testing.B) {

@@ -80,23 +80,25 @@ func (c *countedBucket) unreported(w uint64) int64 {
 // allow spends one token on the lean path. fast is false when the caller
 // must take the general path instead: the count field is full, the word was
 // handed back, or the node has reached its cap of unreported tokens. On an
-// admit, count is the unreported count after it.
-func (c *countedBucket) allow(p *policy, now int64) (ok bool, retry time.Duration, count int64, fast bool) {
+// admit, count is the unreported count after it. contended reports that a
+// compare-and-swap lost a race.
+func (c *countedBucket) allow(p *policy, now int64) (ok bool, retry time.Duration, count int64, fast, contended bool) {
 	w := c.word.Load()
 	spill := c.spill.Load()
 	cost := p.unit.Load()
 	for {
 		n := int64(w & countMask)
 		if n >= countMax || n+spill >= p.localCap.Load() {
-			return false, 0, 0, false
+			return false, 0, 0, false, contended
 		}
 		next := spent(w, now, p) + cost
 		if next > p.tolerance {
-			return false, time.Duration(next - p.tolerance), 0, true
+			return false, time.Duration(next - p.tolerance), 0, true, contended
 		}
 		if c.word.CompareAndSwap(w, packCounted(now+next, n+1)) {
-			return true, 0, n + 1 + spill, true
+			return true, 0, n + 1 + spill, true, contended
 		}
+		contended = true
 		w = c.word.Add(0) // see allow in bucket.go
 	}
 }
@@ -133,6 +135,40 @@ func (c *countedBucket) take(d *Decision, p *policy, now, n int64) (count int64,
 			p.fillAllowed(d, now+next, now, unit)
 			return count, true
 		}
+		w = c.word.Add(0)
+	}
+}
+
+// takeUpTo spends as many tokens as the bucket holds, up to n and up to
+// room more unreported tokens, in one compare-and-swap, and counts them. On
+// a denial (got 0) retry is the wait for one token; ok is false when the
+// word was handed back.
+func (c *countedBucket) takeUpTo(p *policy, now, n, room int64) (got, count int64, retry time.Duration, contended, ok bool) {
+	unit := p.unit.Load()
+	w := c.word.Load()
+	for {
+		held := int64(w & countMask)
+		if held == handedBack {
+			return 0, 0, 0, contended, false
+		}
+		base := spent(w, now, p)
+		got = min(n, room, (p.tolerance-base)/unit)
+		if got < 1 {
+			return 0, 0, time.Duration(base + unit - p.tolerance), contended, true
+		}
+		keep, spill := held+got, int64(0)
+		if keep > countMax {
+			keep, spill = 0, held+got
+		}
+		if c.word.CompareAndSwap(w, packCounted(now+base+got*unit, keep)) {
+			if spill > 0 {
+				count = c.spill.Add(spill)
+			} else {
+				count = keep + c.spill.Load()
+			}
+			return got, count, 0, contended, true
+		}
+		contended = true
 		w = c.word.Add(0)
 	}
 }

@@ -70,7 +70,7 @@ func TestCountedDecidesLikeBucket(t *testing.T) {
 				}
 			default:
 				wantOK, wantRetry, _ := allow(&plain, p, now, 1)
-				ok, retry, _, fast := c.allow(p, now)
+				ok, retry, _, fast, _ := c.allow(p, now)
 				if !fast {
 					var d Decision
 					c.take(&d, p, now, 1)
@@ -105,7 +105,7 @@ func TestCountedConcurrentDrain(t *testing.T) {
 			for i := range 20_000 {
 				now := int64(i)
 				if g%2 == 0 {
-					if ok, _, _, fast := c.allow(p, now); fast {
+					if ok, _, _, fast, _ := c.allow(p, now); fast {
 						if ok {
 							admitted.Add(1)
 						}
@@ -151,7 +151,7 @@ func TestCountedFarTimesNeverAdmitExtra(t *testing.T) {
 	}
 	year := int64(365 * 24 * time.Hour)
 	for _, at := range []int64{now - 3*year, now - 5*year, now + 3*year, now + 5*year} {
-		if ok, _, _, _ := c.allow(p, at); ok {
+		if ok, _, _, _, _ := c.allow(p, at); ok {
 			t.Fatalf("an empty bucket admitted at %v from its time", time.Duration(at-now))
 		}
 	}

@@ -238,7 +238,7 @@ func (e *engine) takeStandalone(d *Decision, now, n int64) {
 // first, saving a call on the hot path; this is the rest.
 func (e *engine) allowGlobal(now int64) (bool, time.Duration) {
 	if e.mode.Load() == modeNormal {
-		if ok, retry, count, fast := e.global.allow(e.l.pol, now); fast {
+		if ok, retry, count, fast, _ := e.global.allow(e.l.pol, now); fast {
 			e.allowed(ok, count)
 			return ok, retry
 		}
@@ -247,6 +247,30 @@ func (e *engine) allowGlobal(now int64) (bool, time.Duration) {
 	e.takeGlobal(&d, now, 1)
 	return d.Allowed, d.RetryAfter
 }
+
+// countedSource is a clustered limiter's global bucket as the source of
+// leases: a lease's tokens are counted for gossip as they are handed out,
+// within the node's cap of unreported tokens.
+type countedSource struct{ e *engine }
+
+func (s countedSource) takeUpTo(p *policy, now, n int64) (int64, time.Duration, bool) {
+	e, c := s.e, &s.e.global
+	room := p.localCap.Load() - c.unreported(c.word.Load())
+	if room < 1 {
+		e.kick()
+		return 0, time.Duration(minFlushGap), false
+	}
+	got, count, retry, contended, ok := c.takeUpTo(p, now, n, room)
+	if !ok { // handed back: the limiter is closing
+		return 0, time.Duration(minFlushGap), contended
+	}
+	if got > 0 {
+		e.counted(count, got, p)
+	}
+	return got, retry, contended
+}
+
+func (s countedSource) giveBack(p *policy, now, n int64) { s.e.global.refund(p, now, n) }
 
 // allowed schedules the flush for a lean admit. Only the first unreported
 // token and the threshold do; testing for them here keeps the common case

@@ -264,3 +264,28 @@ func TestGracefulLeaveShrinksMembershipAtOnce(t *testing.T) {
 		t.Fatalf("after a goodbye: %+v, want 2 known nodes and no partition", st)
 	}
 }
+
+// A node cut off under fail-closed admits nothing, not even tokens that its
+// processors leased before the cut.
+func TestFailClosedNeverSpendsLeases(t *testing.T) {
+	net := memtransport.New()
+	lims, _ := cluster(t, net, 3, gopherpace.WithRefillRate(1_000_000), gopherpace.WithBucketSize(1_000_000),
+		gopherpace.WithPartitionPolicy(gopherpace.PartitionFailClosed))
+	net.Advance(time.Second)
+	net.Isolate("n0")
+	net.Advance(300 * time.Millisecond)
+	if !gopherpace.LeaseTokens(lims[0], net.Now(), 5) {
+		t.Fatal("a bucket of a million does not lease")
+	}
+	if ok, retry := lims[0].AllowAt(net.Now()); ok || retry != time.Second {
+		t.Fatalf("isolated fail-closed Allow = %v, %v; want false, 1s", ok, retry)
+	}
+	if d, _ := lims[0].TakeAt(net.Now(), "", 1); d.Allowed {
+		t.Fatal("isolated fail-closed Take spent a leased token")
+	}
+	net.Heal()
+	net.Advance(300 * time.Millisecond)
+	if ok, _ := lims[0].AllowAt(net.Now()); !ok {
+		t.Fatal("still closed after the heal")
+	}
+}

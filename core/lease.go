@@ -25,8 +25,11 @@ import (
 // many goroutines at one instant still admit exactly one bucket between
 // them. (A Take of several tokens does not gather them from leases.)
 //
-// Only a standalone limiter's global bucket leases, and only when a batch
-// can stay a small part of the bucket (see newLeases). A bucket is hot for
+// Only the global bucket leases, and only when a batch can stay a small
+// part of the bucket (see newLeases). A clustered limiter's leases come out
+// of its counted word, so their tokens are reported to peers as admitted
+// when they are leased, within the node's cap of unreported tokens; a node
+// cut off under fail-closed spends none. A bucket is hot for
 // hotWindow after a compare-and-swap on its word fails; an uncontended
 // bucket never leases and pays one extra load for the check.
 type leases struct {
@@ -101,9 +104,29 @@ func (lz *leases) heat(now int64) {
 	}
 }
 
+// leaseSource is the bucket that leases draw from: the standalone word, or
+// a clustered limiter's counted word, which counts a lease's tokens for
+// gossip as it hands them out.
+type leaseSource interface {
+	// takeUpTo spends as many tokens as the bucket allows, up to n, in one
+	// compare-and-swap; on a denial (got 0) retry is the wait.
+	takeUpTo(p *policy, now, n int64) (got int64, retry time.Duration, contended bool)
+	// giveBack returns n tokens taken at this very instant.
+	giveBack(p *policy, now, n int64)
+}
+
+// plainSource is a standalone limiter's global word.
+type plainSource struct{ tat *atomic.Int64 }
+
+func (s plainSource) takeUpTo(p *policy, now, n int64) (int64, time.Duration, bool) {
+	return takeUpTo(s.tat, p, now, n)
+}
+
+func (s plainSource) giveBack(p *policy, now, n int64) { refund(s.tat, p, now, n) }
+
 // allow spends one token from this processor's lease, taking a new lease
-// from the word tat when it runs dry or expires.
-func (lz *leases) allow(tat *atomic.Int64, p *policy, now int64) (bool, time.Duration) {
+// from src when it runs dry or expires.
+func (lz *leases) allow(src leaseSource, p *policy, now int64) (bool, time.Duration) {
 	s := lz.pool.Get().(*leaseSlot)
 	ok, contended := s.spend(now)
 	if contended {
@@ -113,7 +136,7 @@ func (lz *leases) allow(tat *atomic.Int64, p *policy, now int64) (bool, time.Dur
 		lz.pool.Put(s)
 		return true, 0
 	}
-	got, retry, contended := takeUpTo(tat, p, now, lz.size)
+	got, retry, contended := src.takeUpTo(p, now, lz.size)
 	if contended {
 		lz.heat(now)
 	}
@@ -122,13 +145,16 @@ func (lz *leases) allow(tat *atomic.Int64, p *policy, now int64) (bool, time.Dur
 		// can hand one slot to two); then this lease, taken at this very
 		// instant, goes straight back.
 		if w := s.word.Load(); w&leaseMask != 0 && fresh(w, now) || !s.word.CompareAndSwap(w, packLease(now, got-1)) {
-			refund(tat, p, now, got-1)
+			src.giveBack(p, now, got-1)
 		}
 		lz.pool.Put(s)
 		return true, 0
 	}
 	lz.pool.Put(s)
-	return lz.steal(now), retry
+	if lz.steal(now) {
+		return true, 0
+	}
+	return false, retry
 }
 
 // spend takes one token from a fresh lease. contended reports that another

@@ -2,6 +2,7 @@ package gopherpace
 
 import (
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -34,8 +35,8 @@ func TestLeasesOnlyForRoomyBuckets(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tr.Close()
-	if tr.leases != nil {
-		t.Fatal("a clustered limiter leases")
+	if tr.leases == nil {
+		t.Fatal("a clustered bucket of a million does not lease")
 	}
 }
 
@@ -152,8 +153,17 @@ func TestLeasesCountInStats(t *testing.T) {
 // A request the word denies spends a token from another processor's fresh
 // lease, on every path: hot, cold and Take.
 func TestLeasesDenialSpendsAnyLease(t *testing.T) {
-	for _, path := range []string{"hot", "cold", "take"} {
+	for _, label := range []string{"hot", "cold", "take", "clustered hot", "clustered cold", "clustered take"} {
+		path := label
 		l := leasingLimiter(t, 1, 100_000)
+		if strings.HasPrefix(path, "clustered") {
+			var err error
+			if l, err = New(WithRefillRate(1), WithBucketSize(100_000), WithTransport(nopTransport{})); err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			path = strings.TrimPrefix(path, "clustered ")
+		}
 		l.leases = newLeasesFor(l.pol, 4)
 		at := l.epoch.Add(time.Second)
 		now := l.nanos(at)
@@ -181,11 +191,11 @@ func TestLeasesDenialSpendsAnyLease(t *testing.T) {
 		}
 		for i := range 3 {
 			if !spend() {
-				t.Fatalf("%s: denied request %d while a lease held tokens", path, i+1)
+				t.Fatalf("%s: denied request %d while a lease held tokens", label, i+1)
 			}
 		}
 		if spend() {
-			t.Fatalf("%s: admitted a 4th token from a bucket of 3", path)
+			t.Fatalf("%s: admitted a 4th token from a bucket of 3", label)
 		}
 	}
 }
@@ -226,4 +236,55 @@ func FuzzLeasingNeverExceedsRate(f *testing.F) {
 			}
 		}
 	})
+}
+
+// Clustered and hot, goroutines that stop at their first denial admit
+// exactly one bucket, and every token leased out is counted for gossip.
+// Closing part-way hands the bucket back without losing or adding any.
+func TestClusteredLeasesAdmitAndCountExactlyOneBucket(t *testing.T) {
+	const burst = 10_000
+	for round := range 6 {
+		l, err := New(WithRefillRate(1), WithBucketSize(burst), WithTransport(nopTransport{}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.leases = newLeasesFor(l.pol, 2)
+		at := l.epoch.Add(time.Second)
+		l.leases.heat(l.nanos(at))
+		closeAt := int64(-1)
+		if round%2 == 1 {
+			closeAt = int64(round) * 1000
+		}
+		var admitted atomic.Int64
+		var wg sync.WaitGroup
+		for g := range 8 {
+			wg.Go(func() {
+				for {
+					var ok bool
+					if g%4 == 3 {
+						d, _ := l.TakeAt(at, "", 1)
+						ok = d.Allowed
+					} else {
+						ok, _ = l.AllowAt(at)
+					}
+					if !ok {
+						return
+					}
+					if admitted.Add(1) == closeAt {
+						l.Close()
+					}
+				}
+			})
+		}
+		wg.Wait()
+		l.Close()
+		if got := admitted.Load(); got != burst {
+			t.Fatalf("round %d: admitted %d at one instant, want exactly %d", round, got, burst)
+		}
+		if closeAt < 0 {
+			if got := l.Stats().TokensReported; got != burst {
+				t.Fatalf("round %d: reported %d tokens to peers, admitted %d", round, got, burst)
+			}
+		}
+	}
 }

@@ -12,7 +12,7 @@ import (
 // applied to one global bucket (key "") and to one bucket per non-empty key.
 // Buckets are GCRA token buckets held in one atomic word each; deciding
 // takes a few atomic operations and never allocates. While several cores
-// call Allow at once, a standalone global bucket hands its tokens out in
+// call Allow at once, the global bucket hands its tokens out in
 // small per-processor batches that expire after 1 ms, so the cores do not
 // contend for its word; in any span t it still admits at most
 // B + R·(t + 1ms).
@@ -37,7 +37,7 @@ type Limiter struct {
 	name      string
 	log       *slog.Logger
 	eng       *engine // nil when standalone
-	leases    *leases // nil when clustered or the bucket is too small to lease
+	leases    *leases // nil when the bucket is too small to lease
 	closeOnce sync.Once
 }
 
@@ -87,9 +87,8 @@ func New(opts ...Option) (*Limiter, error) {
 		l.global.tat.Store(evicted)
 		l.eng = newEngine(l, &c)
 		l.eng.start()
-	} else {
-		l.leases = newLeases(pol)
 	}
+	l.leases = newLeases(pol)
 	l.log.Debug("limiter created", "node", l.name, "rate", pol.rate, "burst", pol.burst, "clustered", l.eng != nil)
 	return l, nil
 }
@@ -111,32 +110,65 @@ func (l *Limiter) AllowAt(now time.Time) (bool, time.Duration) {
 }
 
 func (l *Limiter) allowNanos(now int64) (bool, time.Duration) {
+	lz := l.leases
 	if e := l.eng; e != nil {
 		if e.mode.Load() == modeNormal {
-			if ok, retry, count, fast := e.global.allow(l.pol, now); fast {
+			if lz != nil && lz.hot(now) {
+				return lz.allow(countedSource{e}, l.pol, now)
+			}
+			if ok, retry, count, fast, contended := e.global.allow(l.pol, now); fast {
 				e.allowed(ok, count)
-				return ok, retry
+				if contended && lz != nil {
+					lz.heat(now)
+				}
+				if ok {
+					return true, 0
+				}
+				return l.stealOr(now, retry)
 			}
 		}
-		return e.allowGlobal(now)
+		if ok, retry := e.allowGlobal(now); !ok {
+			return l.stealOr(now, retry)
+		}
+		return true, 0
 	}
 	// The global bucket is never evicted, so the lean path applies.
-	lz := l.leases
 	if lz == nil {
 		ok, retry, _ := allow(&l.global.tat, l.pol, now, 1)
 		return ok, retry
 	}
 	if lz.hot(now) {
-		return lz.allow(&l.global.tat, l.pol, now)
+		return lz.allow(plainSource{&l.global.tat}, l.pol, now)
 	}
 	ok, retry, contended := allow(&l.global.tat, l.pol, now, 1)
 	if contended {
 		lz.heat(now)
 	}
-	if !ok && lz.steal(now) {
+	if !ok {
+		return l.stealOr(now, retry)
+	}
+	return true, 0
+}
+
+// stealInto is stealOr for a Decision of n tokens: only a one-token
+// denial can be turned into an admit.
+func (l *Limiter) stealInto(d *Decision, now, n int64) {
+	if d.Allowed || n != 1 {
+		return
+	}
+	if ok, _ := l.stealOr(now, 0); ok {
+		d.Allowed, d.RetryAfter = true, 0
+	}
+}
+
+// stealOr answers a one-token request that the global bucket denied: with
+// a token from any processor's fresh lease if there is one, unless the node
+// is cut off under fail-closed; otherwise with the denial.
+func (l *Limiter) stealOr(now int64, retry time.Duration) (bool, time.Duration) {
+	if lz := l.leases; lz != nil && (l.eng == nil || l.eng.mode.Load() != modeClosed) && lz.steal(now) {
 		return true, 0
 	}
-	return ok, retry
+	return false, retry
 }
 
 // Take spends n tokens of key's bucket now; the key "" is the global
@@ -161,12 +193,11 @@ func (l *Limiter) take(d *Decision, now int64, key string, n int64) error {
 		}
 		if l.eng != nil {
 			l.eng.takeGlobal(d, now, n)
+			l.stealInto(d, now, n)
 			return nil
 		}
 		takeInto(d, &l.global.tat, l.pol, now, n)
-		if !d.Allowed && n == 1 && l.leases != nil && l.leases.steal(now) {
-			d.Allowed, d.RetryAfter = true, 0
-		}
+		l.stealInto(d, now, n)
 		return nil
 	}
 	h := hashKey(l.seed, key)
