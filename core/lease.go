@@ -83,6 +83,9 @@ func newLeasesFor(p *policy, procs int) *leases {
 		return nil
 	}
 	lz := &leases{size: size, slots: make([]leaseSlot, slots)}
+	// Cold at any time a caller may pass, even one before the limiter was
+	// created (0 would make those hot).
+	lz.hotUntil.Store(neverUsed)
 	lz.pool.New = func() any { return lz.another() }
 	return lz
 }
