@@ -78,8 +78,8 @@ func (c *countedBucket) unreported(w uint64) int64 {
 }
 
 // allow spends one token on the lean path. fast is false when the caller
-// must take the general path instead: the count field is full, the word was
-// handed back, or the node has reached its cap of unreported tokens. On an
+// must take the general path instead: the word was handed back, or the node
+// has reached its cap of unreported tokens. On an
 // admit, count is the unreported count after it. contended reports that a
 // compare-and-swap lost a race.
 func (c *countedBucket) allow(p *policy, now int64) (ok bool, retry time.Duration, count int64, fast, contended bool) {
@@ -88,14 +88,22 @@ func (c *countedBucket) allow(p *policy, now int64) (ok bool, retry time.Duratio
 	cost := p.unit.Load()
 	for {
 		n := int64(w & countMask)
-		if n >= countMax || n+spill >= p.localCap.Load() {
+		if n == handedBack || n+spill >= p.localCap.Load() {
 			return false, 0, 0, false, contended
 		}
 		next := spent(w, now, p) + cost
 		if next > p.tolerance {
 			return false, time.Duration(next - p.tolerance), 0, true, contended
 		}
-		if c.word.CompareAndSwap(w, packCounted(now+next, n+1)) {
+		// A count that would not fit the field moves, whole, to spill.
+		keep, moved := n+1, int64(0)
+		if keep > countMax {
+			keep, moved = 0, n+1
+		}
+		if c.word.CompareAndSwap(w, packCounted(now+next, keep)) {
+			if moved > 0 {
+				return true, 0, c.spill.Add(moved), true, contended
+			}
 			return true, 0, n + 1 + spill, true, contended
 		}
 		contended = true

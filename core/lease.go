@@ -30,12 +30,16 @@ import (
 // of its counted word, so their tokens are reported to peers as admitted
 // when they are leased, within the node's cap of unreported tokens; a node
 // cut off under fail-closed spends none. A bucket is hot for
-// hotWindow after a compare-and-swap on its word fails; an uncontended
-// bucket never leases and pays one extra load for the check.
+// hotWindow after two compare-and-swaps on its word have lost races within
+// a millisecond (one alone may be the engine's flush, at most one a
+// millisecond); an uncontended bucket never leases and pays one extra load
+// for the check.
 type leases struct {
 	hotUntil atomic.Int64 // read on every Allow, written at most every hotWindow/10
 	_        [56]byte
 	size     int64 // tokens per lease
+	// lastLost is when a compare-and-swap on the word last lost a race.
+	lastLost atomic.Int64
 	slots    []leaseSlot
 	next     atomic.Uint32
 	// pool hands each processor its slot: sync.Pool keeps a per-processor
@@ -86,6 +90,7 @@ func newLeasesFor(p *policy, procs int) *leases {
 	// Cold at any time a caller may pass, even one before the limiter was
 	// created (0 would make those hot).
 	lz.hotUntil.Store(neverUsed)
+	lz.lastLost.Store(neverUsed)
 	lz.pool.New = func() any { return lz.another() }
 	return lz
 }
@@ -99,6 +104,14 @@ func (lz *leases) another() *leaseSlot {
 }
 
 func (lz *leases) hot(now int64) bool { return now < lz.hotUntil.Load() }
+
+// lost records a compare-and-swap on the word that lost a race, and heats
+// the bucket if another did within a millisecond.
+func (lz *leases) lost(now int64) {
+	if now-lz.lastLost.Swap(now) < int64(time.Millisecond) {
+		lz.heat(now)
+	}
+}
 
 // heat marks the bucket contended as of now.
 func (lz *leases) heat(now int64) {

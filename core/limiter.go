@@ -117,9 +117,14 @@ func (l *Limiter) allowNanos(now int64) (bool, time.Duration) {
 				return lz.allow(countedSource{e}, l.pol, now)
 			}
 			if ok, retry, count, fast, contended := e.global.allow(l.pol, now); fast {
-				e.allowed(ok, count)
+				// Only the first unreported token and the threshold
+				// schedule a flush: checked here, the common case makes
+				// no call.
+				if ok && (count == 1 || count == l.pol.flushAt.Load()) {
+					e.counted(count, 1, l.pol)
+				}
 				if contended && lz != nil {
-					lz.heat(now)
+					lz.lost(now)
 				}
 				if ok {
 					return true, 0
@@ -142,7 +147,7 @@ func (l *Limiter) allowNanos(now int64) (bool, time.Duration) {
 	}
 	ok, retry, contended := allow(&l.global.tat, l.pol, now, 1)
 	if contended {
-		lz.heat(now)
+		lz.lost(now)
 	}
 	if !ok {
 		return l.stealOr(now, retry)
