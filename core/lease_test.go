@@ -289,3 +289,22 @@ func TestClusteredLeasesAdmitAndCountExactlyOneBucket(t *testing.T) {
 		}
 	}
 }
+
+// One lost race does not make a bucket hot (it may be the engine's flush,
+// at most one a millisecond); two within a millisecond do.
+func TestLeasesHeatOnRepeatedLostRaces(t *testing.T) {
+	l := leasingLimiter(t, 1, 100_000)
+	now := int64(time.Second)
+	l.leases.lost(now)
+	l.leases.lost(now + int64(2*time.Millisecond))
+	if l.leases.hot(now + int64(2*time.Millisecond)) {
+		t.Fatal("hot after lost races 2 ms apart")
+	}
+	l.leases.lost(now + int64(2500*time.Microsecond))
+	if !l.leases.hot(now + int64(3*time.Millisecond)) {
+		t.Fatal("not hot after lost races 0.5 ms apart")
+	}
+	if l.leases.hot(now + int64(2500*time.Microsecond) + hotWindow) {
+		t.Fatal("still hot a hot window later")
+	}
+}
