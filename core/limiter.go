@@ -110,33 +110,10 @@ func (l *Limiter) AllowAt(now time.Time) (bool, time.Duration) {
 }
 
 func (l *Limiter) allowNanos(now int64) (bool, time.Duration) {
-	lz := l.leases
-	if e := l.eng; e != nil {
-		if e.mode.Load() == modeNormal {
-			if lz != nil && lz.hot(now) {
-				return lz.allow(countedSource{e}, l.pol, now)
-			}
-			if ok, retry, count, fast, contended := e.global.allow(l.pol, now); fast {
-				// Only the first unreported token and the threshold
-				// schedule a flush: checked here, the common case makes
-				// no call.
-				if ok && (count == 1 || count == l.pol.flushAt.Load()) {
-					e.counted(count, 1, l.pol)
-				}
-				if contended && lz != nil {
-					lz.lost(now)
-				}
-				if ok {
-					return true, 0
-				}
-				return l.stealOr(now, retry)
-			}
-		}
-		if ok, retry := e.allowGlobal(now); !ok {
-			return l.stealOr(now, retry)
-		}
-		return true, 0
+	if l.eng != nil {
+		return l.allowClustered(now)
 	}
+	lz := l.leases
 	// The global bucket is never evicted, so the lean path applies.
 	if lz == nil {
 		ok, retry, _ := allow(&l.global.tat, l.pol, now, 1)
@@ -164,6 +141,36 @@ func (l *Limiter) stealInto(d *Decision, now, n int64) {
 	if ok, _ := l.stealOr(now, 0); ok {
 		d.Allowed, d.RetryAfter = true, 0
 	}
+}
+
+// allowClustered is allowNanos for a clustered limiter, apart so that the
+// standalone path stays small.
+func (l *Limiter) allowClustered(now int64) (bool, time.Duration) {
+	e, lz := l.eng, l.leases
+	if e.mode.Load() == modeNormal {
+		if lz != nil && lz.hot(now) {
+			return lz.allow(countedSource{e}, l.pol, now)
+		}
+		if ok, retry, count, fast, contended := e.global.allow(l.pol, now); fast {
+			// Only the first unreported token and the threshold
+			// schedule a flush: checked here, the common case makes
+			// no call.
+			if ok && (count == 1 || count == l.pol.flushAt.Load()) {
+				e.counted(count, 1, l.pol)
+			}
+			if contended && lz != nil {
+				lz.lost(now)
+			}
+			if ok {
+				return true, 0
+			}
+			return l.stealOr(now, retry)
+		}
+	}
+	if ok, retry := e.allowGlobal(now); !ok {
+		return l.stealOr(now, retry)
+	}
+	return true, 0
 }
 
 // stealOr answers a one-token request that the global bucket denied: with
