@@ -62,27 +62,7 @@ func TestLeasesAdmitExactlyOneBucket(t *testing.T) {
 		l := leasingLimiter(t, 1, burst)
 		at := l.epoch.Add(time.Second)
 		l.leases.heat(l.nanos(at))
-		var admitted atomic.Int64
-		var wg sync.WaitGroup
-		for g := range 8 {
-			wg.Go(func() {
-				for {
-					var ok bool
-					if g%4 == 3 {
-						d, _ := l.TakeAt(at, "", 1)
-						ok = d.Allowed
-					} else {
-						ok, _ = l.AllowAt(at)
-					}
-					if !ok {
-						return
-					}
-					admitted.Add(1)
-				}
-			})
-		}
-		wg.Wait()
-		if got := admitted.Load(); got != burst {
+		if got := spendUntilDenied(l, at, nil); got != burst {
 			t.Fatalf("round %d: 8 goroutines admitted %d at one instant, want exactly %d", round, got, burst)
 		}
 		if n := l.leases.leased(l.nanos(at)); n != 0 {
@@ -256,30 +236,13 @@ func TestClusteredLeasesAdmitAndCountExactlyOneBucket(t *testing.T) {
 		if round%2 == 1 {
 			closeAt = int64(round) * 1000
 		}
-		var admitted atomic.Int64
-		var wg sync.WaitGroup
-		for g := range 8 {
-			wg.Go(func() {
-				for {
-					var ok bool
-					if g%4 == 3 {
-						d, _ := l.TakeAt(at, "", 1)
-						ok = d.Allowed
-					} else {
-						ok, _ = l.AllowAt(at)
-					}
-					if !ok {
-						return
-					}
-					if admitted.Add(1) == closeAt {
-						l.Close()
-					}
-				}
-			})
-		}
-		wg.Wait()
+		got := spendUntilDenied(l, at, func(admitted int64) {
+			if admitted == closeAt {
+				l.Close()
+			}
+		})
 		l.Close()
-		if got := admitted.Load(); got != burst {
+		if got != burst {
 			t.Fatalf("round %d: admitted %d at one instant, want exactly %d", round, got, burst)
 		}
 		if closeAt < 0 {
@@ -307,4 +270,34 @@ func TestLeasesHeatOnRepeatedLostRaces(t *testing.T) {
 	if l.leases.hot(now + int64(2500*time.Microsecond) + hotWindow) {
 		t.Fatal("still hot a hot window later")
 	}
+}
+
+// spendUntilDenied runs 8 goroutines that spend one token at a time at at,
+// one in four through Take and the rest through Allow, each until its first
+// denial, calling after (if set) with the running total after each admit.
+// It returns the total admitted.
+func spendUntilDenied(l *Limiter, at time.Time, after func(admitted int64)) int64 {
+	var admitted atomic.Int64
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for {
+				var ok bool
+				if g%4 == 3 {
+					d, _ := l.TakeAt(at, "", 1)
+					ok = d.Allowed
+				} else {
+					ok, _ = l.AllowAt(at)
+				}
+				if !ok {
+					return
+				}
+				if n := admitted.Add(1); after != nil {
+					after(n)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return admitted.Load()
 }
