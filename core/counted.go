@@ -51,6 +51,24 @@ const (
 
 func packCounted(tat, count int64) uint64 { return uint64(tat)<<countBits | uint64(count) }
 
+// addCount is the count field after adding n to held, and what moves to
+// spill: a count that would not fit the field moves there whole.
+func addCount(held, n int64) (keep, moved int64) {
+	if held+n > countMax {
+		return 0, held + n
+	}
+	return held + n, 0
+}
+
+// unreportedAfter is the unreported count once an admit that left keep in
+// the field and moved moved has landed.
+func (c *countedBucket) unreportedAfter(keep, moved int64) int64 {
+	if moved > 0 {
+		return c.spill.Add(moved)
+	}
+	return keep + c.spill.Load()
+}
+
 // ahead reads a word's time back as its distance ahead of now.
 func ahead(w uint64, now int64) int64 { return int64(w-uint64(now)<<countBits) >> countBits }
 
@@ -95,16 +113,12 @@ func (c *countedBucket) allow(p *policy, now int64) (ok bool, retry time.Duratio
 		if next > p.tolerance {
 			return false, time.Duration(next - p.tolerance), 0, true, contended
 		}
-		// A count that would not fit the field moves, whole, to spill.
-		keep, moved := n+1, int64(0)
-		if keep > countMax {
-			keep, moved = 0, n+1
-		}
+		keep, moved := addCount(n, 1)
 		if c.word.CompareAndSwap(w, packCounted(now+next, keep)) {
 			if moved > 0 {
 				return true, 0, c.spill.Add(moved), true, contended
 			}
-			return true, 0, n + 1 + spill, true, contended
+			return true, 0, keep + spill, true, contended
 		}
 		contended = true
 		w = c.word.Add(0) // see allow in bucket.go
@@ -129,19 +143,10 @@ func (c *countedBucket) take(d *Decision, p *policy, now, n int64) (count int64,
 			p.fillDenied(d, now+base, now, now+next, unit)
 			return 0, true
 		}
-		// A count that would not fit the field moves, whole, to spill.
-		keep, spill := held+n, int64(0)
-		if keep > countMax {
-			keep, spill = 0, held+n
-		}
+		keep, moved := addCount(held, n)
 		if c.word.CompareAndSwap(w, packCounted(now+next, keep)) {
-			if spill > 0 {
-				count = c.spill.Add(spill)
-			} else {
-				count = keep + c.spill.Load()
-			}
 			p.fillAllowed(d, now+next, now, unit)
-			return count, true
+			return c.unreportedAfter(keep, moved), true
 		}
 		w = c.word.Add(0)
 	}
@@ -164,17 +169,9 @@ func (c *countedBucket) takeUpTo(p *policy, now, n, room int64) (got, count int6
 		if got < 1 {
 			return 0, 0, time.Duration(base + unit - p.tolerance), contended, true
 		}
-		keep, spill := held+got, int64(0)
-		if keep > countMax {
-			keep, spill = 0, held+got
-		}
+		keep, moved := addCount(held, got)
 		if c.word.CompareAndSwap(w, packCounted(now+base+got*unit, keep)) {
-			if spill > 0 {
-				count = c.spill.Add(spill)
-			} else {
-				count = keep + c.spill.Load()
-			}
-			return got, count, 0, contended, true
+			return got, c.unreportedAfter(keep, moved), 0, contended, true
 		}
 		contended = true
 		w = c.word.Add(0)

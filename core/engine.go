@@ -204,12 +204,11 @@ func (e *engine) takeGlobal(d *Decision, now, n int64) {
 		}
 		pre = true
 	}
-	if c.unreported(c.word.Load())+n > p.localCap.Load() {
+	if wait, capped := e.overCap(c.unreported(c.word.Load()), p, n); capped {
 		if pre {
 			e.preBudget.Add(n)
 		}
-		e.kick()
-		*d = waitDecision(p)
+		*d = wait
 		return
 	}
 	count, ok := c.take(d, p, now, n)
@@ -231,21 +230,6 @@ func (e *engine) takeStandalone(d *Decision, now, n int64) {
 	for !takeInto(d, &e.l.global.tat, e.l.pol, now, n) {
 		runtime.Gosched()
 	}
-}
-
-// allowGlobal is takeGlobal for one token, on the lean path that skips
-// filling a Decision. Limiter.allowNanos tries countedBucket.allow itself
-// first, saving a call on the hot path; this is the rest.
-func (e *engine) allowGlobal(now int64) (bool, time.Duration) {
-	if e.mode.Load() == modeNormal {
-		if ok, retry, count, fast, _ := e.global.allow(e.l.pol, now); fast {
-			e.allowed(ok, count)
-			return ok, retry
-		}
-	}
-	var d Decision
-	e.takeGlobal(&d, now, 1)
-	return d.Allowed, d.RetryAfter
 }
 
 // countedSource is a clustered limiter's global bucket as the source of
@@ -272,15 +256,6 @@ func (s countedSource) takeUpTo(p *policy, now, n int64) (int64, time.Duration, 
 
 func (s countedSource) giveBack(p *policy, now, n int64) { s.e.global.refund(p, now, n) }
 
-// allowed schedules the flush for a lean admit. Only the first unreported
-// token and the threshold do; testing for them here keeps the common case
-// free of calls.
-func (e *engine) allowed(ok bool, count int64) {
-	if ok && (count == 1 || count == e.l.pol.flushAt.Load()) {
-		e.counted(count, 1, e.l.pol)
-	}
-}
-
 // refundGlobal gives back n tokens of the global bucket.
 func (e *engine) refundGlobal(now, n int64) {
 	if e.mode.Load() == modeStopped {
@@ -300,8 +275,8 @@ func (e *engine) gateClosed(p *policy) (Decision, bool) {
 
 // overCap holds back a request that would push this node's unreported
 // admits past its share of the burst: the peers must hear first.
-func (e *engine) overCap(pending *atomic.Int64, p *policy, now, n int64) (Decision, bool) {
-	if pending.Load()+n <= p.localCap.Load() || e.mode.Load() == modeStopped {
+func (e *engine) overCap(pending int64, p *policy, n int64) (Decision, bool) {
+	if pending+n <= p.localCap.Load() || e.mode.Load() == modeStopped {
 		return Decision{}, false
 	}
 	e.kick()

@@ -167,8 +167,11 @@ func (l *Limiter) allowClustered(now int64) (bool, time.Duration) {
 			return l.stealOr(now, retry)
 		}
 	}
-	if ok, retry := e.allowGlobal(now); !ok {
-		return l.stealOr(now, retry)
+	// Not normal, or past the cap of unreported tokens: the general path.
+	var d Decision
+	e.takeGlobal(&d, now, 1)
+	if !d.Allowed {
+		return l.stealOr(now, d.RetryAfter)
 	}
 	return true, 0
 }

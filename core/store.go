@@ -95,7 +95,7 @@ func (s *store) take(d *Decision, h uint64, p *policy, now, n int64, eng *engine
 			return
 		}
 		if eng != nil {
-			if cd, capped := eng.overCap(e.pending(), p, now, n); capped {
+			if cd, capped := eng.overCap(e.pending().Load(), p, n); capped {
 				*d = cd
 				return
 			}
