@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	gopherpace "github.com/pedreviljoen/gopherpace/core"
+	"github.com/pedreviljoen/gopherpace/core/headers"
 	"github.com/pedreviljoen/gopherpace/core/httplimit"
 	"golang.org/x/time/rate"
 )
@@ -69,6 +70,8 @@ func allowOurs(m mode, parallel bool) func(*testing.B) {
 // request path at full speed, with no network in the measurement.
 type nopTransport struct{}
 
+func (nopTransport) Name() string                          { return "solo" }
+func (nopTransport) MaxFrameSize() int                     { return 1350 }
 func (nopTransport) Broadcast([]byte) error                { return nil }
 func (nopTransport) Subscribe(func(string, []byte)) func() { return func() {} }
 func (nopTransport) Members() []string                     { return nil }
@@ -322,7 +325,7 @@ func middlewareOurs(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer l.Close()
-	mw, err := httplimit.New(l, httplimit.WithHeaders(gopherpace.HeadersNone))
+	mw, err := httplimit.New(l, httplimit.WithHeaders(headers.None))
 	if err != nil {
 		b.Fatal(err)
 	}

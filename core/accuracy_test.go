@@ -163,7 +163,7 @@ func TestBaselineFloorAtZeroOverAdmits(t *testing.T) {
 func TestAccuracyKeyed(t *testing.T) {
 	const nodes, keys, rate, burst = 5, 20, 100, 100
 	const duration = 10 * time.Second
-	net := memtransport.New(memtransport.WithSeed(3))
+	net := memtransport.New(memtransport.WithRandom(3))
 	var lims []*gopherpace.Limiter
 	var trs []*memtransport.Transport
 	for i := range nodes {

@@ -56,15 +56,6 @@ func BenchmarkHashKey(b *testing.B) {
 	_ = h
 }
 
-// nopTransport is a cluster of one that drops every frame: enough to run
-// the clustered request path at full speed.
-type nopTransport struct{}
-
-func (nopTransport) Broadcast([]byte) error                              { return nil }
-func (nopTransport) Subscribe(func(string, []byte)) (unsubscribe func()) { return func() {} }
-func (nopTransport) Members() []string                                   { return nil }
-func (nopTransport) Close() error                                        { return nil }
-
 func BenchmarkAllowClustered(b *testing.B) {
 	l, _ := New(WithRefillRate(1_000_000_000), WithBucketSize(1_000_000_000), WithTransport(nopTransport{}))
 	defer l.Close()

@@ -2,85 +2,17 @@ package gopherpace
 
 import (
 	"math"
-	"math/bits"
 	"sync/atomic"
 	"time"
 )
 
-// maxRate is the largest refill rate accepted: one token per nanosecond. Above
-// it the emission interval would round to zero.
-const maxRate = int64(time.Second)
+// This file holds every operation on a plain bucket word: an atomic int64
+// holding a GCRA theoretical arrival time (TAT) in nanoseconds since the
+// limiter's epoch. The bucket is full whenever tat <= now. Standalone global
+// buckets and every keyed bucket use it; the clustered global bucket uses
+// the counted word (counted.go), and leases their own slots (lease.go).
 
-// maxTolerance bounds burst×interval so that every sum of a state word, a
-// timestamp and a cost stays far from int64 overflow (2^60 ns ≈ 36 years).
-const maxTolerance = int64(1) << 60
-
-// policy is the GCRA form of a (rate, burst) pair, in integer nanoseconds.
-//
-// interval is the emission interval 1s/rate, rounded up so that the bucket
-// never refills faster than the configured rate; tolerance is burst×interval,
-// the furthest the theoretical arrival time may run ahead of now.
-//
-// When clustered, the engine moves three more fields as membership changes:
-// unit, the time one token costs (interval, scaled up while this node sees
-// only part of the cluster); localCap, the most tokens this node may admit
-// before its peers have been told; and flushAt, the count of unreported
-// tokens that triggers an early flush.
-type policy struct {
-	rate      int64
-	burst     int64
-	interval  int64
-	tolerance int64
-	recip     uint64 // floor((2^64-1)/interval), for tokensIn
-	unit      atomic.Int64
-	localCap  atomic.Int64
-	flushAt   atomic.Int64
-}
-
-func newPolicy(rate, burst int64) (*policy, error) {
-	if rate <= 0 {
-		return nil, errorf("refill rate must be > 0, got %d", rate)
-	}
-	if rate > maxRate {
-		return nil, errorf("refill rate %d/s is above the maximum of %d/s", rate, maxRate)
-	}
-	if burst < 1 {
-		return nil, errorf("bucket size must be >= 1, got %d", burst)
-	}
-	interval := (int64(time.Second) + rate - 1) / rate
-	if burst > maxTolerance/interval {
-		return nil, errorf("bucket size %d at %d/s spans more than %v of refill", burst, rate, time.Duration(maxTolerance))
-	}
-	p := &policy{rate: rate, burst: burst, interval: interval, tolerance: burst * interval, recip: math.MaxUint64 / uint64(interval)}
-	p.unit.Store(interval)
-	p.localCap.Store(math.MaxInt64)
-	p.flushAt.Store(math.MaxInt64)
-	return p, nil
-}
-
-// tokensIn is x/unit rounded down, for x >= 0: the whole tokens that x
-// nanoseconds buy. A 64-bit division costs tens of cycles, most of a
-// Decision's price; for the policy's own interval it multiplies by the
-// reciprocal instead. The product's high word q is never above the
-// quotient and at most one below it, since x/interval − x·recip/2^64 <
-// x/2^64 < 1; one comparison corrects it.
-func (p *policy) tokensIn(x, unit int64) int64 {
-	if unit != p.interval || x < 0 {
-		return x / unit
-	}
-	q, _ := bits.Mul64(uint64(x), p.recip)
-	if uint64(x)-q*uint64(unit) >= uint64(unit) {
-		q++
-	}
-	return int64(q)
-}
-
-// window is the time an empty bucket takes to fill.
-func (p *policy) window() time.Duration { return time.Duration(p.tolerance) }
-
-// bucket is one GCRA token bucket: a single word, the theoretical arrival
-// time (TAT) in nanoseconds since the limiter's epoch. The bucket is full
-// whenever tat <= now. It is padded to a cache line so that two hot buckets
+// bucket is one plain word, padded to a cache line so that two hot buckets
 // never share one.
 type bucket struct {
 	tat atomic.Int64
@@ -98,15 +30,20 @@ const neverUsed = math.MinInt64 / 4
 // it looks the key up again.
 const evicted = math.MinInt64
 
-// take tries to spend n tokens at now. It never spends on a denial, and it
-// reports ok=false with retry when the state word was evicted under it.
-func take(tat *atomic.Int64, p *policy, now, n int64) (d Decision, ok bool) {
-	ok = takeInto(&d, tat, p, now, n)
-	return
-}
+// reread loads w for another compare-and-swap after one lost a race. It is
+// a locked add of zero rather than a load: the add takes the cache line
+// exclusive, so the next compare-and-swap does not have to upgrade it from
+// shared (one transfer between cores, not two). Every contended loop on a
+// bucket word reads through it.
+func reread(w *atomic.Int64) int64 { return w.Add(0) }
 
-// takeInto is take writing its Decision into d: a Decision is six words,
-// and copying it up through every caller costs more than deciding.
+// rereadCounted is reread for a counted or lease word.
+func rereadCounted(w *atomic.Uint64) uint64 { return w.Add(0) }
+
+// takeInto tries to spend n tokens at now, writing the Decision into d: a
+// Decision is six words, and copying it up through every caller costs more
+// than deciding. It never spends on a denial, and it returns false, without
+// deciding, when the word was evicted under it.
 func takeInto(d *Decision, tat *atomic.Int64, p *policy, now, n int64) (ok bool) {
 	unit := p.unit.Load()
 	cost := n * unit
@@ -125,13 +62,14 @@ func takeInto(d *Decision, tat *atomic.Int64, p *policy, now, n int64) (ok bool)
 			p.fillAllowed(d, next, now, unit)
 			return true
 		}
-		old = tat.Add(0) // see allow
+		old = reread(tat)
 	}
 }
 
-// allow is take for callers that need only the verdict and the retry
-// delay: it skips the divisions that fill a Decision. contended reports
-// that a compare-and-swap lost a race.
+// allow is takeInto for callers that need only the verdict and the retry
+// delay: it skips the divisions that fill a Decision. The word must never
+// be evicted (the global bucket). contended reports that a compare-and-swap
+// lost a race.
 func allow(tat *atomic.Int64, p *policy, now, n int64) (ok bool, retry time.Duration, contended bool) {
 	cost := n * p.unit.Load()
 	old := tat.Load()
@@ -144,30 +82,27 @@ func allow(tat *atomic.Int64, p *policy, now, n int64) (ok bool, retry time.Dura
 			return true, 0, contended
 		}
 		contended = true
-		// Contended: read the word with a locked add of zero, which takes the
-		// cache line exclusive, so that the next compare-and-swap does not
-		// have to upgrade it from shared (one transfer between cores, not two).
-		old = tat.Add(0)
+		old = reread(tat)
 	}
 }
 
-func (p *policy) fillAllowed(d *Decision, next, now, unit int64) {
-	*d = Decision{
-		Allowed:    true,
-		Limit:      p.burst,
-		Remaining:  p.tokensIn(now+p.tolerance-next, unit),
-		ResetAfter: time.Duration(next - now),
-		Window:     p.window(),
-	}
-}
-
-func (p *policy) fillDenied(d *Decision, base, now, next, unit int64) {
-	*d = Decision{
-		Limit:      p.burst,
-		Remaining:  max(0, p.tokensIn(now+p.tolerance-base, unit)),
-		RetryAfter: time.Duration(next - p.tolerance - now),
-		ResetAfter: time.Duration(base - now),
-		Window:     p.window(),
+// takeUpTo spends as many tokens as the bucket holds, up to n, in one
+// compare-and-swap, for a lease. On a denial (got 0) it returns the wait
+// for one token.
+func takeUpTo(tat *atomic.Int64, p *policy, now, n int64) (got int64, retry time.Duration, contended bool) {
+	unit := p.unit.Load()
+	old := tat.Load()
+	for {
+		base := max(old, now)
+		got = min(n, p.tokensIn(now+p.tolerance-base, unit))
+		if got < 1 {
+			return 0, time.Duration(base + unit - p.tolerance - now), contended
+		}
+		if tat.CompareAndSwap(old, base+got*unit) {
+			return got, 0, contended
+		}
+		contended = true
+		old = reread(tat)
 	}
 }
 
@@ -201,6 +136,16 @@ func debit(tat *atomic.Int64, p *policy, now, n, maxDebt int64) {
 		}
 		next := min(max(old, now)+cost, limit)
 		if tat.CompareAndSwap(old, next) {
+			return
+		}
+	}
+}
+
+// empty spends every token left, for a node that joined a running cluster.
+func empty(tat *atomic.Int64, p *policy, now int64) {
+	for {
+		old := tat.Load()
+		if old == evicted || old >= now+p.tolerance || tat.CompareAndSwap(old, now+p.tolerance) {
 			return
 		}
 	}

@@ -10,15 +10,6 @@ import (
 	"time"
 )
 
-func mustPolicy(t testing.TB, rate, burst int64) *policy {
-	t.Helper()
-	p, err := newPolicy(rate, burst)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
 func TestBucketBurstThenRefill(t *testing.T) {
 	p := mustPolicy(t, 10, 5)
 	var tat atomic.Int64

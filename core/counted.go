@@ -5,6 +5,9 @@ import (
 	"time"
 )
 
+// This file holds every operation on a counted word, the clustered global
+// bucket's state.
+
 // countedBucket is the global bucket of a clustered limiter. One word holds
 // both the theoretical arrival time (TAT) and the count of tokens this node
 // admitted that its peers have not been told of yet, so counting an admit for
@@ -121,7 +124,7 @@ func (c *countedBucket) allow(p *policy, now int64) (ok bool, retry time.Duratio
 			return true, 0, keep + spill, true, contended
 		}
 		contended = true
-		w = c.word.Add(0) // see allow in bucket.go
+		w = rereadCounted(&c.word)
 	}
 }
 
@@ -148,7 +151,7 @@ func (c *countedBucket) take(d *Decision, p *policy, now, n int64) (count int64,
 			p.fillAllowed(d, now+next, now, unit)
 			return c.unreportedAfter(keep, moved), true
 		}
-		w = c.word.Add(0)
+		w = rereadCounted(&c.word)
 	}
 }
 
@@ -174,7 +177,7 @@ func (c *countedBucket) takeUpTo(p *policy, now, n, room int64) (got, count int6
 			return got, c.unreportedAfter(keep, moved), 0, contended, true
 		}
 		contended = true
-		w = c.word.Add(0)
+		w = rereadCounted(&c.word)
 	}
 }
 
@@ -263,4 +266,15 @@ func (c *countedBucket) tat(p *policy, now int64) (int64, bool) {
 		return 0, false
 	}
 	return now + spent(w, now, p), true
+}
+
+// unreport takes up to n tokens out of a not-yet-sent count: the counted
+// word's spill, or a keyed entry's pending count.
+func unreport(pending *atomic.Int64, n int64) {
+	for {
+		old := pending.Load()
+		if old <= 0 || pending.CompareAndSwap(old, max(0, old-n)) {
+			return
+		}
+	}
 }

@@ -251,8 +251,3 @@ func FuzzCountedDecidesLikeBucket(f *testing.F) {
 		}
 	})
 }
-
-func (c *countedBucket) decide(p *policy, now, n int64) (d Decision) {
-	c.take(&d, p, now, n)
-	return
-}

@@ -1,10 +1,14 @@
 package gopherpace
 
-import "time"
+import (
+	"time"
+
+	"github.com/pedreviljoen/gopherpace/core/internal/render"
+)
 
 // Decision is the outcome of one request for tokens, with what a caller needs
-// to answer it: HTTP 429 with Retry-After and RateLimit headers, or a gRPC
-// RetryInfo.
+// to answer it: HTTP 429 with Retry-After and RateLimit headers (see the
+// headers package), or a gRPC RetryInfo.
 type Decision struct {
 	// Allowed reports whether the tokens were granted (and spent).
 	Allowed bool
@@ -24,19 +28,4 @@ type Decision struct {
 
 // NextTokenAfter is how long until at least one more token becomes
 // available: zero when the bucket is full, RetryAfter on a denial.
-func (d Decision) NextTokenAfter() time.Duration {
-	if !d.Allowed {
-		return d.RetryAfter
-	}
-	if d.Remaining >= d.Limit || d.Limit <= 0 || d.ResetAfter <= 0 {
-		return 0
-	}
-	interval := d.Window / time.Duration(d.Limit)
-	if interval <= 0 {
-		return 0
-	}
-	// Tokens appear each time ResetAfter crosses a multiple of interval
-	// below Window.
-	rem := (d.Window - d.ResetAfter) % interval
-	return interval - rem
-}
+func (d Decision) NextTokenAfter() time.Duration { return render.Quota(d).NextTokenAfter() }

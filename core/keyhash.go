@@ -5,14 +5,14 @@ import "math/bits"
 // Keys are identified by a 64-bit hash, not by the key string: the store
 // then holds 8 bytes per key instead of a copy of the string, and the wire
 // format can carry fixed 8-byte identities. The hash must be the same on every
-// node, so it is a fixed function of the key and a seed (WithKeySeed), never
-// a per-process random seed.
+// node, so it is a fixed function of the key and a secret
+// (WithKeyHashSecret), never a per-process random value.
 //
 // Accidental collisions are negligible: among n live keys the chance that
 // any two share a hash is about n²/2⁶⁵, 3·10⁻⁸ at a million keys. A collision
 // makes two keys share one bucket, which can only admit less, never more.
-// Deliberately crafted collisions need the seed; set a secret one with
-// WithKeySeed when keys are chosen by untrusted clients.
+// Deliberately crafted collisions need the secret; set a random one with
+// WithKeyHashSecret when keys are chosen by untrusted clients.
 
 const (
 	prime1 uint64 = 0x9E3779B185EBCA87
@@ -24,8 +24,8 @@ const (
 
 // hashKey is a single-lane variant of the xxHash64 round and avalanche,
 // reading eight bytes at a time; it never allocates.
-func hashKey(seed uint64, s string) uint64 {
-	h := seed + prime5 + uint64(len(s))
+func hashKey(secret uint64, s string) uint64 {
+	h := secret + prime5 + uint64(len(s))
 	i := 0
 	for ; i+8 <= len(s); i += 8 {
 		k := uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |

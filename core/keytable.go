@@ -2,7 +2,7 @@ package gopherpace
 
 import "sync/atomic"
 
-// keyTable is one shard's index from key hash to entry: open addressing
+// keyTable is one shard's index from key hash to *E, an entry of the store: open addressing
 // with linear probing, in slots that readers load atomically, so a lookup
 // takes no lock and writes nothing. A Go map under a read lock cost two
 // atomic adds per lookup on a cache line that every core touches.
@@ -14,20 +14,20 @@ import "sync/atomic"
 // does. A rebuild publishes a new slot array; a reader still on the old one
 // sees the same entries, and one it misses it looks up again under the
 // lock.
-type keyTable struct {
-	slots atomic.Pointer[slotArray]
+type keyTable[E any] struct {
+	slots atomic.Pointer[slotArray[E]]
 	used  int // slots holding a key, live or tombstone; guarded by the shard lock
 	live  int // guarded by the shard lock
 }
 
-type slotArray struct {
+type slotArray[E any] struct {
 	mask uint64
-	s    []keySlot
+	s    []keySlot[E]
 }
 
-type keySlot struct {
+type keySlot[E any] struct {
 	key atomic.Uint64 // 0: never used
-	e   atomic.Pointer[entry]
+	e   atomic.Pointer[E]
 }
 
 // minSlots is a new table's size: a shard starts out small, since most
@@ -39,7 +39,7 @@ const minSlots = 8
 func slotKey(h uint64) uint64 { return max(h, 1) }
 
 // get returns h's entry, or nil. It takes no lock.
-func (t *keyTable) get(h uint64) *entry {
+func (t *keyTable[E]) get(h uint64) *E {
 	a := t.slots.Load()
 	if a == nil {
 		return nil
@@ -56,7 +56,7 @@ func (t *keyTable) get(h uint64) *entry {
 }
 
 // put maps h to e; h must have no live entry. The caller holds the lock.
-func (t *keyTable) put(h uint64, e *entry) {
+func (t *keyTable[E]) put(h uint64, e *E) {
 	if a := t.slots.Load(); a == nil || (t.used+1)*4 > len(a.s)*3 {
 		t.rebuild(t.live + 1)
 	}
@@ -80,7 +80,7 @@ func (t *keyTable) put(h uint64, e *entry) {
 }
 
 // remove drops h's entry, leaving a tombstone. The caller holds the lock.
-func (t *keyTable) remove(h uint64) {
+func (t *keyTable[E]) remove(h uint64) {
 	a := t.slots.Load()
 	if a == nil {
 		return
@@ -101,7 +101,7 @@ func (t *keyTable) remove(h uint64) {
 
 // each calls f for every live entry, with its slot key. Without the lock
 // it sees entries as some moment during the walk had them.
-func (t *keyTable) each(f func(k uint64, e *entry)) {
+func (t *keyTable[E]) each(f func(k uint64, e *E)) {
 	a := t.slots.Load()
 	if a == nil {
 		return
@@ -115,12 +115,12 @@ func (t *keyTable) each(f func(k uint64, e *entry)) {
 
 // rebuild moves the live entries to a new array with room for at least
 // want of them at half load. The caller holds the lock.
-func (t *keyTable) rebuild(want int) {
+func (t *keyTable[E]) rebuild(want int) {
 	n := minSlots
 	for n < 2*want {
 		n *= 2
 	}
-	b := &slotArray{mask: uint64(n - 1), s: make([]keySlot, n)}
+	b := &slotArray[E]{mask: uint64(n - 1), s: make([]keySlot[E], n)}
 	used := 0
 	if a := t.slots.Load(); a != nil {
 		for i := range a.s {

@@ -9,8 +9,8 @@ import (
 
 // newTagged returns an entry that records the key it belongs to, so that a
 // lookup can check it found the right one.
-func newTagged(h uint64) *entry {
-	e := &entry{}
+func newTagged(h uint64) *plainEntry {
+	e := &plainEntry{}
 	e.tat.Store(int64(h >> 1))
 	return e
 }
@@ -19,8 +19,8 @@ func newTagged(h uint64) *entry {
 // keep later keys findable, re-puts reuse them, and rebuilds keep every
 // live key.
 func TestKeyTableMatchesMap(t *testing.T) {
-	var tb keyTable
-	want := map[uint64]*entry{}
+	var tb keyTable[plainEntry]
+	want := map[uint64]*plainEntry{}
 	rng := rand.New(rand.NewPCG(5, 6))
 	// Few distinct keys with shared low bits, so that probe chains are long.
 	key := func() uint64 { return rng.Uint64N(300) << 20 }
@@ -49,7 +49,7 @@ func TestKeyTableMatchesMap(t *testing.T) {
 		}
 	}
 	seen := 0
-	tb.each(func(k uint64, e *entry) {
+	tb.each(func(k uint64, e *plainEntry) {
 		if want[k] != e {
 			t.Fatalf("each gave %#x → %p, want %p", k, e, want[k])
 		}
@@ -62,7 +62,7 @@ func TestKeyTableMatchesMap(t *testing.T) {
 
 // A table that held a flood of keys shrinks once they are gone.
 func TestKeyTableShrinksAfterFlood(t *testing.T) {
-	var tb keyTable
+	var tb keyTable[plainEntry]
 	for h := range uint64(3_000) {
 		tb.put(h+1, newTagged(h+1))
 	}
@@ -90,7 +90,7 @@ func TestKeyTableShrinksAfterFlood(t *testing.T) {
 
 // Hash 0 cannot mark an empty slot: it shares hash 1's bucket.
 func TestKeyTableHashZero(t *testing.T) {
-	var tb keyTable
+	var tb keyTable[plainEntry]
 	e := newTagged(0)
 	tb.put(0, e)
 	if tb.get(0) != e || tb.get(1) != e {
@@ -102,7 +102,7 @@ func TestKeyTableHashZero(t *testing.T) {
 // only ever find a key's own entry or nothing; a key that stays put is
 // always found.
 func TestKeyTableLockFreeReaders(t *testing.T) {
-	var tb keyTable
+	var tb keyTable[plainEntry]
 	var mu sync.Mutex
 	const keep = 64
 	for h := range uint64(keep) {

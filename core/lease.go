@@ -209,22 +209,3 @@ func (lz *leases) leased(now int64) int64 {
 	}
 	return n
 }
-
-// takeUpTo spends as many tokens as the bucket holds, up to n, in one
-// compare-and-swap. On a denial (got 0) it returns the wait for one token.
-func takeUpTo(tat *atomic.Int64, p *policy, now, n int64) (got int64, retry time.Duration, contended bool) {
-	unit := p.unit.Load()
-	old := tat.Load()
-	for {
-		base := max(old, now)
-		got = min(n, p.tokensIn(now+p.tolerance-base, unit))
-		if got < 1 {
-			return 0, time.Duration(base + unit - p.tolerance - now), contended
-		}
-		if tat.CompareAndSwap(old, base+got*unit) {
-			return got, 0, contended
-		}
-		contended = true
-		old = tat.Add(0) // see allow in bucket.go
-	}
-}

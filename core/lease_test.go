@@ -3,24 +3,9 @@ package gopherpace
 import (
 	"math/rand/v2"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 )
-
-func leasingLimiter(t *testing.T, rate, burst int64) *Limiter {
-	t.Helper()
-	l, err := New(WithRefillRate(rate), WithBucketSize(burst))
-	if err != nil {
-		t.Fatal(err)
-	}
-	// As on a 2-processor machine, whatever this one has.
-	if l.leases = newLeasesFor(l.pol, 2); l.leases == nil {
-		t.Fatalf("a bucket of %d does not lease", burst)
-	}
-	return l
-}
 
 // Small buckets never lease: a batch would be a large part of the bucket.
 func TestLeasesOnlyForRoomyBuckets(t *testing.T) {
@@ -78,8 +63,8 @@ func TestLeasesAdmitExactlyOneBucket(t *testing.T) {
 func TestLeasesHoldTheWindowBound(t *testing.T) {
 	const rate, burst = 1_000, 1_000
 	l := leasingLimiter(t, rate, 100_000)
-	l.pol = mustPolicy(t, rate, burst)
-	l.leases = newLeasesFor(l.pol, 1)
+	l.pols.def = mustPolicy(t, rate, burst)
+	l.leases = newLeasesFor(l.pols.def, 1)
 	rng := rand.New(rand.NewPCG(1, 2))
 	var times []int64 // the time of every admit, in order
 	now := int64(time.Second)
@@ -145,7 +130,7 @@ func TestLeasesDenialSpendsAnyLease(t *testing.T) {
 			defer l.Close()
 			path = strings.TrimPrefix(path, "clustered ")
 		}
-		l.leases = newLeasesFor(l.pol, 4)
+		l.leases = newLeasesFor(l.pols.def, 4)
 		at := l.epoch.Add(time.Second)
 		now := l.nanos(at)
 		if d, _ := l.TakeAt(at, "", 100_000); !d.Allowed {
@@ -192,10 +177,10 @@ func FuzzLeasingNeverExceedsRate(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if l.leases = newLeasesFor(l.pol, 2); l.leases == nil {
+		if l.leases = newLeasesFor(l.pols.def, 2); l.leases == nil {
 			return
 		}
-		p := l.pol
+		p := l.pols.def
 		now, furthest, admitted := int64(0), int64(0), int64(0)
 		for i := 0; i+1 < len(steps); i += 2 {
 			// Signed steps of up to ±127 intervals/16: many calls share a
@@ -229,7 +214,7 @@ func TestClusteredLeasesAdmitAndCountExactlyOneBucket(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		l.leases = newLeasesFor(l.pol, 2)
+		l.leases = newLeasesFor(l.pols.def, 2)
 		at := l.epoch.Add(time.Second)
 		l.leases.heat(l.nanos(at))
 		closeAt := int64(-1)
@@ -270,34 +255,4 @@ func TestLeasesHeatOnRepeatedLostRaces(t *testing.T) {
 	if l.leases.hot(now + int64(2500*time.Microsecond) + hotWindow) {
 		t.Fatal("still hot a hot window later")
 	}
-}
-
-// spendUntilDenied runs 8 goroutines that spend one token at a time at at,
-// one in four through Take and the rest through Allow, each until its first
-// denial, calling after (if set) with the running total after each admit.
-// It returns the total admitted.
-func spendUntilDenied(l *Limiter, at time.Time, after func(admitted int64)) int64 {
-	var admitted atomic.Int64
-	var wg sync.WaitGroup
-	for g := range 8 {
-		wg.Go(func() {
-			for {
-				var ok bool
-				if g%4 == 3 {
-					d, _ := l.TakeAt(at, "", 1)
-					ok = d.Allowed
-				} else {
-					ok, _ = l.AllowAt(at)
-				}
-				if !ok {
-					return
-				}
-				if n := admitted.Add(1); after != nil {
-					after(n)
-				}
-			}
-		})
-	}
-	wg.Wait()
-	return admitted.Load()
 }

@@ -10,18 +10,6 @@ import (
 	"time"
 )
 
-var t0 = time.Unix(1_700_000_000, 0)
-
-func newTestLimiter(t testing.TB, opts ...Option) *Limiter {
-	t.Helper()
-	l, err := New(opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	return l
-}
-
 func TestNewValidation(t *testing.T) {
 	for _, tc := range []struct {
 		name string

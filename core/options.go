@@ -11,15 +11,15 @@ import (
 type Option func(*config)
 
 type config struct {
-	rate      int64
-	burst     int64
-	burstSet  bool
-	nodeName  string
-	logger    *slog.Logger
-	maxKeys   int64
-	keySeed   uint64
-	overrides []override
-	errs      []error
+	rate       int64
+	burst      int64
+	burstSet   bool
+	nodeName   string
+	logger     *slog.Logger
+	maxKeys    int64
+	hashSecret uint64
+	overrides  []override
+	errs       []error
 
 	transport Transport
 	interval  time.Duration
@@ -153,8 +153,10 @@ func WithBucketSize(tokens int64) Option {
 	return func(c *config) { c.burst, c.burstSet = tokens, true }
 }
 
-// WithNodeName sets this node's identity in logs and, when clustered, in the
-// cluster. Defaults to the host name.
+// WithNodeName sets this node's name in logs. A clustered limiter takes its
+// name from its Transport, so there is one name per node everywhere; given
+// with WithTransport, it must equal the transport's. Defaults to the host
+// name standalone.
 func WithNodeName(name string) Option {
 	return func(c *config) {
 		if name == "" {
@@ -195,11 +197,12 @@ func WithOverride(key string, tokensPerSecond, bucketSize int64) Option {
 	}
 }
 
-// WithKeySeed seeds the 64-bit hash that identifies keys. Every node of a
-// cluster must use the same seed. Set a secret one when keys come from
-// untrusted clients, so nobody can craft two keys that share a bucket.
-func WithKeySeed(seed uint64) Option {
-	return func(c *config) { c.keySeed = seed }
+// WithKeyHashSecret sets the secret mixed into the 64-bit hash that
+// identifies keys. Every node of a cluster must use the same one. Set a
+// random one when keys come from untrusted clients, so that nobody can
+// craft two keys that share a bucket. Default 0.
+func WithKeyHashSecret(secret uint64) Option {
+	return func(c *config) { c.hashSecret = secret }
 }
 
 func defaultConfig() config {
@@ -226,6 +229,15 @@ func (c *config) finish() error {
 	}
 	if c.maxKeys < 1 {
 		return errorf("max keys must be >= 1, got %d", c.maxKeys)
+	}
+	if c.transport != nil {
+		if c.nodeName != "" && c.nodeName != c.transport.Name() {
+			return errorf("node name %q differs from the transport's %q: a clustered limiter is named by its transport; leave WithNodeName out", c.nodeName, c.transport.Name())
+		}
+		c.nodeName = c.transport.Name()
+		if fs := c.transport.MaxFrameSize(); fs < MinFrameSize {
+			return errorf("transport's MaxFrameSize %d is below the minimum of %d bytes", fs, MinFrameSize)
+		}
 	}
 	if c.nodeName == "" {
 		host, err := os.Hostname()

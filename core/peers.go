@@ -25,8 +25,6 @@ type peer struct {
 	synced    bool
 	// departed marks a graceful leave of this incarnation.
 	departed bool
-	// expired marks a peer silent for longer than the grace period.
-	expired bool
 }
 
 // seqWindow remembers which of the last windowSize sequence numbers of one

@@ -97,7 +97,7 @@ func onNode(mult float64, i int) func(time.Duration, int) float64 {
 func runScenario(t testing.TB, sc scenario, baseline bool) *simCluster {
 	sc = defaults(sc)
 	c := &simCluster{t: t, sc: &sc, baseline: baseline, steps: int(sc.duration / step)}
-	opts := append([]memtransport.Option{memtransport.WithSeed(7)}, sc.netOpts...)
+	opts := append([]memtransport.Option{memtransport.WithRandom(7)}, sc.netOpts...)
 	c.net = memtransport.New(opts...)
 	// A cold start: the nodes find each other (as memberlist does through
 	// its seeds) before their limiters start serving.

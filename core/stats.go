@@ -44,27 +44,30 @@ type Stats struct {
 
 // Stats returns a snapshot of the limiter's state.
 func (l *Limiter) Stats() Stats {
+	p := l.pols.def
 	now := int64(time.Since(l.epoch))
 	tat := l.global.tat.Load()
+	var s Stats
 	if l.eng != nil {
 		now = l.eng.now()
-		if t, ok := l.eng.global.tat(l.pol, now); ok {
+		if t, ok := l.eng.global.tat(p, now); ok {
 			tat = t
 		}
+		l.eng.fillStats(&s)
+	} else {
+		s.LiveKeys, s.OverflowDecisions = l.keys.len(), l.keys.overflowed.Load()
 	}
 	tat = max(tat, now)
-	unit := l.pol.unit.Load()
-	s := Stats{
-		GlobalTokens: (now + l.pol.tolerance - tat) / unit,
-		LiveKeys:     l.keys.len(), OverflowDecisions: l.keys.overflowed.Load(),
-	}
+	s.GlobalTokens = (now + p.tolerance - tat) / p.unit.Load()
 	if l.leases != nil {
-		s.GlobalTokens = min(l.pol.burst, s.GlobalTokens+l.leases.leased(now))
+		s.GlobalTokens = min(p.burst, s.GlobalTokens+l.leases.leased(now))
 	}
-	e := l.eng
-	if e == nil {
-		return s
-	}
+	return s
+}
+
+// fillStats writes the engine's part of a Stats snapshot.
+func (e *engine) fillStats(s *Stats) {
+	s.LiveKeys, s.OverflowDecisions = e.keys.len(), e.keys.overflowed.Load()
 	s.Clustered = true
 	s.VisibleNodes, s.KnownNodes, s.HeardNodes = e.stats.visible.Load(), e.stats.known.Load(), e.stats.heard.Load()
 	s.Partitioned = s.VisibleNodes < s.KnownNodes
@@ -79,5 +82,4 @@ func (l *Limiter) Stats() Stats {
 		s.FramesMissing += p.window.missing()
 	}
 	e.mu.Unlock()
-	return s
 }

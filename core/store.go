@@ -4,7 +4,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unsafe"
 )
 
 // shardCount splits the keyed store so that concurrent requests for
@@ -21,18 +20,49 @@ const (
 	pressureSweepGap = int64(100 * time.Millisecond)
 )
 
+// An entry is the state of one keyed bucket. A standalone store holds
+// plainEntry (8 bytes: the bucket word); a clustered one holds clusterEntry,
+// which adds the count of tokens admitted here and not yet sent to peers.
+// Each store has one entry type, fixed by its Go type, so no entry is ever
+// read as the other kind.
+type entry[E any] interface {
+	*E
+	// word is the entry's bucket word (bucket.go).
+	word() *atomic.Int64
+	// busy reports whether the entry holds counts not yet sent to peers, so
+	// that a sweep must keep it.
+	busy() bool
+}
+
+type plainEntry struct{ tat atomic.Int64 }
+
+func (e *plainEntry) word() *atomic.Int64 { return &e.tat }
+func (e *plainEntry) busy() bool          { return false }
+
+type clusterEntry struct {
+	tat     atomic.Int64
+	pending atomic.Int64 // admitted here, not yet sent
+}
+
+func (e *clusterEntry) word() *atomic.Int64 { return &e.tat }
+func (e *clusterEntry) busy() bool          { return e.pending.Load() != 0 }
+
+type (
+	plainStore   = store[plainEntry, *plainEntry]
+	clusterStore = store[clusterEntry, *clusterEntry]
+)
+
 // store holds one bucket per key hash. A bucket lives while it is not full:
 // a full bucket carries no information (a new one starts full), so sweeps
 // remove it. The number of live buckets is capped; a key that arrives while
 // the store is at its cap shares one overflow bucket with every other such
 // key, so a flood of random keys is limited as if it were a single client
 // and never displaces the buckets of keys already being limited.
-type store struct {
-	shards    [shardCount]shard
-	clustered bool // entries are clusterEntry
-	live      atomic.Int64
-	maxKeys   int64
-	overflow  bucket
+type store[E any, P entry[E]] struct {
+	shards   [shardCount]shard[E]
+	live     atomic.Int64
+	maxKeys  int64
+	overflow bucket
 	// overflowed counts decisions made on the overflow bucket.
 	overflowed atomic.Uint64
 
@@ -42,37 +72,17 @@ type store struct {
 
 // shard is one part of the store. Lookups read its table without a lock;
 // inserts and sweeps take mu.
-type shard struct {
+type shard[E any] struct {
 	mu        sync.Mutex
-	t         keyTable
+	t         keyTable[E]
 	nextSweep int64 // guarded by mu
 	// Pad to a cache line so that a neighbouring shard's writers do not
 	// disturb this one's readers.
 	_ [24]byte
 }
 
-// entry is the state of one keyed bucket: its theoretical arrival time.
-// A clustered store allocates clusterEntry instead, which adds the count of
-// tokens admitted here and not yet sent to peers; standalone keys so cost 8
-// bytes instead of 16.
-type entry struct {
-	tat atomic.Int64
-}
-
-type clusterEntry struct {
-	entry
-	pending atomic.Int64
-}
-
-// pending returns the unsent count of an entry of a clustered store. Only a
-// clustered store calls it, and it allocates every entry as a clusterEntry
-// whose first field is the entry, so the conversion is sound.
-func (e *entry) pending() *atomic.Int64 {
-	return &(*clusterEntry)(unsafe.Pointer(e)).pending
-}
-
-func newStore(maxKeys int64, clustered bool) *store {
-	s := &store{maxKeys: maxKeys, clustered: clustered}
+func newStore[E any, P entry[E]](maxKeys int64) *store[E, P] {
+	s := &store[E, P]{maxKeys: maxKeys}
 	for i := range s.shards {
 		s.shards[i].nextSweep = neverUsed
 	}
@@ -81,37 +91,33 @@ func newStore(maxKeys int64, clustered bool) *store {
 	return s
 }
 
-func (s *store) shardFor(h uint64) *shard { return &s.shards[h&(shardCount-1)] }
+func (s *store[E, P]) shardFor(h uint64) *shard[E] { return &s.shards[h&(shardCount-1)] }
 
-// take spends n tokens of the bucket for key hash h. With an engine, the
-// admit is counted for gossip and held to the engine's local cap.
-func (s *store) take(d *Decision, h uint64, p *policy, now, n int64, eng *engine) {
-	sh := s.shardFor(h)
+// take spends n tokens of the bucket for key hash h, deciding into d.
+func (s *store[E, P]) take(d *Decision, h uint64, p *policy, now, n int64) {
 	for {
-		e := s.get(sh, h, now)
+		e := P(s.get(h, now))
 		if e == nil {
-			s.overflowed.Add(1)
-			takeInto(d, &s.overflow.tat, p, now, n)
+			s.takeOverflow(d, p, now, n)
 			return
 		}
-		if eng != nil {
-			if cd, capped := eng.overCap(e.pending().Load(), p, n); capped {
-				*d = cd
-				return
-			}
-		}
-		if takeInto(d, &e.tat, p, now, n) {
-			if d.Allowed && eng != nil {
-				eng.countKeyed(h, e, p, n)
-			}
+		if takeInto(d, e.word(), p, now, n) {
 			return
 		}
 		// The entry was evicted between lookup and take: look again.
 	}
 }
 
+// takeOverflow decides on the bucket shared by keys that found the store
+// at its cap.
+func (s *store[E, P]) takeOverflow(d *Decision, p *policy, now, n int64) {
+	s.overflowed.Add(1)
+	takeInto(d, &s.overflow.tat, p, now, n)
+}
+
 // get returns the live entry for h, creating it, or nil at the cap.
-func (s *store) get(sh *shard, h uint64, now int64) *entry {
+func (s *store[E, P]) get(h uint64, now int64) *E {
+	sh := s.shardFor(h)
 	e := sh.t.get(h)
 	if e == nil {
 		e = s.insert(sh, h, now)
@@ -121,16 +127,16 @@ func (s *store) get(sh *shard, h uint64, now int64) *entry {
 
 // debit charges a peer's admits to the bucket for h, creating it if needed.
 // It reports false when the store is at its cap and the count was dropped.
-func (s *store) debit(h uint64, p *policy, now, n, maxDebt int64) bool {
-	sh := s.shardFor(h)
+func (s *store[E, P]) debit(h uint64, p *policy, now, n, maxDebt int64) bool {
 	for {
-		e := s.get(sh, h, now)
+		e := P(s.get(h, now))
 		if e == nil {
 			return false
 		}
-		if e.tat.Load() != evicted {
-			debit(&e.tat, p, now, n, maxDebt)
-			if e.tat.Load() != evicted {
+		w := e.word()
+		if w.Load() != evicted {
+			debit(w, p, now, n, maxDebt)
+			if w.Load() != evicted {
 				return true
 			}
 		}
@@ -138,10 +144,10 @@ func (s *store) debit(h uint64, p *policy, now, n, maxDebt int64) bool {
 }
 
 // lookup returns the live entry for h, or nil.
-func (s *store) lookup(h uint64) *entry { return s.shardFor(h).t.get(h) }
+func (s *store[E, P]) lookup(h uint64) *E { return s.shardFor(h).t.get(h) }
 
 // each calls f for every live entry, one shard at a time.
-func (s *store) each(f func(h uint64, e *entry)) {
+func (s *store[E, P]) each(f func(h uint64, e *E)) {
 	for i := range s.shards {
 		s.shards[i].t.each(f)
 	}
@@ -149,7 +155,7 @@ func (s *store) each(f func(h uint64, e *entry)) {
 
 // insert returns the live entry for h, creating a full one, or nil when the
 // store is at its cap and sweeping idle buckets freed no room.
-func (s *store) insert(sh *shard, h uint64, now int64) *entry {
+func (s *store[E, P]) insert(sh *shard[E], h uint64, now int64) *E {
 	if e, full := s.tryInsert(sh, h, now); !full {
 		return e
 	}
@@ -160,7 +166,7 @@ func (s *store) insert(sh *shard, h uint64, now int64) *entry {
 	return e
 }
 
-func (s *store) tryInsert(sh *shard, h uint64, now int64) (e *entry, full bool) {
+func (s *store[E, P]) tryInsert(sh *shard[E], h uint64, now int64) (e *E, full bool) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if e := sh.t.get(h); e != nil {
@@ -172,12 +178,8 @@ func (s *store) tryInsert(sh *shard, h uint64, now int64) (e *entry, full bool) 
 	if s.live.Load() >= s.maxKeys {
 		return nil, true
 	}
-	if s.clustered {
-		e = &(&clusterEntry{}).entry
-	} else {
-		e = &entry{}
-	}
-	e.tat.Store(now)
+	e = new(E)
+	P(e).word().Store(now)
 	sh.t.put(h, e)
 	s.live.Add(1)
 	return e, false
@@ -187,7 +189,7 @@ func (s *store) tryInsert(sh *shard, h uint64, now int64) (e *entry, full bool) 
 // per pressureSweepGap and by one goroutine at a time, so that a flood of
 // new keys cannot make every request scan the store. It reports whether it
 // swept.
-func (s *store) pressureSweep(now int64) bool {
+func (s *store[E, P]) pressureSweep(now int64) bool {
 	if !s.sweepMu.TryLock() {
 		return false
 	}
@@ -203,12 +205,13 @@ func (s *store) pressureSweep(now int64) bool {
 // sweepLocked drops the shard's full buckets. A bucket is claimed by
 // swapping its state for the evicted mark, so a concurrent taker that still
 // holds the entry retries on a fresh one instead of spending on a dead one.
-func (s *store) sweepLocked(sh *shard, now int64) {
+// A bucket with unsent admits stays until the engine has sent them.
+func (s *store[E, P]) sweepLocked(sh *shard[E], now int64) {
 	sh.nextSweep = now + sweepInterval
 	var dropped int64
-	sh.t.each(func(k uint64, e *entry) {
-		// A bucket with unsent admits stays until the engine has sent them.
-		if t := e.tat.Load(); t <= now && (!s.clustered || e.pending().Load() == 0) && e.tat.CompareAndSwap(t, evicted) {
+	sh.t.each(func(k uint64, e *E) {
+		w := P(e).word()
+		if t := w.Load(); t <= now && !P(e).busy() && w.CompareAndSwap(t, evicted) {
 			sh.t.remove(k)
 			dropped++
 		}
@@ -217,7 +220,7 @@ func (s *store) sweepLocked(sh *shard, now int64) {
 }
 
 // sweep drops every full bucket in the store.
-func (s *store) sweep(now int64) {
+func (s *store[E, P]) sweep(now int64) {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
@@ -226,4 +229,4 @@ func (s *store) sweep(now int64) {
 	}
 }
 
-func (s *store) len() int64 { return s.live.Load() }
+func (s *store[E, P]) len() int64 { return s.live.Load() }

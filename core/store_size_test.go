@@ -6,17 +6,18 @@ import (
 )
 
 func TestLayout(t *testing.T) {
-	if s := unsafe.Sizeof(shard{}); s != 64 {
-		t.Fatalf("shard is %d bytes, want one cache line", s)
-	}
-	if s := unsafe.Sizeof(bucket{}); s != 64 {
-		t.Fatalf("bucket is %d bytes, want one cache line", s)
-	}
-	if s := unsafe.Sizeof(entry{}); s != 8 {
-		t.Fatalf("standalone entry is %d bytes, want 8", s)
-	}
-	// entry.pending relies on the entry being the first field.
-	if off := unsafe.Offsetof(clusterEntry{}.entry); off != 0 {
-		t.Fatalf("clusterEntry.entry at offset %d, want 0", off)
+	for name, tc := range map[string]struct{ got, want uintptr }{
+		"standalone shard": {unsafe.Sizeof(shard[plainEntry]{}), 64},
+		"clustered shard":  {unsafe.Sizeof(shard[clusterEntry]{}), 64},
+		"bucket":           {unsafe.Sizeof(bucket{}), 64},
+		"standalone entry": {unsafe.Sizeof(plainEntry{}), 8},
+		"clustered entry":  {unsafe.Sizeof(clusterEntry{}), 16},
+		"counted bucket":   {unsafe.Sizeof(countedBucket{}), 64},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if tc.got != tc.want {
+				t.Fatalf("%d bytes, want %d", tc.got, tc.want)
+			}
+		})
 	}
 }

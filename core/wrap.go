@@ -3,7 +3,13 @@ package gopherpace
 import (
 	"net/http"
 	"time"
+
+	"github.com/pedreviljoen/gopherpace/core/internal/render"
 )
+
+// wrapPolicy renders Wrap's denials: the draft fields of the default
+// policy.
+var wrapPolicy = render.NewPolicy(render.Draft, render.DefaultName)
 
 // Wrap returns a handler that spends one token of the global bucket per
 // request and answers 429 Too Many Requests, with Retry-After and the draft
@@ -18,17 +24,6 @@ func (l *Limiter) Wrap(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		WriteTooManyRequests(w, d, Headers{}, time.Now())
+		render.WriteTooManyRequests(w, wrapPolicy, render.Quota(d), time.Time{})
 	})
-}
-
-// WriteTooManyRequests answers a denied request: the headers of d in the
-// given style, then 429 with a short text body.
-func WriteTooManyRequests(w http.ResponseWriter, d Decision, h Headers, now time.Time) {
-	hdr := w.Header()
-	h.SetAt(hdr, d, now)
-	hdr["Content-Type"] = []string{"text/plain; charset=utf-8"}
-	hdr["X-Content-Type-Options"] = []string{"nosniff"}
-	w.WriteHeader(http.StatusTooManyRequests)
-	_, _ = w.Write([]byte("Too Many Requests\n"))
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
 	gopherpace "github.com/pedreviljoen/gopherpace/core"
+	"github.com/pedreviljoen/gopherpace/core/headers"
 	"golang.org/x/time/rate"
 )
 
@@ -52,13 +53,13 @@ func BenchmarkEcho(b *testing.B) {
 	b.Run("echopace", func(b *testing.B) {
 		l, _ := gopherpace.New(gopherpace.WithRefillRate(1_000_000_000), gopherpace.WithBucketSize(1_000_000_000))
 		defer l.Close()
-		benchEcho(b, RateLimiterWithConfig(Config{Limiter: l, Headers: gopherpace.HeadersNone}))
+		benchEcho(b, RateLimiterWithConfig(Config{Limiter: l, Headers: headers.None}))
 	})
 	b.Run("echopace-global", func(b *testing.B) {
 		l, _ := gopherpace.New(gopherpace.WithRefillRate(1_000_000_000), gopherpace.WithBucketSize(1_000_000_000))
 		defer l.Close()
 		global := func(echo.Context) (string, error) { return "", nil }
-		benchEcho(b, RateLimiterWithConfig(Config{Limiter: l, Headers: gopherpace.HeadersNone, IdentifierExtractor: global}))
+		benchEcho(b, RateLimiterWithConfig(Config{Limiter: l, Headers: headers.None, IdentifierExtractor: global}))
 	})
 	b.Run("echo-memory-store", func(b *testing.B) {
 		store := middleware.NewRateLimiterMemoryStoreWithConfig(middleware.RateLimiterMemoryStoreConfig{Rate: rate.Limit(1e9), Burst: 1e9})

@@ -7,6 +7,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
 	gopherpace "github.com/pedreviljoen/gopherpace/core"
+	"github.com/pedreviljoen/gopherpace/core/headers"
 )
 
 // Config configures the middleware. Zero fields take the defaults below.
@@ -29,8 +30,8 @@ type Config struct {
 	// DenyHandler answers a denial; the headers are already set. Default:
 	// a 429 *echo.HTTPError, "rate limit exceeded".
 	DenyHandler func(c echo.Context, identifier string, d gopherpace.Decision) error
-	// Headers selects the rate-limit headers. Default: gopherpace.HeadersDraft.
-	Headers gopherpace.HeaderStyle
+	// Headers selects the rate-limit headers. Default: headers.Draft.
+	Headers headers.Style
 	// PolicyName names the policy in the draft headers.
 	PolicyName string
 }
@@ -57,11 +58,10 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Limiter == nil {
 		return c, errors.New("echopace: Config.Limiter is required")
 	}
-	if c.Headers > gopherpace.HeadersNone {
-		return c, errors.New("echopace: unknown header style")
-	}
-	if c.PolicyName != "" && !gopherpace.ValidPolicyName(c.PolicyName) {
-		return c, errors.New("echopace: policy name must be 1-64 printable ASCII characters")
+	if c.PolicyName != "" {
+		if err := headers.CheckPolicyName(c.PolicyName); err != nil {
+			return c, errors.New("echopace: " + err.Error())
+		}
 	}
 	if c.Skipper == nil {
 		c.Skipper = DefaultConfig.Skipper

@@ -1,9 +1,13 @@
 package echopace
 
 import (
+	"errors"
+	"time"
+
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
 	gopherpace "github.com/pedreviljoen/gopherpace/core"
+	"github.com/pedreviljoen/gopherpace/core/headers"
 )
 
 // RateLimiter limits requests with l, one bucket per c.RealIP(). It panics
@@ -28,7 +32,11 @@ func (cfg Config) ToMiddleware() (echo.MiddlewareFunc, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &rateLimiter{cfg: cfg, headers: gopherpace.Headers{Style: cfg.Headers, Policy: cfg.PolicyName}}
+	r, err := headers.New(cfg.Headers, cfg.PolicyName)
+	if err != nil {
+		return nil, errors.New("echopace: " + err.Error())
+	}
+	m := &rateLimiter{cfg: cfg, headers: r}
 	// Echo v4 builds the middleware chain for every request, so this
 	// closure is allocated per request; it holds only two words.
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
@@ -38,7 +46,7 @@ func (cfg Config) ToMiddleware() (echo.MiddlewareFunc, error) {
 
 type rateLimiter struct {
 	cfg     Config
-	headers gopherpace.Headers
+	headers headers.Renderer
 }
 
 func (m *rateLimiter) serve(c echo.Context, next echo.HandlerFunc) error {
@@ -57,12 +65,13 @@ func (m *rateLimiter) serve(c echo.Context, next echo.HandlerFunc) error {
 	if cfg.CostFunc != nil {
 		cost = cfg.CostFunc(c)
 	}
-	d, err := cfg.Limiter.Take(id, cost)
+	now := time.Now()
+	d, err := cfg.Limiter.TakeAt(now, id, cost)
 	if err != nil {
 		return cfg.ErrorHandler(c, err)
 	}
-	if m.headers.Style != gopherpace.HeadersNone || !d.Allowed {
-		m.headers.Set(c.Response().Header(), d)
+	if m.headers.Style() != headers.None || !d.Allowed {
+		m.headers.Set(c.Response().Header(), d, now)
 	}
 	if !d.Allowed {
 		return cfg.DenyHandler(c, id, d)

@@ -13,6 +13,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
 	gopherpace "github.com/pedreviljoen/gopherpace/core"
+	"github.com/pedreviljoen/gopherpace/core/headers"
 	"github.com/pedreviljoen/gopherpace/core/memtransport"
 	"go.uber.org/goleak"
 )
@@ -125,7 +126,7 @@ func TestConfigHooks(t *testing.T) {
 				denied = id
 				return c.String(http.StatusServiceUnavailable, "later")
 			},
-			Headers: gopherpace.HeadersLegacy,
+			Headers: headers.Legacy,
 		}), nil)
 		key := map[string]string{"X-API-Key": "k1"}
 		if r, _ := get(t, srv.URL+"/", nil); r.StatusCode != 403 {

@@ -7,6 +7,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	fiberlimiter "github.com/gofiber/fiber/v2/middleware/limiter"
 	gopherpace "github.com/pedreviljoen/gopherpace/core"
+	"github.com/pedreviljoen/gopherpace/core/headers"
 	"github.com/valyala/fasthttp"
 )
 
@@ -44,13 +45,13 @@ func BenchmarkFiber(b *testing.B) {
 	b.Run("fiberpace", func(b *testing.B) {
 		l := newLimiter()
 		defer l.Close()
-		h, _ := New(l, Config{Headers: gopherpace.HeadersNone})
+		h, _ := New(l, Config{Headers: headers.None})
 		benchFiber(b, h)
 	})
 	b.Run("fiberpace-global", func(b *testing.B) {
 		l := newLimiter()
 		defer l.Close()
-		h, _ := New(l, Config{Headers: gopherpace.HeadersNone, KeyGenerator: func(*fiber.Ctx) string { return "" }})
+		h, _ := New(l, Config{Headers: headers.None, KeyGenerator: func(*fiber.Ctx) string { return "" }})
 		benchFiber(b, h)
 	})
 	b.Run("fiber-limiter", func(b *testing.B) {

@@ -4,7 +4,7 @@ import (
 	"errors"
 
 	"github.com/gofiber/fiber/v2"
-	gopherpace "github.com/pedreviljoen/gopherpace/core"
+	"github.com/pedreviljoen/gopherpace/core/headers"
 )
 
 // Config configures the middleware; zero fields take ConfigDefault's.
@@ -25,8 +25,8 @@ type Config struct {
 	SkipFailedRequests bool
 	// SkipSuccessfulRequests gives the tokens back when the status is below 400.
 	SkipSuccessfulRequests bool
-	// Headers selects the rate-limit headers. Default: gopherpace.HeadersDraft.
-	Headers gopherpace.HeaderStyle
+	// Headers selects the rate-limit headers. Default: headers.Draft.
+	Headers headers.Style
 	// PolicyName names the policy in the draft headers.
 	PolicyName string
 }
@@ -57,11 +57,10 @@ func configure(cfgs []Config) (Config, error) {
 			cfg.ErrorHandler = ConfigDefault.ErrorHandler
 		}
 	}
-	if cfg.Headers > gopherpace.HeadersNone {
-		return cfg, errors.New("fiberpace: unknown header style")
-	}
-	if cfg.PolicyName != "" && !gopherpace.ValidPolicyName(cfg.PolicyName) {
-		return cfg, errors.New("fiberpace: policy name must be 1-64 printable ASCII characters")
+	if cfg.PolicyName != "" {
+		if err := headers.CheckPolicyName(cfg.PolicyName); err != nil {
+			return cfg, errors.New("fiberpace: " + err.Error())
+		}
 	}
 	if cfg.SkipFailedRequests && cfg.SkipSuccessfulRequests {
 		return cfg, errors.New("fiberpace: SkipFailedRequests and SkipSuccessfulRequests together would count nothing")

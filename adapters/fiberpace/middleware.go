@@ -3,9 +3,11 @@ package fiberpace
 import (
 	"errors"
 	"strings"
+	"time"
 
 	"github.com/gofiber/fiber/v2"
 	gopherpace "github.com/pedreviljoen/gopherpace/core"
+	"github.com/pedreviljoen/gopherpace/core/headers"
 )
 
 // New returns middleware that limits requests with l.
@@ -17,7 +19,10 @@ func New(l *gopherpace.Limiter, config ...Config) (fiber.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := gopherpace.Headers{Style: cfg.Headers, Policy: cfg.PolicyName}
+	h, err := headers.New(cfg.Headers, cfg.PolicyName)
+	if err != nil {
+		return nil, errors.New("fiberpace: " + err.Error())
+	}
 	refunds := cfg.SkipFailedRequests || cfg.SkipSuccessfulRequests
 	return func(c *fiber.Ctx) error {
 		if cfg.Next != nil && cfg.Next(c) {
@@ -34,13 +39,14 @@ func New(l *gopherpace.Limiter, config ...Config) (fiber.Handler, error) {
 		if cfg.Cost != nil {
 			cost = cfg.Cost(c)
 		}
-		d, err := l.Take(key, cost)
+		now := time.Now()
+		d, err := l.TakeAt(now, key, cost)
 		if err != nil {
 			return cfg.ErrorHandler(c, err)
 		}
-		if h.Style != gopherpace.HeadersNone || !d.Allowed {
-			var buf [6]gopherpace.HeaderField
-			for _, f := range h.Append(buf[:0], d) {
+		if h.Style() != headers.None || !d.Allowed {
+			var buf [headers.MaxFields]headers.Field
+			for _, f := range h.Append(buf[:0], d, now) {
 				c.Set(f.Name, f.Value)
 			}
 		}

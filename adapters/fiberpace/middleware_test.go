@@ -9,6 +9,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 	gopherpace "github.com/pedreviljoen/gopherpace/core"
+	"github.com/pedreviljoen/gopherpace/core/headers"
 	"github.com/pedreviljoen/gopherpace/core/memtransport"
 	"go.uber.org/goleak"
 )
@@ -159,7 +160,7 @@ func TestNextCostLimitReachedAndErrors(t *testing.T) {
 			return 1
 		},
 		LimitReached: func(c *fiber.Ctx) error { reached++; return c.SendStatus(fiber.StatusServiceUnavailable) },
-		Headers:      gopherpace.HeadersLegacy,
+		Headers:      headers.Legacy,
 	})
 	if r := get(t, url+"/big", nil); r.StatusCode != 200 || r.Header.Get("X-RateLimit-Remaining") != "1" {
 		t.Fatalf("cost 4: %d %v", r.StatusCode, r.Header)

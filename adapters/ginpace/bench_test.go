@@ -6,6 +6,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 	gopherpace "github.com/pedreviljoen/gopherpace/core"
+	"github.com/pedreviljoen/gopherpace/core/headers"
 )
 
 // discard is a reusable ResponseWriter, so both sides measure gin and the
@@ -44,7 +45,7 @@ func BenchmarkGin(b *testing.B) {
 	b.Run("ginpace", func(b *testing.B) {
 		l, _ := gopherpace.New(gopherpace.WithRefillRate(1_000_000_000), gopherpace.WithBucketSize(1_000_000_000))
 		defer l.Close()
-		mw, err := New(l, WithKeyFunc(GlobalKey), WithHeaders(gopherpace.HeadersNone))
+		mw, err := New(l, WithKeyFunc(GlobalKey), WithHeaders(headers.None))
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -53,7 +54,7 @@ func BenchmarkGin(b *testing.B) {
 	b.Run("ginpace-clientip", func(b *testing.B) {
 		l, _ := gopherpace.New(gopherpace.WithRefillRate(1_000_000_000), gopherpace.WithBucketSize(1_000_000_000))
 		defer l.Close()
-		mw, err := New(l, WithHeaders(gopherpace.HeadersNone))
+		mw, err := New(l, WithHeaders(headers.None))
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -3,9 +3,11 @@ package ginpace
 import (
 	"errors"
 	"net/http"
+	"time"
 
 	"github.com/gin-gonic/gin"
 	gopherpace "github.com/pedreviljoen/gopherpace/core"
+	"github.com/pedreviljoen/gopherpace/core/headers"
 )
 
 // ContextKey is the Gin context key of the Decision (WithDecisionInContext).
@@ -26,10 +28,14 @@ func New(l *gopherpace.Limiter, opts ...Option) (gin.HandlerFunc, error) {
 	if len(cfg.errs) > 0 {
 		return nil, errors.Join(cfg.errs...)
 	}
-	return func(c *gin.Context) { serve(l, &cfg, c) }, nil
+	r, err := headers.New(cfg.style, cfg.policy)
+	if err != nil {
+		return nil, errors.New("ginpace: " + err.Error())
+	}
+	return func(c *gin.Context) { serve(l, &cfg, r, c) }, nil
 }
 
-func serve(l *gopherpace.Limiter, cfg *config, c *gin.Context) {
+func serve(l *gopherpace.Limiter, cfg *config, r headers.Renderer, c *gin.Context) {
 	if cfg.skip != nil && cfg.skip(c) {
 		c.Next()
 		return
@@ -43,14 +49,15 @@ func serve(l *gopherpace.Limiter, cfg *config, c *gin.Context) {
 	if cfg.cost != nil {
 		cost = cfg.cost(c)
 	}
-	d, err := l.Take(key, cost)
+	now := time.Now()
+	d, err := l.TakeAt(now, key, cost)
 	if err != nil {
 		fail(cfg, c, err)
 		return
 	}
-	if cfg.headers.Style != gopherpace.HeadersNone || !d.Allowed {
-		var buf [6]gopherpace.HeaderField
-		for _, f := range cfg.headers.Append(buf[:0], d) {
+	if r.Style() != headers.None || !d.Allowed {
+		var buf [headers.MaxFields]headers.Field
+		for _, f := range r.Append(buf[:0], d, now) {
 			c.Header(f.Name, f.Value)
 		}
 	}
@@ -64,7 +71,7 @@ func serve(l *gopherpace.Limiter, cfg *config, c *gin.Context) {
 		}
 		c.AbortWithStatusJSON(http.StatusTooManyRequests, gin.H{
 			"error":               "rate limit exceeded",
-			"retry_after_seconds": gopherpace.RetryAfterSeconds(d.RetryAfter),
+			"retry_after_seconds": headers.RetryAfterSeconds(d.RetryAfter),
 		})
 		return
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 	gopherpace "github.com/pedreviljoen/gopherpace/core"
+	"github.com/pedreviljoen/gopherpace/core/headers"
 	"github.com/pedreviljoen/gopherpace/core/memtransport"
 	"go.uber.org/goleak"
 )
@@ -141,7 +142,7 @@ func TestSkipCostContextAndHandlers(t *testing.T) {
 				}
 				return 1
 			}),
-			WithHeaders(gopherpace.HeadersLegacy),
+			WithHeaders(headers.Legacy),
 			WithDecisionInContext(),
 			WithDenyHandler(func(c *gin.Context, d gopherpace.Decision) {
 				denied++

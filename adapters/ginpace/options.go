@@ -5,6 +5,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 	gopherpace "github.com/pedreviljoen/gopherpace/core"
+	"github.com/pedreviljoen/gopherpace/core/headers"
 )
 
 // Option configures the middleware; New reports invalid values.
@@ -19,7 +20,8 @@ type config struct {
 	skip      func(*gin.Context) bool
 	deny      func(*gin.Context, gopherpace.Decision)
 	onError   func(*gin.Context, error)
-	headers   gopherpace.Headers
+	style     headers.Style
+	policy    string
 	inContext bool
 	errs      []error
 }
@@ -69,19 +71,16 @@ func WithErrorHandler(f func(*gin.Context, error)) Option {
 	return func(c *config) { c.require(f != nil, "nil error handler"); c.onError = f }
 }
 
-// WithHeaders selects the rate-limit headers. Default: gopherpace.HeadersDraft.
-func WithHeaders(style gopherpace.HeaderStyle) Option {
-	return func(c *config) {
-		c.require(style <= gopherpace.HeadersNone, "unknown header style")
-		c.headers.Style = style
-	}
+// WithHeaders selects the rate-limit headers. Default: headers.Draft.
+func WithHeaders(style headers.Style) Option {
+	return func(c *config) { c.style = style }
 }
 
 // WithPolicyName names the policy in the draft headers.
 func WithPolicyName(name string) Option {
 	return func(c *config) {
-		c.require(name != "" && gopherpace.ValidPolicyName(name), "policy name must be 1-64 printable ASCII characters")
-		c.headers.Policy = name
+		c.require(headers.CheckPolicyName(name) == nil, headers.ErrPolicyName.Error())
+		c.policy = name
 	}
 }
 

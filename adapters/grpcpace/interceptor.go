@@ -8,6 +8,7 @@ import (
 	"time"
 
 	gopherpace "github.com/pedreviljoen/gopherpace/core"
+	"github.com/pedreviljoen/gopherpace/core/headers"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -17,15 +18,16 @@ import (
 )
 
 type interceptor struct {
-	l   *gopherpace.Limiter
-	cfg config
+	l       *gopherpace.Limiter
+	cfg     config
+	headers headers.Renderer
 }
 
 func build(l *gopherpace.Limiter, server bool, opts []Option) (*interceptor, error) {
 	if l == nil {
 		return nil, errors.New("grpcpace: nil Limiter")
 	}
-	c := config{key: GlobalKey, headers: gopherpace.HeadersNone, policy: gopherpace.DefaultPolicyName}
+	c := config{key: GlobalKey, headers: headers.None, policy: headers.DefaultPolicy}
 	if server {
 		c.key = PeerKey
 	}
@@ -41,7 +43,11 @@ func build(l *gopherpace.Limiter, server bool, opts []Option) (*interceptor, err
 	if len(c.errs) > 0 {
 		return nil, errors.Join(c.errs...)
 	}
-	return &interceptor{l: l, cfg: c}, nil
+	r, err := headers.New(c.headers, c.policy)
+	if err != nil {
+		return nil, errors.New("grpcpace: " + err.Error())
+	}
+	return &interceptor{l: l, cfg: c, headers: r}, nil
 }
 
 // check decides one call (or message). It returns nil to go ahead, or the
@@ -59,12 +65,13 @@ func (x *interceptor) check(ctx context.Context, method string, server bool) err
 	if c.cost != nil {
 		cost = c.cost(ctx, method)
 	}
-	d, err := x.l.Take(key, cost)
+	now := time.Now()
+	d, err := x.l.TakeAt(now, key, cost)
 	if err != nil {
 		return x.fail(err)
 	}
-	if server && c.headers != gopherpace.HeadersNone {
-		x.sendHeaders(ctx, d)
+	if server && c.headers != headers.None {
+		x.sendHeaders(ctx, d, now)
 	}
 	if d.Allowed {
 		return nil
@@ -100,9 +107,9 @@ func (x *interceptor) denied(d gopherpace.Decision) error {
 	return withDetails.Err()
 }
 
-func (x *interceptor) sendHeaders(ctx context.Context, d gopherpace.Decision) {
-	var buf [6]gopherpace.HeaderField
-	fields := gopherpace.Headers{Style: x.cfg.headers, Policy: x.cfg.policy}.Append(buf[:0], d)
+func (x *interceptor) sendHeaders(ctx context.Context, d gopherpace.Decision, now time.Time) {
+	var buf [headers.MaxFields]headers.Field
+	fields := x.headers.Append(buf[:0], d, now)
 	kv := make([]string, 0, 2*len(fields))
 	for _, f := range fields {
 		kv = append(kv, strings.ToLower(f.Name), f.Value)

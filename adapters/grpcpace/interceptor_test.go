@@ -10,6 +10,7 @@ import (
 	"time"
 
 	gopherpace "github.com/pedreviljoen/gopherpace/core"
+	"github.com/pedreviljoen/gopherpace/core/headers"
 	"github.com/pedreviljoen/gopherpace/core/memtransport"
 	"go.uber.org/goleak"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -174,7 +175,7 @@ func TestSkipCostAndHeaders(t *testing.T) {
 		WithSkip(func(ctx context.Context, _ string) bool {
 			return len(metadata.ValueFromIncomingContext(ctx, "skip")) > 0
 		}),
-		WithHeaders(gopherpace.HeadersDraft),
+		WithHeaders(headers.Draft),
 	)})
 	var hdr metadata.MD
 	if _, err := client.UnaryCall(context.Background(), &testpb.SimpleRequest{}, grpc.Header(&hdr)); err != nil {

@@ -6,8 +6,8 @@ import (
 	"net"
 	"net/netip"
 
-	gopherpace "github.com/pedreviljoen/gopherpace/core"
-	"github.com/pedreviljoen/gopherpace/core/httplimit"
+	"github.com/pedreviljoen/gopherpace/core/clientip"
+	"github.com/pedreviljoen/gopherpace/core/headers"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 )
@@ -27,7 +27,7 @@ func PeerKey(ctx context.Context, _ string) (string, error) {
 	}
 	if ta, ok := p.Addr.(*net.TCPAddr); ok {
 		if a, ok := netip.AddrFromSlice(ta.IP); ok {
-			return httplimit.IPKey(a), nil
+			return clientip.Key(a), nil
 		}
 	}
 	return p.Addr.String(), nil
@@ -66,7 +66,7 @@ type config struct {
 	perRecv  bool
 	perSend  bool
 	policy   string
-	headers  gopherpace.HeaderStyle
+	headers  headers.Style
 	errs     []error
 }
 
@@ -105,21 +105,18 @@ func WithPerMessage(recv, send bool) Option {
 }
 
 // WithPolicyName names the policy in QuotaFailure details and draft
-// headers. Default gopherpace.DefaultPolicyName.
+// headers. Default headers.DefaultPolicy.
 func WithPolicyName(name string) Option {
 	return func(c *config) {
-		c.require(name != "" && gopherpace.ValidPolicyName(name), "policy name must be 1-64 printable ASCII characters")
+		c.require(headers.CheckPolicyName(name) == nil, headers.ErrPolicyName.Error())
 		c.policy = name
 	}
 }
 
 // WithHeaders sends rate-limit fields as response header metadata from
 // server interceptors (lower-case names: ratelimit-policy, ratelimit,
-// retry-after...). Default gopherpace.HeadersNone: metadata costs an
-// allocation per call.
-func WithHeaders(style gopherpace.HeaderStyle) Option {
-	return func(c *config) {
-		c.require(style <= gopherpace.HeadersNone, "unknown header style")
-		c.headers = style
-	}
+// retry-after...). Default headers.None: metadata costs an allocation
+// per call.
+func WithHeaders(style headers.Style) Option {
+	return func(c *config) { c.headers = style }
 }

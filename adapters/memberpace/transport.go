@@ -17,6 +17,7 @@ import (
 
 	"github.com/hashicorp/memberlist"
 	gopherpace "github.com/pedreviljoen/gopherpace/core"
+	"github.com/pedreviljoen/gopherpace/core/transportkit"
 )
 
 // Transport is a gopherpace.Transport over memberlist. Close it after the
@@ -31,7 +32,7 @@ type Transport struct {
 	// keyring is memberlist's, for rotation; nil without encryption.
 	keyring *memberlist.Keyring
 
-	receivers gopherpace.Receivers
+	receivers transportkit.Receivers
 
 	lastFrame atomic.Int64 // unix ns of the last frame from any peer
 	heardMu   sync.Mutex
@@ -52,10 +53,7 @@ type inbound struct {
 	frame []byte
 }
 
-var (
-	_ gopherpace.Transport  = (*Transport)(nil)
-	_ gopherpace.FrameSizer = (*Transport)(nil)
-)
+var _ gopherpace.Transport = (*Transport)(nil)
 
 // New starts memberlist, makes a first attempt to join the seeds (bounded
 // by the join timeout; a failure is logged and retried, not returned), and

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	gopherpace "github.com/pedreviljoen/gopherpace/core"
+	"github.com/pedreviljoen/gopherpace/core/headers"
 )
 
 type discardWriter struct{ h http.Header }
@@ -18,8 +19,8 @@ func (*discardWriter) WriteHeader(int)             {}
 func BenchmarkMiddleware(b *testing.B) {
 	for _, tc := range []struct {
 		name  string
-		style gopherpace.HeaderStyle
-	}{{"none", gopherpace.HeadersNone}, {"draft", gopherpace.HeadersDraft}, {"legacy", gopherpace.HeadersLegacy}, {"both", gopherpace.HeadersBoth}} {
+		style headers.Style
+	}{{"none", headers.None}, {"draft", headers.Draft}, {"legacy", headers.Legacy}, {"both", headers.Both}} {
 		b.Run(tc.name, func(b *testing.B) {
 			l, err := gopherpace.New(gopherpace.WithRefillRate(1_000_000_000), gopherpace.WithBucketSize(1_000_000_000))
 			if err != nil {

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"net/http"
 	"net/netip"
+
+	"github.com/pedreviljoen/gopherpace/core/clientip"
 )
 
 // KeyFunc picks the bucket a request spends from. The empty key is the
@@ -18,7 +20,7 @@ var ErrMissingKey = errors.New("httplimit: request has no rate-limit key")
 // GlobalKey puts every request in the limiter's one global bucket.
 func GlobalKey(*http.Request) (string, error) { return "", nil }
 
-// ClientIPKey keys requests by client address (see ClientIP and IPKey),
+// ClientIPKey keys requests by client address (see package clientip),
 // trusting forwarding headers only from peers inside trustedProxies.
 func ClientIPKey(trustedProxies ...netip.Prefix) KeyFunc {
 	trusted := make([]netip.Prefix, len(trustedProxies))
@@ -26,11 +28,11 @@ func ClientIPKey(trustedProxies ...netip.Prefix) KeyFunc {
 		trusted[i] = p.Masked()
 	}
 	return func(r *http.Request) (string, error) {
-		addr, err := ClientIP(r, trusted)
+		addr, err := clientip.FromRequest(r, trusted)
 		if err != nil {
 			return "", err
 		}
-		return IPKey(addr), nil
+		return clientip.Key(addr), nil
 	}
 }
 

@@ -7,12 +7,14 @@ import (
 	"time"
 
 	gopherpace "github.com/pedreviljoen/gopherpace/core"
+	"github.com/pedreviljoen/gopherpace/core/headers"
 )
 
 // Middleware limits the requests that pass through it with one Limiter.
 type Middleware struct {
 	limiter *gopherpace.Limiter
 	cfg     config
+	headers headers.Renderer
 }
 
 // New returns middleware that limits requests with l.
@@ -30,7 +32,11 @@ func New(l *gopherpace.Limiter, opts ...Option) (*Middleware, error) {
 	if len(c.errs) > 0 {
 		return nil, c.errs[0]
 	}
-	return &Middleware{limiter: l, cfg: c}, nil
+	r, err := headers.New(c.style, c.policy)
+	if err != nil {
+		return nil, errors.New("httplimit: " + err.Error())
+	}
+	return &Middleware{limiter: l, cfg: c, headers: r}, nil
 }
 
 // Wrap returns next behind the limiter; its signature fits routers' Use.
@@ -55,19 +61,20 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	if c.cost != nil {
 		cost = c.cost(r)
 	}
-	d, err := m.limiter.Take(key, cost)
+	now := time.Now()
+	d, err := m.limiter.TakeAt(now, key, cost)
 	if err != nil {
 		m.fail(w, r, err)
 		return
 	}
-	if c.headers.Style != gopherpace.HeadersNone || !d.Allowed {
-		c.headers.Set(w.Header(), d)
+	if m.headers.Style() != headers.None || !d.Allowed {
+		m.headers.Set(w.Header(), d, now)
 	}
 	if !d.Allowed {
 		if c.deny != nil {
 			c.deny(w, r, d)
 		} else {
-			gopherpace.WriteTooManyRequests(w, d, gopherpace.Headers{Style: gopherpace.HeadersNone}, time.Time{})
+			writeDenied(w)
 		}
 		return
 	}
@@ -96,4 +103,13 @@ type decisionKey struct{}
 func FromContext(ctx context.Context) (gopherpace.Decision, bool) {
 	d, ok := ctx.Value(decisionKey{}).(gopherpace.Decision)
 	return d, ok
+}
+
+// writeDenied answers 429 with a short text body; the headers are set.
+func writeDenied(w http.ResponseWriter) {
+	hdr := w.Header()
+	hdr["Content-Type"] = []string{"text/plain; charset=utf-8"}
+	hdr["X-Content-Type-Options"] = []string{"nosniff"}
+	w.WriteHeader(http.StatusTooManyRequests)
+	_, _ = w.Write([]byte("Too Many Requests\n"))
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	gopherpace "github.com/pedreviljoen/gopherpace/core"
+	"github.com/pedreviljoen/gopherpace/core/headers"
 )
 
 func newLimiter(t *testing.T, rate, burst int64) *gopherpace.Limiter {
@@ -147,7 +148,7 @@ func TestHeaderKeyCostSkipAndErrors(t *testing.T) {
 				return 1
 			}),
 			WithSkip(func(r *http.Request) bool { return r.URL.Path == "/healthz" }),
-			WithHeaders(gopherpace.HeadersLegacy),
+			WithHeaders(headers.Legacy),
 		)
 		key := map[string]string{"X-API-Key": "k1"}
 		if c := get(t, srv.URL+"/", nil).StatusCode; c != 400 {
@@ -180,7 +181,7 @@ func TestCustomHandlersAndContext(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := newLimiter(t, 1, 1)
 		m, err := New(l,
-			WithHeaders(gopherpace.HeadersNone),
+			WithHeaders(headers.None),
 			WithDecisionInContext(),
 			WithDenyHandler(func(w http.ResponseWriter, r *http.Request, d gopherpace.Decision) {
 				if w.Header().Get("Retry-After") != "1" {

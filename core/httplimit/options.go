@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	gopherpace "github.com/pedreviljoen/gopherpace/core"
+	"github.com/pedreviljoen/gopherpace/core/headers"
 )
 
 // Option configures a Middleware; New reports invalid values as errors.
@@ -16,7 +17,8 @@ type config struct {
 	skip      func(*http.Request) bool
 	deny      func(http.ResponseWriter, *http.Request, gopherpace.Decision)
 	onError   func(http.ResponseWriter, *http.Request, error)
-	headers   gopherpace.Headers
+	style     headers.Style
+	policy    string
 	inContext bool
 	errs      []error
 }
@@ -57,20 +59,19 @@ func WithErrorHandler(f func(http.ResponseWriter, *http.Request, error)) Option 
 }
 
 // WithHeaders selects the rate-limit headers sent on every limited
-// response. Default: gopherpace.HeadersDraft.
-func WithHeaders(style gopherpace.HeaderStyle) Option {
-	return func(c *config) {
-		c.require(style <= gopherpace.HeadersNone, "unknown header style")
-		c.headers.Style = style
-	}
+// response. Default: headers.Draft.
+func WithHeaders(style headers.Style) Option {
+	return func(c *config) { c.style = style }
 }
 
 // WithPolicyName names the policy in the draft headers. Default:
-// gopherpace.DefaultPolicyName.
+// headers.DefaultPolicy.
 func WithPolicyName(name string) Option {
 	return func(c *config) {
-		c.require(name != "" && gopherpace.ValidPolicyName(name), "policy name must be 1-64 printable ASCII characters")
-		c.headers.Policy = name
+		if err := headers.CheckPolicyName(name); err != nil {
+			c.errs = append(c.errs, errors.New("httplimit: "+err.Error()))
+		}
+		c.policy = name
 	}
 }
 

@@ -35,9 +35,10 @@ type link struct{ from, to string }
 // Option configures a Network.
 type Option func(*Network)
 
-// WithSeed seeds the network's randomness (loss, duplication, jitter).
-func WithSeed(seed uint64) Option {
-	return func(n *Network) { n.rng = rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)) }
+// WithRandom sets the state of the network's random generator (loss,
+// duplication, jitter), so that a run repeats exactly.
+func WithRandom(state uint64) Option {
+	return func(n *Network) { n.rng = rand.New(rand.NewPCG(state, state^0x9e3779b97f4a7c15)) }
 }
 
 // WithLatency sets each frame's delay: base plus a uniform random jitter in

@@ -39,7 +39,7 @@ func TestDeliveryAfterLatencyInOrder(t *testing.T) {
 
 func TestLossAndDuplicationAreSeededAndRoughlyRight(t *testing.T) {
 	count := func(seed uint64) (int, int) {
-		n := New(WithSeed(seed), WithLoss(0.2), WithDuplication(0.1))
+		n := New(WithRandom(seed), WithLoss(0.2), WithDuplication(0.1))
 		a, _ := join(t, n, "a")
 		_, box := join(t, n, "b")
 		for range 10_000 {

@@ -4,10 +4,11 @@ import (
 	"time"
 
 	gopherpace "github.com/pedreviljoen/gopherpace/core"
+	"github.com/pedreviljoen/gopherpace/core/transportkit"
 )
 
 // Transport is one node's attachment to a Network. It implements
-// gopherpace.Transport, gopherpace.FrameSizer and gopherpace.Clock.
+// gopherpace.Transport and transportkit.Clock.
 type Transport struct {
 	net       *Network
 	name      string
@@ -15,13 +16,12 @@ type Transport struct {
 	crashed   bool
 	crashedAt time.Time
 
-	receivers gopherpace.Receivers
+	receivers transportkit.Receivers
 }
 
 var (
-	_ gopherpace.Transport  = (*Transport)(nil)
-	_ gopherpace.FrameSizer = (*Transport)(nil)
-	_ gopherpace.Clock      = (*Transport)(nil)
+	_ gopherpace.Transport = (*Transport)(nil)
+	_ transportkit.Clock   = (*Transport)(nil)
 )
 
 // Name is the node's name.

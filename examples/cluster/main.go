@@ -65,9 +65,8 @@ func run(rate int64, mult float64, seconds int) error {
 		}
 		transports = append(transports, tr)
 	}
-	for i, tr := range transports {
-		l, err := gopherpace.New(gopherpace.WithRefillRate(rate), gopherpace.WithTransport(tr),
-			gopherpace.WithNodeName(names[i]), gopherpace.WithLogger(logger))
+	for _, tr := range transports {
+		l, err := gopherpace.New(gopherpace.WithRefillRate(rate), gopherpace.WithTransport(tr), gopherpace.WithLogger(logger))
 		if err != nil {
 			return err
 		}

@@ -42,12 +42,11 @@ import (
 )
 
 type config struct {
-	rate, burst  int64
-	seeds        seeds.Provider
-	gossip       []memberpace.Option
-	partition    gopherpace.PartitionPolicy
-	httpAddr     string
-	nodeNameOpts []gopherpace.Option
+	rate, burst int64
+	seeds       seeds.Provider
+	gossip      []memberpace.Option
+	partition   gopherpace.PartitionPolicy
+	httpAddr    string
 }
 
 // loadConfig reads the environment through getenv.
@@ -89,7 +88,6 @@ func loadConfig(getenv func(string) string) (config, error) {
 	}
 	if v := getenv("GOPHERPACE_NODE_NAME"); v != "" {
 		c.gossip = append(c.gossip, memberpace.WithNodeName(v))
-		c.nodeNameOpts = append(c.nodeNameOpts, gopherpace.WithNodeName(v))
 	}
 	if v := getenv("GOPHERPACE_SECRET_KEY"); v != "" {
 		key, err := base64.StdEncoding.DecodeString(v)
@@ -135,9 +133,8 @@ func serve(ctx context.Context, cfg config, ready chan<- [2]string) error {
 		return err
 	}
 	defer tr.Close()
-	limiter, err := gopherpace.New(append(cfg.nodeNameOpts,
-		gopherpace.WithRefillRate(cfg.rate), gopherpace.WithBucketSize(cfg.burst),
-		gopherpace.WithTransport(tr), gopherpace.WithPartitionPolicy(cfg.partition), gopherpace.WithLogger(logger))...)
+	limiter, err := gopherpace.New(gopherpace.WithRefillRate(cfg.rate), gopherpace.WithBucketSize(cfg.burst),
+		gopherpace.WithTransport(tr), gopherpace.WithPartitionPolicy(cfg.partition), gopherpace.WithLogger(logger))
 	if err != nil {
 		return err
 	}

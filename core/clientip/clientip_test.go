@@ -1,4 +1,4 @@
-package httplimit
+package clientip
 
 import (
 	"net/http"
@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-func TestClientIP(t *testing.T) {
+func TestFromRequest(t *testing.T) {
 	trusted := []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("fd00::/8")}
 	for _, tc := range []struct {
 		name   string
@@ -36,25 +36,25 @@ func TestClientIP(t *testing.T) {
 			if tc.realIP != "" {
 				r.Header.Set("X-Real-IP", tc.realIP)
 			}
-			got, err := ClientIP(r, trusted)
+			got, err := FromRequest(r, trusted)
 			if err != nil || got.String() != tc.want {
-				t.Fatalf("ClientIP = %v, %v; want %s", got, err, tc.want)
+				t.Fatalf("FromRequest = %v, %v; want %s", got, err, tc.want)
 			}
 		})
 	}
-	if _, err := ClientIP(&http.Request{RemoteAddr: "@"}, nil); err != ErrNoClientIP {
+	if _, err := FromRequest(&http.Request{RemoteAddr: "@"}, nil); err != ErrNoClientIP {
 		t.Fatalf("unix-socket peer: %v, want ErrNoClientIP", err)
 	}
 }
 
-func TestIPKeyGroupsIPv6By64(t *testing.T) {
-	a := IPKey(netip.MustParseAddr("2001:db8:1:2:aaaa::1"))
-	b := IPKey(netip.MustParseAddr("2001:db8:1:2:bbbb::9"))
-	c := IPKey(netip.MustParseAddr("2001:db8:1:3::1"))
+func TestKeyGroupsIPv6By64(t *testing.T) {
+	a := Key(netip.MustParseAddr("2001:db8:1:2:aaaa::1"))
+	b := Key(netip.MustParseAddr("2001:db8:1:2:bbbb::9"))
+	c := Key(netip.MustParseAddr("2001:db8:1:3::1"))
 	if a != b || a == c || a != "2001:db8:1:2::/64" {
 		t.Fatalf("IPv6 keys %q %q %q", a, b, c)
 	}
-	if k := IPKey(netip.MustParseAddr("::ffff:192.0.2.1")); k != "192.0.2.1" {
+	if k := Key(netip.MustParseAddr("::ffff:192.0.2.1")); k != "192.0.2.1" {
 		t.Fatalf("mapped IPv4 key %q", k)
 	}
 }

@@ -1,0 +1,93 @@
+package gopherpace
+
+import "time"
+
+// Allow spends one token of the global bucket now. When the bucket is empty
+// it returns false and how long until a token is available. A clustered
+// limiter that is cut off from every peer under the fail-closed policy
+// returns (false, 1s).
+func (l *Limiter) Allow() (bool, time.Duration) {
+	return l.allowNanos(int64(time.Since(l.epoch)))
+}
+
+// AllowAt is Allow at the given time.
+func (l *Limiter) AllowAt(now time.Time) (bool, time.Duration) {
+	return l.allowNanos(l.nanos(now))
+}
+
+func (l *Limiter) allowNanos(now int64) (bool, time.Duration) {
+	if l.eng != nil {
+		return l.allowClustered(now)
+	}
+	lz, p := l.leases, l.pols.def
+	// The global bucket is never evicted, so the lean path applies.
+	if lz == nil {
+		ok, retry, _ := allow(&l.global.tat, p, now, 1)
+		return ok, retry
+	}
+	if lz.hot(now) {
+		return lz.allow(plainSource{&l.global.tat}, p, now)
+	}
+	ok, retry, contended := allow(&l.global.tat, p, now, 1)
+	if contended {
+		lz.lost(now)
+	}
+	if !ok {
+		return l.stealOr(now, retry)
+	}
+	return true, 0
+}
+
+// allowClustered is allowNanos for a clustered limiter, apart so that the
+// standalone path stays small.
+func (l *Limiter) allowClustered(now int64) (bool, time.Duration) {
+	e, lz, p := l.eng, l.leases, l.pols.def
+	if e.mode.Load() == modeNormal {
+		if lz != nil && lz.hot(now) {
+			return lz.allow(countedSource{e}, p, now)
+		}
+		if ok, retry, count, fast, contended := e.global.allow(p, now); fast {
+			// Only the first unreported token and the threshold
+			// schedule a flush: checked here, the common case makes
+			// no call.
+			if ok && (count == 1 || count == p.flushAt.Load()) {
+				e.counted(count, 1, p)
+			}
+			if contended && lz != nil {
+				lz.lost(now)
+			}
+			if ok {
+				return true, 0
+			}
+			return l.stealOr(now, retry)
+		}
+	}
+	// Not normal, or past the cap of unreported tokens: the general path.
+	var d Decision
+	e.takeGlobal(&d, now, 1)
+	if !d.Allowed {
+		return l.stealOr(now, d.RetryAfter)
+	}
+	return true, 0
+}
+
+// stealOr answers a one-token request that the global bucket denied: with
+// a token from any processor's fresh lease if there is one, unless the node
+// is cut off under fail-closed; otherwise with the denial.
+func (l *Limiter) stealOr(now int64, retry time.Duration) (bool, time.Duration) {
+	if lz := l.leases; lz != nil && (l.eng == nil || l.eng.mode.Load() != modeClosed) && lz.steal(now) {
+		return true, 0
+	}
+	return false, retry
+}
+
+// stealInto is stealOr for a Decision of n tokens: only a one-token
+// denial can be turned into an admit.
+func (l *Limiter) stealInto(d *Decision, now, n int64) {
+	if d.Allowed || n != 1 {
+		return
+	}
+	if ok, _ := l.stealOr(now, 0); ok {
+		d.Allowed, d.RetryAfter = true, 0
+	}
+}

@@ -1,0 +1,188 @@
+package gopherpace
+
+import (
+	"runtime"
+	"time"
+)
+
+// The engine's request path: deciding clustered requests, counting admits
+// for gossip, and scheduling the flushes that report them.
+
+// takeGlobal decides n tokens of the global bucket into d.
+func (e *engine) takeGlobal(d *Decision, now, n int64) {
+	c, p := &e.global, e.pols.def
+	pre := false
+	switch e.mode.Load() {
+	case modeStopped:
+		e.takeStandalone(d, now, n)
+		return
+	case modeClosed:
+		*d = closedDecision(p)
+		return
+	case modePreContact:
+		if e.preBudget.Add(-n) < 0 {
+			e.preBudget.Add(n)
+			*d = waitDecision(p)
+			return
+		}
+		pre = true
+	}
+	if wait, capped := e.overCap(c.unreported(c.word.Load()), p, n); capped {
+		if pre {
+			e.preBudget.Add(n)
+		}
+		*d = wait
+		return
+	}
+	count, ok := c.take(d, p, now, n)
+	if !ok { // handed back: the limiter is closing
+		e.takeStandalone(d, now, n)
+		return
+	}
+	if d.Allowed {
+		e.counted(count, n, p)
+	} else if pre {
+		e.preBudget.Add(n)
+	}
+}
+
+// takeStandalone decides on the standalone bucket of a closed limiter. The
+// bucket stays marked evicted until the clustered one hands its state over,
+// a moment after the mode changes.
+func (e *engine) takeStandalone(d *Decision, now, n int64) {
+	for !takeInto(d, e.standalone, e.pols.def, now, n) {
+		runtime.Gosched()
+	}
+}
+
+// takeKeyed decides n tokens of key hash h's bucket into d and counts an
+// admit for gossip.
+func (e *engine) takeKeyed(d *Decision, h uint64, p *policy, now, n int64) {
+	if e.mode.Load() == modeClosed {
+		*d = closedDecision(p)
+		return
+	}
+	for {
+		ent := e.keys.get(h, now)
+		if ent == nil {
+			e.keys.takeOverflow(d, p, now, n)
+			return
+		}
+		if wait, capped := e.overCap(ent.pending.Load(), p, n); capped {
+			*d = wait
+			return
+		}
+		if takeInto(d, &ent.tat, p, now, n) {
+			if d.Allowed {
+				e.countKeyed(h, ent, p, n)
+			}
+			return
+		}
+		// The entry was evicted between lookup and take: look again.
+	}
+}
+
+// refundGlobal gives back n tokens of the global bucket.
+func (e *engine) refundGlobal(now, n int64) {
+	if e.mode.Load() == modeStopped {
+		refund(e.standalone, e.pols.def, now, n)
+		return
+	}
+	e.global.refund(e.pols.def, now, n)
+}
+
+// refundKeyed gives back n tokens of key hash h's bucket, taking them out
+// of the count not yet sent.
+func (e *engine) refundKeyed(h uint64, p *policy, now, n int64) {
+	if ent := e.keys.lookup(h); ent != nil {
+		refund(&ent.tat, p, now, n)
+		unreport(&ent.pending, n)
+	}
+}
+
+// countedSource is a clustered limiter's global bucket as the source of
+// leases: a lease's tokens are counted for gossip as they are handed out,
+// within the node's cap of unreported tokens.
+type countedSource struct{ e *engine }
+
+func (s countedSource) takeUpTo(p *policy, now, n int64) (int64, time.Duration, bool) {
+	e, c := s.e, &s.e.global
+	room := p.localCap.Load() - c.unreported(c.word.Load())
+	if room < 1 {
+		e.kick()
+		return 0, time.Duration(minFlushGap), false
+	}
+	got, count, retry, contended, ok := c.takeUpTo(p, now, n, room)
+	if !ok { // handed back: the limiter is closing
+		return 0, time.Duration(minFlushGap), contended
+	}
+	if got > 0 {
+		e.counted(count, got, p)
+	}
+	return got, retry, contended
+}
+
+func (s countedSource) giveBack(p *policy, now, n int64) { s.e.global.refund(p, now, n) }
+
+// overCap holds back a request that would push this node's unreported
+// admits past its share of the burst: the peers must hear first.
+func (e *engine) overCap(pending int64, p *policy, n int64) (Decision, bool) {
+	if pending+n <= p.localCap.Load() || e.mode.Load() == modeStopped {
+		return Decision{}, false
+	}
+	e.kick()
+	return waitDecision(p), true
+}
+
+// counted schedules the flush that reports a count that just grew by n to
+// v: at once when it crosses the threshold, and within holdFor when it is
+// the first unreported token. Holding every node's admits for the same
+// short time keeps the cluster fair: a node whose admits stayed unreported
+// longer would let its peers spend tokens it had already spent, and busy
+// nodes, which flush more often, would win more and more of the bucket.
+func (e *engine) counted(v, n int64, p *policy) {
+	if at := p.flushAt.Load(); v >= at && v-n < at {
+		e.kick()
+	} else if v == n {
+		e.hold()
+	}
+}
+
+func (e *engine) countKeyed(h uint64, ent *clusterEntry, p *policy, n int64) {
+	if e.mode.Load() == modeStopped {
+		return
+	}
+	v := ent.pending.Add(n)
+	if v == n { // first unsent admit since the last flush
+		d := &e.dirty[h%dirtyShards]
+		d.mu.Lock()
+		d.list = append(d.list, dirtyKey{h, ent})
+		d.mu.Unlock()
+	}
+	e.counted(v, n, p)
+}
+
+// kick schedules an early flush now unless one is already scheduled.
+func (e *engine) kick() {
+	if e.kicked.CompareAndSwap(false, true) {
+		e.clock.AfterFunc(0, e.onKick)
+	}
+}
+
+// hold schedules a flush holdFor from now unless one is already scheduled.
+func (e *engine) hold() {
+	if e.held.CompareAndSwap(false, true) {
+		e.clock.AfterFunc(time.Duration(e.holdFor), func() {
+			e.held.Store(false)
+			e.kick()
+		})
+	}
+}
+
+func closedDecision(p *policy) Decision {
+	return Decision{Limit: p.burst, RetryAfter: time.Second, ResetAfter: time.Second, Window: p.window()}
+}
+
+func waitDecision(p *policy) Decision {
+	return Decision{Limit: p.burst, RetryAfter: time.Duration(minFlushGap), ResetAfter: time.Duration(minFlushGap), Window: p.window()}
+}

@@ -1,0 +1,112 @@
+package gopherpace
+
+import "time"
+
+// The engine's timers, and the flush that sends this node's counts.
+
+func (e *engine) onTick() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.stopped {
+		return
+	}
+	now := e.now()
+	e.evaluate(now)
+	// Resend the last ticks' frames, then send this tick's (always at least
+	// a header: it is also the heartbeat that tells peers we are here).
+	for i := resendTicks; i >= 1; i-- {
+		for _, f := range e.sent[i-1] {
+			e.broadcast(f)
+		}
+	}
+	copy(e.sent[1:], e.sent[:resendTicks])
+	e.sent[0] = nil
+	e.flushLocked(now, true, false)
+	e.stopTick = e.clock.AfterFunc(time.Duration(e.tick), e.onTick)
+}
+
+func (e *engine) onKick() {
+	e.kicked.Store(false)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.stopped {
+		return
+	}
+	now := e.now()
+	if wait := e.lastFlush + minFlushGap - now; wait > 0 {
+		if e.kicked.CompareAndSwap(false, true) {
+			e.clock.AfterFunc(time.Duration(wait), e.onKick)
+		}
+		return
+	}
+	e.flushLocked(now, false, false)
+}
+
+// flushLocked sends every unsent count, split into frames that fit the
+// transport, and keeps them for resending. With heartbeat it sends a bare
+// header when there is nothing to count. It returns the frames sent.
+func (e *engine) flushLocked(now int64, heartbeat, leaving bool) [][]byte {
+	global := e.global.drain(e.pols.def, now)
+	batch := e.batch[:0]
+	for i := range e.dirty {
+		d := &e.dirty[i]
+		d.mu.Lock()
+		list := d.list
+		d.list = nil
+		d.mu.Unlock()
+		for _, k := range list {
+			if n := k.e.pending.Swap(0); n > 0 {
+				batch = append(batch, keyCount{k.h, n})
+			}
+		}
+	}
+	e.batch = batch[:0]
+	reported := uint64(global)
+	for _, kc := range batch {
+		reported += uint64(kc.tokens)
+	}
+	e.stats.tokensReported.Add(reported)
+	if global == 0 && len(batch) == 0 && !heartbeat && !leaving {
+		return nil
+	}
+	e.lastFlush = now
+	e.globalSum += uint64(global)
+	// Only keyed entries need numbering and resending: the global total
+	// rides in every frame, heartbeats included.
+	carries := len(batch) > 0
+	var frames [][]byte
+	f := frame{leaving: leaving, limiter: e.id, incarnation: e.inc, globalSum: e.globalSum, global: global}
+	for first := true; first || len(batch) > 0; first = false {
+		// Fill one frame with as many entries as fit.
+		room, n := e.maxFrame-headerMax, 0
+		for n < len(batch) && room >= entrySize(batch[n]) {
+			room -= entrySize(batch[n])
+			n++
+		}
+		f.seq = 0
+		if carries {
+			e.seq++
+			f.seq = e.seq
+		}
+		b := appendHeader(make([]byte, 0, e.maxFrame-room), &f, n)
+		for _, kc := range batch[:n] {
+			b = appendEntry(b, kc)
+		}
+		batch = batch[n:]
+		f.global = 0 // the global count rides in the first frame only
+		e.broadcast(b)
+		frames = append(frames, b)
+	}
+	if carries {
+		e.sent[0] = append(e.sent[0], frames...)
+	}
+	return frames
+}
+
+func (e *engine) broadcast(b []byte) {
+	if err := e.t.Broadcast(b); err != nil {
+		return // best effort: the resends and the next tick cover it
+	}
+	e.stats.framesSent.Add(1)
+	e.stats.bytesSent.Add(uint64(len(b)))
+}

@@ -1,0 +1,96 @@
+package gopherpace
+
+import (
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// Helpers shared by this package's internal tests.
+
+var t0 = time.Unix(1_700_000_000, 0)
+
+func newTestLimiter(t testing.TB, opts ...Option) *Limiter {
+	t.Helper()
+	l, err := New(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l
+}
+
+func mustPolicy(t testing.TB, rate, burst int64) *policy {
+	t.Helper()
+	p, err := newPolicy(rate, burst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func leasingLimiter(t *testing.T, rate, burst int64) *Limiter {
+	t.Helper()
+	l, err := New(WithRefillRate(rate), WithBucketSize(burst))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// As on a 2-processor machine, whatever this one has.
+	if l.leases = newLeasesFor(l.pols.def, 2); l.leases == nil {
+		t.Fatalf("a bucket of %d does not lease", burst)
+	}
+	return l
+}
+
+// spendUntilDenied runs 8 goroutines that spend one token at a time at at,
+// one in four through Take and the rest through Allow, each until its first
+// denial, calling after (if set) with the running total after each admit.
+// It returns the total admitted.
+func spendUntilDenied(l *Limiter, at time.Time, after func(admitted int64)) int64 {
+	var admitted atomic.Int64
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for {
+				var ok bool
+				if g%4 == 3 {
+					d, _ := l.TakeAt(at, "", 1)
+					ok = d.Allowed
+				} else {
+					ok, _ = l.AllowAt(at)
+				}
+				if !ok {
+					return
+				}
+				if n := admitted.Add(1); after != nil {
+					after(n)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return admitted.Load()
+}
+
+func (c *countedBucket) decide(p *policy, now, n int64) (d Decision) {
+	c.take(&d, p, now, n)
+	return
+}
+
+// nopTransport is a cluster of one that drops every frame: enough to run
+// the clustered request path at full speed.
+type nopTransport struct{}
+
+func (nopTransport) Name() string                                        { return "solo" }
+func (nopTransport) MaxFrameSize() int                                   { return 1350 }
+func (nopTransport) Broadcast([]byte) error                              { return nil }
+func (nopTransport) Subscribe(func(string, []byte)) (unsubscribe func()) { return func() {} }
+func (nopTransport) Members() []string                                   { return nil }
+func (nopTransport) Close() error                                        { return nil }
+
+// take is takeInto returning its Decision, for tests of the plain word.
+func take(tat *atomic.Int64, p *policy, now, n int64) (d Decision, ok bool) {
+	ok = takeInto(&d, tat, p, now, n)
+	return
+}

@@ -1,0 +1,226 @@
+// Package render writes rate-limit decisions as HTTP header values. It
+// is internal so that both the root package (for Limiter.Wrap) and the
+// public headers package can use it without importing each other.
+package render
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// Quota mirrors gopherpace.Decision field for field, so that a Decision
+// converts to it at no cost.
+type Quota struct {
+	Allowed    bool
+	Limit      int64
+	Remaining  int64
+	RetryAfter time.Duration
+	ResetAfter time.Duration
+	Window     time.Duration
+}
+
+// NextTokenAfter is how long until at least one more token becomes
+// available: zero when the bucket is full, RetryAfter on a denial.
+func (q Quota) NextTokenAfter() time.Duration {
+	if !q.Allowed {
+		return q.RetryAfter
+	}
+	if q.Remaining >= q.Limit || q.Limit <= 0 || q.ResetAfter <= 0 {
+		return 0
+	}
+	interval := q.Window / time.Duration(q.Limit)
+	if interval <= 0 {
+		return 0
+	}
+	// Tokens appear each time ResetAfter crosses a multiple of interval
+	// below Window.
+	rem := (q.Window - q.ResetAfter) % interval
+	return interval - rem
+}
+
+// Style selects the fields; the values match headers.Style.
+type Style uint8
+
+const (
+	Draft Style = iota
+	Legacy
+	Both
+	None
+)
+
+// Field names, canonical for net/http.
+const (
+	RetryAfter      = "Retry-After"
+	RateLimitPolicy = "Ratelimit-Policy"
+	RateLimit       = "Ratelimit"
+	XLimit          = "X-Ratelimit-Limit"
+	XRemaining      = "X-Ratelimit-Remaining"
+	XReset          = "X-Ratelimit-Reset"
+)
+
+// MaxFields is the most fields one decision renders to.
+const MaxFields = 6
+
+// Field is one response header.
+type Field struct{ Name, Value string }
+
+// fieldType is any struct type laid out as Field, so that packages can
+// render into their own named field types.
+type fieldType interface{ ~struct{ Name, Value string } }
+
+// Policy is a style and a policy name, with the name's sf-string quoted
+// once rather than on every request.
+type Policy struct {
+	Style  Style
+	quoted string // the name as an RFC 8941 sf-string
+}
+
+// NewPolicy prepares style and name; name must already be valid.
+func NewPolicy(style Style, name string) Policy {
+	return Policy{Style: style, quoted: string(appendSFString(nil, name))}
+}
+
+// DefaultName names a policy that was given no name.
+const DefaultName = "default"
+
+// Append appends q's fields to dst. now is read only for the legacy
+// X-RateLimit-Reset, an absolute time.
+//
+// Every value is rendered into one buffer and converted to a string once;
+// the fields' values are slices of it, so a request's headers cost one
+// allocation, however many fields there are.
+func Append[F fieldType](dst []F, p Policy, q Quota, now time.Time) []F {
+	quoted := p.quoted
+	if quoted == "" {
+		quoted = `"` + DefaultName + `"`
+	}
+	var scratch [320]byte
+	b := scratch[:0]
+	var names [MaxFields]string
+	var ends [MaxFields]int
+	n := 0
+	field := func(name string) {
+		names[n], ends[n] = name, len(b)
+		n++
+	}
+	if !q.Allowed {
+		b = strconv.AppendInt(b, RetryAfterSeconds(q.RetryAfter), 10)
+		field(RetryAfter)
+	}
+	if p.Style == Draft || p.Style == Both {
+		b = appendPolicyField(b, quoted, q)
+		field(RateLimitPolicy)
+		b = appendLimitField(b, quoted, q)
+		field(RateLimit)
+	}
+	if p.Style == Legacy || p.Style == Both {
+		b = strconv.AppendInt(b, q.Limit, 10)
+		field(XLimit)
+		b = strconv.AppendInt(b, q.Remaining, 10)
+		field(XRemaining)
+		b = strconv.AppendInt(b, now.Add(q.ResetAfter+time.Second-1).Unix(), 10)
+		field(XReset)
+	}
+	values, start := string(b), 0
+	for i := range n {
+		dst = append(dst, F{names[i], values[start:ends[i]]})
+		start = ends[i]
+	}
+	return dst
+}
+
+// SetHeader writes q's fields into h (an http.Header's map), replacing
+// earlier values, with one backing array for every field's []string.
+func (p Policy) SetHeader(h map[string][]string, q Quota, now time.Time) {
+	var buf [MaxFields]Field
+	fields := Append(buf[:0], p, q, now)
+	values := make([]string, len(fields))
+	for i, f := range fields {
+		values[i] = f.Value
+		h[f.Name] = values[i : i+1 : i+1]
+	}
+}
+
+// RetryAfterSeconds is the Retry-After delay-seconds for d: whole seconds
+// rounded up, and at least 1 so that a client never retries at once.
+func RetryAfterSeconds(d time.Duration) int64 {
+	return max(1, CeilSeconds(d))
+}
+
+// CeilSeconds is d in whole seconds, rounded up; 0 for d <= 0.
+func CeilSeconds(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	return int64((d + time.Second - 1) / time.Second)
+}
+
+// appendPolicyField renders `"name";q=<limit>;w=<window seconds>`.
+func appendPolicyField(b []byte, quoted string, q Quota) []byte {
+	b = append(b, quoted...)
+	b = append(b, ";q="...)
+	b = strconv.AppendInt(b, q.Limit, 10)
+	b = append(b, ";w="...)
+	return strconv.AppendInt(b, max(1, CeilSeconds(q.Window)), 10)
+}
+
+// appendLimitField renders `"name";r=<remaining>;t=<seconds until more
+// quota>`; t is left out when the bucket is full.
+func appendLimitField(b []byte, quoted string, q Quota) []byte {
+	b = append(b, quoted...)
+	b = append(b, ";r="...)
+	b = strconv.AppendInt(b, q.Remaining, 10)
+	if t := NextTokenSeconds(q); t > 0 {
+		b = append(b, ";t="...)
+		b = strconv.AppendInt(b, t, 10)
+	}
+	return b
+}
+
+// NextTokenSeconds is CeilSeconds(q.NextTokenAfter()) without its two
+// divisions in the common case: a bucket that gains a token at least every
+// second gains the next one within a second.
+func NextTokenSeconds(q Quota) int64 {
+	if q.Allowed && q.Remaining < q.Limit && q.ResetAfter > 0 && q.Limit < 1<<33 && q.Window <= time.Duration(q.Limit)*time.Second {
+		return 1
+	}
+	return CeilSeconds(q.NextTokenAfter())
+}
+
+// ValidName reports whether name can be sent as a draft policy name:
+// printable ASCII, at most 64 bytes.
+func ValidName(name string) bool {
+	if len(name) > 64 {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		if name[i] < 0x20 || name[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+// appendSFString appends s as an RFC 8941 sf-string.
+func appendSFString(b []byte, s string) []byte {
+	b = append(b, '"')
+	for i := 0; i < len(s); i++ {
+		if s[i] == '"' || s[i] == '\\' {
+			b = append(b, '\\')
+		}
+		b = append(b, s[i])
+	}
+	return append(b, '"')
+}
+
+// WriteTooManyRequests answers a denied request: q's fields in p's style,
+// then 429 with a short text body.
+func WriteTooManyRequests(w http.ResponseWriter, p Policy, q Quota, now time.Time) {
+	hdr := w.Header()
+	p.SetHeader(hdr, q, now)
+	hdr["Content-Type"] = []string{"text/plain; charset=utf-8"}
+	hdr["X-Content-Type-Options"] = []string{"nosniff"}
+	w.WriteHeader(http.StatusTooManyRequests)
+	_, _ = w.Write([]byte("Too Many Requests\n"))
+}

@@ -1,0 +1,136 @@
+package gopherpace
+
+import (
+	"fmt"
+	"math"
+	"math/bits"
+	"sync/atomic"
+	"time"
+)
+
+// maxRate is the largest refill rate accepted: one token per nanosecond. Above
+// it the emission interval would round to zero.
+const maxRate = int64(time.Second)
+
+// maxTolerance bounds burst×interval so that every sum of a state word, a
+// timestamp and a cost stays far from int64 overflow (2^60 ns ≈ 36 years).
+const maxTolerance = int64(1) << 60
+
+// policy is the GCRA form of a (rate, burst) pair, in integer nanoseconds.
+//
+// interval is the emission interval 1s/rate, rounded up so that the bucket
+// never refills faster than the configured rate; tolerance is burst×interval,
+// the furthest the theoretical arrival time may run ahead of now.
+//
+// When clustered, the engine moves three more fields as membership changes:
+// unit, the time one token costs (interval, scaled up while this node sees
+// only part of the cluster); localCap, the most tokens this node may admit
+// before its peers have been told; and flushAt, the count of unreported
+// tokens that triggers an early flush.
+type policy struct {
+	rate      int64
+	burst     int64
+	interval  int64
+	tolerance int64
+	recip     uint64 // floor((2^64-1)/interval), for tokensIn
+	unit      atomic.Int64
+	localCap  atomic.Int64
+	flushAt   atomic.Int64
+}
+
+func newPolicy(rate, burst int64) (*policy, error) {
+	if rate <= 0 {
+		return nil, errorf("refill rate must be > 0, got %d", rate)
+	}
+	if rate > maxRate {
+		return nil, errorf("refill rate %d/s is above the maximum of %d/s", rate, maxRate)
+	}
+	if burst < 1 {
+		return nil, errorf("bucket size must be >= 1, got %d", burst)
+	}
+	interval := (int64(time.Second) + rate - 1) / rate
+	if burst > maxTolerance/interval {
+		return nil, errorf("bucket size %d at %d/s spans more than %v of refill", burst, rate, time.Duration(maxTolerance))
+	}
+	p := &policy{rate: rate, burst: burst, interval: interval, tolerance: burst * interval, recip: math.MaxUint64 / uint64(interval)}
+	p.unit.Store(interval)
+	p.localCap.Store(math.MaxInt64)
+	p.flushAt.Store(math.MaxInt64)
+	return p, nil
+}
+
+// tokensIn is x/unit rounded down, for x >= 0: the whole tokens that x
+// nanoseconds buy. A 64-bit division costs tens of cycles, most of a
+// Decision's price; for the policy's own interval it multiplies by the
+// reciprocal instead. The product's high word q is never above the
+// quotient and at most one below it, since x/interval − x·recip/2^64 <
+// x/2^64 < 1; one comparison corrects it.
+func (p *policy) tokensIn(x, unit int64) int64 {
+	if unit != p.interval || x < 0 {
+		return x / unit
+	}
+	q, _ := bits.Mul64(uint64(x), p.recip)
+	if uint64(x)-q*uint64(unit) >= uint64(unit) {
+		q++
+	}
+	return int64(q)
+}
+
+// window is the time an empty bucket takes to fill.
+func (p *policy) window() time.Duration { return time.Duration(p.tolerance) }
+
+// checkCost rejects a cost the bucket could never grant.
+func (p *policy) checkCost(n int64) error {
+	if n < 1 {
+		return ErrInvalidCost
+	}
+	if n > p.burst {
+		return fmt.Errorf("%w: cost %d, bucket size %d", ErrCostExceedsLimit, n, p.burst)
+	}
+	return nil
+}
+
+func (p *policy) fillAllowed(d *Decision, next, now, unit int64) {
+	*d = Decision{
+		Allowed:    true,
+		Limit:      p.burst,
+		Remaining:  p.tokensIn(now+p.tolerance-next, unit),
+		ResetAfter: time.Duration(next - now),
+		Window:     p.window(),
+	}
+}
+
+func (p *policy) fillDenied(d *Decision, base, now, next, unit int64) {
+	*d = Decision{
+		Limit:      p.burst,
+		Remaining:  max(0, p.tokensIn(now+p.tolerance-base, unit)),
+		RetryAfter: time.Duration(next - p.tolerance - now),
+		ResetAfter: time.Duration(base - now),
+		Window:     p.window(),
+	}
+}
+
+// policies is a limiter's default policy and its per-key overrides. The
+// limiter and its engine share one; the set never changes after New.
+type policies struct {
+	def       *policy
+	overrides map[uint64]*policy // by key hash; nil without overrides
+}
+
+// forKey is the policy for key hash h.
+func (ps *policies) forKey(h uint64) *policy {
+	if ps.overrides != nil {
+		if p, ok := ps.overrides[h]; ok {
+			return p
+		}
+	}
+	return ps.def
+}
+
+// each calls f for the default policy and every override.
+func (ps *policies) each(f func(*policy)) {
+	f(ps.def)
+	for _, p := range ps.overrides {
+		f(p)
+	}
+}
