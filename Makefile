@@ -3,10 +3,12 @@
 MODULES := $(shell find . -name go.mod -not -path './.git/*' -exec dirname {} \; | sort)
 GO ?= go
 
-.PHONY: test fmt fmt-check vet tidy-check core-deps-check work bench demo demo-standalone fuzz accuracy
+STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-## test: format check, core dependency check, vet and race tests in every module
-test: fmt-check core-deps-check vet
+.PHONY: test fmt fmt-check vet lint tidy-check core-deps-check work bench demo demo-standalone fuzz accuracy
+
+## test: format check, core dependency check, vet, staticcheck and race tests in every module
+test: fmt-check core-deps-check vet lint
 	@set -e; for m in $(MODULES); do \
 		echo "== go test $$m"; \
 		(cd $$m && GOWORK=off $(GO) test -race -count=1 -timeout 5m ./...); \
@@ -24,6 +26,13 @@ vet:
 	@set -e; for m in $(MODULES); do \
 		echo "== go vet $$m"; \
 		(cd $$m && GOWORK=off $(GO) vet ./...); \
+	done
+
+## lint: staticcheck (pinned) in every module, with zero findings
+lint:
+	@set -e; for m in $(MODULES); do \
+		echo "== staticcheck $$m"; \
+		(cd $$m && GOWORK=off $(GO) run $(STATICCHECK) ./...); \
 	done
 
 ## tidy-check: fail if any go.mod/go.sum is not tidy

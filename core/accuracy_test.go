@@ -2,8 +2,6 @@ package gopherpace_test
 
 import (
 	"fmt"
-	"io"
-	"log/slog"
 	"math"
 	"testing"
 	"time"
@@ -11,8 +9,6 @@ import (
 	gopherpace "github.com/pedreviljoen/gopherpace/core"
 	"github.com/pedreviljoen/gopherpace/core/memtransport"
 )
-
-var discardLogger = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 // Scenarios of the accuracy harness: N=5, R=1000/s, B=1000, 1 ms delivery,
 // 100 ms gossip interval, 20 s, offered load 10×R unless stated.

@@ -17,7 +17,7 @@ func (l *Limiter) AllowAt(now time.Time) (bool, time.Duration) {
 
 func (l *Limiter) allowNanos(now int64) (bool, time.Duration) {
 	if l.eng != nil {
-		return l.allowClustered(now)
+		return l.eng.allow(now)
 	}
 	lz, p := l.leases, l.pols.def
 	// The global bucket is never evicted, so the lean path applies.
@@ -38,44 +38,15 @@ func (l *Limiter) allowNanos(now int64) (bool, time.Duration) {
 	return true, 0
 }
 
-// allowClustered is allowNanos for a clustered limiter, apart so that the
-// standalone path stays small.
-func (l *Limiter) allowClustered(now int64) (bool, time.Duration) {
-	e, lz, p := l.eng, l.leases, l.pols.def
-	if e.mode.Load() == modeNormal {
-		if lz != nil && lz.hot(now) {
-			return lz.allow(countedSource{e}, p, now)
-		}
-		if ok, retry, count, fast, contended := e.global.allow(p, now); fast {
-			// Only the first unreported token and the threshold
-			// schedule a flush: checked here, the common case makes
-			// no call.
-			if ok && (count == 1 || count == p.flushAt.Load()) {
-				e.counted(count, 1, p)
-			}
-			if contended && lz != nil {
-				lz.lost(now)
-			}
-			if ok {
-				return true, 0
-			}
-			return l.stealOr(now, retry)
-		}
-	}
-	// Not normal, or past the cap of unreported tokens: the general path.
-	var d Decision
-	e.takeGlobal(&d, now, 1)
-	if !d.Allowed {
-		return l.stealOr(now, d.RetryAfter)
-	}
-	return true, 0
+// stealOr answers a one-token request that the global bucket denied: with
+// a token from any processor's fresh lease if there is one, otherwise with
+// the denial.
+func (l *Limiter) stealOr(now int64, retry time.Duration) (bool, time.Duration) {
+	return stealOr(l.leases, now, retry)
 }
 
-// stealOr answers a one-token request that the global bucket denied: with
-// a token from any processor's fresh lease if there is one, unless the node
-// is cut off under fail-closed; otherwise with the denial.
-func (l *Limiter) stealOr(now int64, retry time.Duration) (bool, time.Duration) {
-	if lz := l.leases; lz != nil && (l.eng == nil || l.eng.mode.Load() != modeClosed) && lz.steal(now) {
+func stealOr(lz *leases, now int64, retry time.Duration) (bool, time.Duration) {
+	if lz != nil && lz.steal(now) {
 		return true, 0
 	}
 	return false, retry
@@ -83,11 +54,11 @@ func (l *Limiter) stealOr(now int64, retry time.Duration) (bool, time.Duration) 
 
 // stealInto is stealOr for a Decision of n tokens: only a one-token
 // denial can be turned into an admit.
-func (l *Limiter) stealInto(d *Decision, now, n int64) {
+func stealInto(lz *leases, d *Decision, now, n int64) {
 	if d.Allowed || n != 1 {
 		return
 	}
-	if ok, _ := l.stealOr(now, 0); ok {
+	if ok, _ := stealOr(lz, now, 0); ok {
 		d.Allowed, d.RetryAfter = true, 0
 	}
 }

@@ -8,6 +8,55 @@ import (
 // The engine's request path: deciding clustered requests, counting admits
 // for gossip, and scheduling the flushes that report them.
 
+// allow spends one token of the global bucket, as Limiter.Allow does.
+func (e *engine) allow(now int64) (bool, time.Duration) {
+	lz, p := e.leases, e.pols.def
+	if e.mode.Load() == modeNormal {
+		if lz != nil && lz.hot(now) {
+			return lz.allow(countedSource{e}, p, now)
+		}
+		if ok, retry, count, fast, contended := e.global.allow(p, now); fast {
+			// Only the first unreported token and the threshold
+			// schedule a flush: checked here, the common case makes
+			// no call.
+			if ok && (count == 1 || count == p.flushAt.Load()) {
+				e.counted(count, 1, p)
+			}
+			if contended && lz != nil {
+				lz.lost(now)
+			}
+			if ok {
+				return true, 0
+			}
+			return stealOr(lz, now, retry)
+		}
+	}
+	// Not normal, or past the cap of unreported tokens: the general path.
+	var d Decision
+	e.takeGlobal(&d, now, 1)
+	if !d.Allowed {
+		return e.stealOr(now, d.RetryAfter)
+	}
+	return true, 0
+}
+
+// stealOr is the limiter's stealOr, except that a node cut off under
+// fail-closed spends no leased token.
+func (e *engine) stealOr(now int64, retry time.Duration) (bool, time.Duration) {
+	if e.mode.Load() == modeClosed {
+		return false, retry
+	}
+	return stealOr(e.leases, now, retry)
+}
+
+// take decides n tokens of the global bucket into d, as Limiter.Take does.
+func (e *engine) take(d *Decision, now, n int64) {
+	e.takeGlobal(d, now, n)
+	if e.mode.Load() != modeClosed {
+		stealInto(e.leases, d, now, n)
+	}
+}
+
 // takeGlobal decides n tokens of the global bucket into d.
 func (e *engine) takeGlobal(d *Decision, now, n int64) {
 	c, p := &e.global, e.pols.def
@@ -27,7 +76,7 @@ func (e *engine) takeGlobal(d *Decision, now, n int64) {
 		}
 		pre = true
 	}
-	if wait, capped := e.overCap(c.unreported(c.word.Load()), p, n); capped {
+	if wait, capped := e.overCap(c.pending(), p, n); capped {
 		if pre {
 			e.preBudget.Add(n)
 		}
@@ -107,7 +156,7 @@ type countedSource struct{ e *engine }
 
 func (s countedSource) takeUpTo(p *policy, now, n int64) (int64, time.Duration, bool) {
 	e, c := s.e, &s.e.global
-	room := p.localCap.Load() - c.unreported(c.word.Load())
+	room := p.localCap.Load() - c.pending()
 	if room < 1 {
 		e.kick()
 		return 0, time.Duration(minFlushGap), false

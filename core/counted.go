@@ -93,10 +93,14 @@ func (c *countedBucket) init(now int64) {
 	c.word.Store(packCounted(now-maxClusteredTolerance, 0))
 }
 
-// unreported is the count of tokens admitted and not yet drained.
+// unreported is the count of tokens admitted and not yet drained, for a
+// word read at w.
 func (c *countedBucket) unreported(w uint64) int64 {
 	return int64(w&countMask) + c.spill.Load()
 }
+
+// pending is the count of tokens admitted and not yet drained, now.
+func (c *countedBucket) pending() int64 { return c.unreported(c.word.Load()) }
 
 // allow spends one token on the lean path. fast is false when the caller
 // must take the general path instead: the word was handed back, or the node
@@ -244,17 +248,19 @@ func (c *countedBucket) drain(p *policy, now int64) int64 {
 
 // handBack moves the bucket's state to the standalone word tat, for a
 // limiter that closed, and marks the word so that a taker still on the
-// clustered path moves over too. It returns the count left unreported.
-func (c *countedBucket) handBack(tat *atomic.Int64, p *policy, now int64) int64 {
+// clustered path moves over too. The count left unreported moves to spill,
+// for the last drain.
+func (c *countedBucket) handBack(tat *atomic.Int64, p *policy, now int64) {
 	for {
 		w := c.word.Load()
 		held := int64(w & countMask)
 		if held == handedBack {
-			return 0
+			return
 		}
 		if c.word.CompareAndSwap(w, packCounted(0, handedBack)) {
 			tat.Store(now + readAhead(w, now, p))
-			return held + c.spill.Swap(0)
+			c.spill.Add(held)
+			return
 		}
 	}
 }

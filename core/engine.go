@@ -44,6 +44,9 @@ type engineParts struct {
 	// standalone is the plain global word that a closed limiter decides
 	// on; the engine hands the global state back to it on stop.
 	standalone *atomic.Int64
+	// leases hand out the global bucket's tokens per processor while it
+	// is hot; nil when it is too small to lease.
+	leases *leases
 }
 
 type engine struct {
@@ -177,7 +180,7 @@ func (e *engine) stop() {
 	now := e.now()
 	// Hand the global bucket back first, so that takers spin for as short
 	// a time as possible; what it held unreported goes out in the goodbye.
-	e.global.spill.Add(e.global.handBack(e.standalone, e.pols.def, now))
+	e.global.handBack(e.standalone, e.pols.def, now)
 	frames := e.flushLocked(now, true, true)
 	for range resendTicks {
 		for _, f := range frames {

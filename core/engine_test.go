@@ -1,11 +1,9 @@
 package gopherpace_test
 
 import (
-	"context"
 	"encoding/binary"
 	"fmt"
 	"log/slog"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -13,31 +11,6 @@ import (
 	gopherpace "github.com/pedreviljoen/gopherpace/core"
 	"github.com/pedreviljoen/gopherpace/core/memtransport"
 )
-
-// cluster starts n limiters on one memtransport network.
-func cluster(t *testing.T, net *memtransport.Network, n int, opts ...gopherpace.Option) ([]*gopherpace.Limiter, []*memtransport.Transport) {
-	t.Helper()
-	var trs []*memtransport.Transport
-	for i := range n {
-		tr, err := net.Join(fmt.Sprintf("n%d", i))
-		if err != nil {
-			t.Fatal(err)
-		}
-		trs = append(trs, tr)
-	}
-	var lims []*gopherpace.Limiter
-	for i, tr := range trs {
-		l, err := gopherpace.New(append([]gopherpace.Option{
-			gopherpace.WithTransport(tr), gopherpace.WithNodeName(tr.Name()), gopherpace.WithLogger(discardLogger),
-		}, append(opts, gopherpace.WithNodeName(fmt.Sprintf("n%d", i)))...)...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { l.Close() })
-		lims = append(lims, l)
-	}
-	return lims, trs
-}
 
 func TestClusteredValidation(t *testing.T) {
 	net := memtransport.New()
@@ -179,22 +152,6 @@ func TestFailClosedWhenIsolated(t *testing.T) {
 	}
 }
 
-// countingHandler counts log records by level.
-type countingHandler struct {
-	mu     sync.Mutex
-	counts map[slog.Level]int
-}
-
-func (h *countingHandler) Enabled(context.Context, slog.Level) bool { return true }
-func (h *countingHandler) Handle(_ context.Context, r slog.Record) error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.counts[r.Level]++
-	return nil
-}
-func (h *countingHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
-func (h *countingHandler) WithGroup(string) slog.Handler      { return h }
-
 func TestPartitionLogsErrorEvery30sAndInfoOnRecovery(t *testing.T) {
 	net := memtransport.New()
 	h := &countingHandler{counts: map[slog.Level]int{}}
@@ -222,10 +179,6 @@ func TestPartitionLogsErrorEvery30sAndInfoOnRecovery(t *testing.T) {
 		t.Fatalf("log records by level %v; want 3 ERROR (at 0, 30 and 60 s) and 1 INFO", h.counts)
 	}
 }
-
-// hideClock exposes only the Transport methods, so the engine falls back to
-// real timers (virtual inside a synctest bubble).
-type hideClock struct{ gopherpace.Transport }
 
 func TestCloseStopsEveryGoroutine(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -287,5 +240,33 @@ func TestFailClosedNeverSpendsLeases(t *testing.T) {
 	net.Advance(300 * time.Millisecond)
 	if ok, _ := lims[0].AllowAt(net.Now()); !ok {
 		t.Fatal("still closed after the heal")
+	}
+}
+
+// A node that joins a running cluster empties the keyed buckets it filled
+// before it heard its first peer: the cluster's may be empty.
+func TestNewcomerEmptiesItsKeyedBuckets(t *testing.T) {
+	net := memtransport.New()
+	trA, _ := net.Join("a")
+	a, err := gopherpace.New(gopherpace.WithRefillRate(1), gopherpace.WithBucketSize(10),
+		gopherpace.WithTransport(trA), gopherpace.WithLogger(discardLogger))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	net.Advance(time.Second)
+	trB, _ := net.Join("b")
+	b, err := gopherpace.New(gopherpace.WithRefillRate(1), gopherpace.WithBucketSize(10),
+		gopherpace.WithTransport(trB), gopherpace.WithLogger(discardLogger))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if d, _ := b.TakeAt(net.Now(), "k", 1); !d.Allowed || d.Remaining != 9 {
+		t.Fatalf("before contact: %+v", d)
+	}
+	net.Advance(100 * time.Millisecond) // a's heartbeat arrives
+	if d, _ := b.TakeAt(net.Now(), "k", 1); d.Allowed {
+		t.Fatalf("after joining a running cluster the key still had tokens: %+v", d)
 	}
 }

@@ -37,7 +37,7 @@ func leasingLimiter(t *testing.T, rate, burst int64) *Limiter {
 		t.Fatal(err)
 	}
 	// As on a 2-processor machine, whatever this one has.
-	if l.leases = newLeasesFor(l.pols.def, 2); l.leases == nil {
+	if !setLeases(l, 2) {
 		t.Fatalf("a bucket of %d does not lease", burst)
 	}
 	return l
@@ -93,4 +93,15 @@ func (nopTransport) Close() error                                        { retur
 func take(tat *atomic.Int64, p *policy, now, n int64) (d Decision, ok bool) {
 	ok = takeInto(&d, tat, p, now, n)
 	return
+}
+
+// setLeases gives l leases sized for procs processors, as on a machine with
+// that many, whatever this one has. It reports false when l's bucket is too
+// small to lease.
+func setLeases(l *Limiter, procs int) bool {
+	l.leases = newLeasesFor(l.pols.def, procs)
+	if l.eng != nil {
+		l.eng.leases = l.leases
+	}
+	return l.leases != nil
 }

@@ -64,7 +64,7 @@ func TestLeasesHoldTheWindowBound(t *testing.T) {
 	const rate, burst = 1_000, 1_000
 	l := leasingLimiter(t, rate, 100_000)
 	l.pols.def = mustPolicy(t, rate, burst)
-	l.leases = newLeasesFor(l.pols.def, 1)
+	setLeases(l, 1)
 	rng := rand.New(rand.NewPCG(1, 2))
 	var times []int64 // the time of every admit, in order
 	now := int64(time.Second)
@@ -130,7 +130,7 @@ func TestLeasesDenialSpendsAnyLease(t *testing.T) {
 			defer l.Close()
 			path = strings.TrimPrefix(path, "clustered ")
 		}
-		l.leases = newLeasesFor(l.pols.def, 4)
+		setLeases(l, 4)
 		at := l.epoch.Add(time.Second)
 		now := l.nanos(at)
 		if d, _ := l.TakeAt(at, "", 100_000); !d.Allowed {
@@ -177,7 +177,7 @@ func FuzzLeasingNeverExceedsRate(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if l.leases = newLeasesFor(l.pols.def, 2); l.leases == nil {
+		if !setLeases(l, 2) {
 			return
 		}
 		p := l.pols.def
@@ -214,7 +214,7 @@ func TestClusteredLeasesAdmitAndCountExactlyOneBucket(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		l.leases = newLeasesFor(l.pols.def, 2)
+		setLeases(l, 2)
 		at := l.epoch.Add(time.Second)
 		l.leases.heat(l.nanos(at))
 		closeAt := int64(-1)

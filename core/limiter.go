@@ -88,6 +88,7 @@ func New(opts ...Option) (*Limiter, error) {
 		l.pols.overrides[hashKey(l.hashSecret, o.key)] = p
 	}
 	l.global.init()
+	l.leases = newLeases(def)
 	if c.transport == nil {
 		l.keys = newStore[plainEntry](c.maxKeys)
 	} else {
@@ -100,11 +101,10 @@ func New(opts ...Option) (*Limiter, error) {
 		l.global.tat.Store(evicted)
 		l.eng = newEngine(engineParts{
 			epoch: l.epoch, name: l.name, log: l.log, pols: &l.pols,
-			keys: newStore[clusterEntry](c.maxKeys), standalone: &l.global.tat,
+			keys: newStore[clusterEntry](c.maxKeys), standalone: &l.global.tat, leases: l.leases,
 		}, &c)
 		l.eng.start()
 	}
-	l.leases = newLeases(def)
 	l.log.Debug("limiter created", "node", l.name, "rate", def.rate, "burst", def.burst, "clustered", l.eng != nil)
 	return l, nil
 }

@@ -4,6 +4,8 @@ import (
 	"log/slog"
 	"os"
 	"time"
+
+	"github.com/pedreviljoen/gopherpace/core/transportkit"
 )
 
 // Option configures a Limiter. Options are checked by New, which returns an
@@ -235,8 +237,8 @@ func (c *config) finish() error {
 			return errorf("node name %q differs from the transport's %q: a clustered limiter is named by its transport; leave WithNodeName out", c.nodeName, c.transport.Name())
 		}
 		c.nodeName = c.transport.Name()
-		if fs := c.transport.MaxFrameSize(); fs < MinFrameSize {
-			return errorf("transport's MaxFrameSize %d is below the minimum of %d bytes", fs, MinFrameSize)
+		if fs := c.transport.MaxFrameSize(); fs < transportkit.MinFrameSize {
+			return errorf("transport's MaxFrameSize %d is below the minimum of %d bytes", fs, transportkit.MinFrameSize)
 		}
 	}
 	if c.nodeName == "" {

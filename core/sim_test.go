@@ -190,15 +190,6 @@ func (c *simCluster) startLimiter(n *simNode) {
 	n.tr, n.lim, n.up = tr, lim, true
 }
 
-func (c *simCluster) node(name string) *simNode {
-	for _, n := range c.nodes {
-		if n.name == name {
-			return n
-		}
-	}
-	return nil
-}
-
 func (c *simCluster) names(idx ...int) []string {
 	out := make([]string, len(idx))
 	for i, j := range idx {

@@ -44,19 +44,14 @@ type Stats struct {
 
 // Stats returns a snapshot of the limiter's state.
 func (l *Limiter) Stats() Stats {
-	p := l.pols.def
-	now := int64(time.Since(l.epoch))
-	tat := l.global.tat.Load()
 	var s Stats
+	now, tat := int64(time.Since(l.epoch)), l.global.tat.Load()
 	if l.eng != nil {
-		now = l.eng.now()
-		if t, ok := l.eng.global.tat(p, now); ok {
-			tat = t
-		}
-		l.eng.fillStats(&s)
+		now, tat = l.eng.fillStats(&s)
 	} else {
-		s.LiveKeys, s.OverflowDecisions = l.keys.len(), l.keys.overflowed.Load()
+		s.LiveKeys, s.OverflowDecisions = l.keys.len(), l.keys.overflowCount()
 	}
+	p := l.pols.def
 	tat = max(tat, now)
 	s.GlobalTokens = (now + p.tolerance - tat) / p.unit.Load()
 	if l.leases != nil {
@@ -65,9 +60,14 @@ func (l *Limiter) Stats() Stats {
 	return s
 }
 
-// fillStats writes the engine's part of a Stats snapshot.
-func (e *engine) fillStats(s *Stats) {
-	s.LiveKeys, s.OverflowDecisions = e.keys.len(), e.keys.overflowed.Load()
+// fillStats writes the engine's part of a Stats snapshot, and returns the
+// engine's time and the global bucket's TAT at it.
+func (e *engine) fillStats(s *Stats) (now, tat int64) {
+	now, tat = e.now(), e.standalone.Load()
+	if t, ok := e.global.tat(e.pols.def, now); ok {
+		tat = t
+	}
+	s.LiveKeys, s.OverflowDecisions = e.keys.len(), e.keys.overflowCount()
 	s.Clustered = true
 	s.VisibleNodes, s.KnownNodes, s.HeardNodes = e.stats.visible.Load(), e.stats.known.Load(), e.stats.heard.Load()
 	s.Partitioned = s.VisibleNodes < s.KnownNodes
@@ -82,4 +82,5 @@ func (e *engine) fillStats(s *Stats) {
 		s.FramesMissing += p.window.missing()
 	}
 	e.mu.Unlock()
+	return now, tat
 }

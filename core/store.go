@@ -230,3 +230,6 @@ func (s *store[E, P]) sweep(now int64) {
 }
 
 func (s *store[E, P]) len() int64 { return s.live.Load() }
+
+// overflowCount is the number of decisions made on the overflow bucket.
+func (s *store[E, P]) overflowCount() uint64 { return s.overflowed.Load() }

@@ -24,11 +24,11 @@ func (l *Limiter) take(d *Decision, now int64, key string, n int64) error {
 			return err
 		}
 		if l.eng != nil {
-			l.eng.takeGlobal(d, now, n)
-		} else {
-			takeInto(d, &l.global.tat, p, now, n)
+			l.eng.take(d, now, n)
+			return nil
 		}
-		l.stealInto(d, now, n)
+		takeInto(d, &l.global.tat, p, now, n)
+		stealInto(l.leases, d, now, n)
 		return nil
 	}
 	h := hashKey(l.hashSecret, key)

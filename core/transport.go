@@ -25,7 +25,7 @@ type Transport interface {
 	Members() []string
 	// MaxFrameSize is the largest frame, in bytes, that Broadcast carries
 	// to every peer in one piece; the limiter splits its reports to fit.
-	// It must be at least MinFrameSize.
+	// It must be at least transportkit.MinFrameSize.
 	MaxFrameSize() int
 	// Broadcast sends frame to every live peer. It must not block on a slow
 	// or dead peer, and must not keep frame after it returns.
@@ -38,10 +38,6 @@ type Transport interface {
 	// belongs to whoever created it, to be closed after its limiters.
 	Close() error
 }
-
-// MinFrameSize is the smallest MaxFrameSize a Transport may report: a
-// frame header and one keyed entry.
-const MinFrameSize = headerMax + entryMax
 
 type realClock struct{}
 

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"testing"
+
+	"github.com/pedreviljoen/gopherpace/core/transportkit"
 )
 
 func encodeFrame(f *frame) []byte {
@@ -115,5 +117,13 @@ func TestSeqWindow(t *testing.T) {
 	// Seen: 9..12, 1999, 2000 of the 9..2000 range.
 	if got := w.missing(); got != 1992-6 {
 		t.Fatalf("missing %d, want %d", got, 1992-6)
+	}
+}
+
+// A transport of the smallest frame size the contract allows fits a header
+// and one keyed entry of any size.
+func TestMinFrameSizeFitsAnEntry(t *testing.T) {
+	if headerMax+entryMax > transportkit.MinFrameSize {
+		t.Fatalf("a header and an entry take up to %d bytes; transportkit.MinFrameSize is %d", headerMax+entryMax, transportkit.MinFrameSize)
 	}
 }

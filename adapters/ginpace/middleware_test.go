@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -21,7 +20,6 @@ import (
 func TestMain(m *testing.M) {
 	gin.SetMode(gin.TestMode)
 	goleak.VerifyTestMain(m)
-	os.Exit(0)
 }
 
 func limiter(t *testing.T, rate, burst int64, opts ...gopherpace.Option) *gopherpace.Limiter {

@@ -14,6 +14,10 @@ import "time"
 // UDP should report it (or less) from MaxFrameSize.
 const DefaultMaxFrameSize = 1350
 
+// MinFrameSize is the smallest MaxFrameSize a Transport may report: room
+// for a frame's header and at least one keyed count.
+const MinFrameSize = 128
+
 // Clock is an optional Transport capability for simulated networks: a
 // transport that brings its own virtual time makes the limiters that use
 // it run on that time instead of real timers, so whole cluster scenarios

@@ -1,0 +1,97 @@
+package gopherpace
+
+import (
+	"testing"
+	"time"
+)
+
+// racingSource fills every lease slot just after taking a lease, as another
+// processor would if the pool had handed it the same slot: the lease just
+// taken must then go back to the bucket.
+type racingSource struct {
+	leaseSource
+	lz *leases
+}
+
+func (r racingSource) takeUpTo(p *policy, now, n int64) (int64, time.Duration, bool) {
+	got, retry, contended := r.leaseSource.takeUpTo(p, now, n)
+	for i := range r.lz.slots {
+		r.lz.slots[i].word.Store(packLease(now, 5))
+	}
+	return got, retry, contended
+}
+
+func TestLeaseTakenTwiceGoesBack(t *testing.T) {
+	for _, clustered := range []bool{false, true} {
+		name := map[bool]string{false: "standalone", true: "clustered"}[clustered]
+		t.Run(name, func(t *testing.T) {
+			opts := []Option{WithRefillRate(1), WithBucketSize(100_000)}
+			if clustered {
+				opts = append(opts, WithTransport(nopTransport{}))
+			}
+			l := newTestLimiter(t, opts...)
+			if !setLeases(l, 2) {
+				t.Fatal("no leases")
+			}
+			at := l.epoch.Add(time.Second)
+			p, now := l.pols.def, l.nanos(at)
+			var src leaseSource = plainSource{&l.global.tat}
+			if clustered {
+				src = countedSource{l.eng}
+			}
+			if ok, _ := l.leases.allow(racingSource{src, l.leases}, p, now); !ok {
+				t.Fatal("denied from a full bucket")
+			}
+			// One token admitted; the rest of the lease went back.
+			for i := range l.leases.slots {
+				l.leases.slots[i].word.Store(0)
+			}
+			if clustered {
+				if got := l.eng.global.pending(); got != 1 {
+					t.Fatalf("%d tokens counted for gossip, want 1", got)
+				}
+			}
+			if d, _ := l.TakeAt(at, "", 2); d.Remaining != 100_000-3 {
+				t.Fatalf("%d tokens left after two more, want %d", d.Remaining, 100_000-3)
+			}
+		})
+	}
+}
+
+// A clustered refund of the global bucket gives the tokens back and takes
+// them out of the count not yet reported; after Close it refunds the
+// standalone word the state moved to.
+func TestClusteredGlobalRefund(t *testing.T) {
+	l := newTestLimiter(t, WithRefillRate(1), WithBucketSize(100), WithTransport(nopTransport{}))
+	t0 := l.epoch.Add(time.Second) // the counted word reads times near the engine's clock
+	if d, _ := l.TakeAt(t0, "", 10); !d.Allowed || d.Remaining != 90 {
+		t.Fatalf("take: %+v", d)
+	}
+	l.RefundAt(t0, "", 4)
+	if got := l.eng.global.pending(); got != 6 {
+		t.Fatalf("%d tokens left to report, want 6", got)
+	}
+	if d, _ := l.TakeAt(t0, "", 1); d.Remaining != 93 {
+		t.Fatalf("after the refund %d remain, want 93", d.Remaining)
+	}
+	l.Close()
+	l.RefundAt(t0, "", 3)
+	if d, _ := l.TakeAt(t0, "", 1); d.Remaining != 95 {
+		t.Fatalf("after Close and a refund %d remain, want 95", d.Remaining)
+	}
+}
+
+func TestClusteredKeyedRefund(t *testing.T) {
+	l := newTestLimiter(t, WithRefillRate(1), WithBucketSize(100), WithTransport(nopTransport{}))
+	t0 := l.epoch.Add(time.Second)
+	l.TakeAt(t0, "k", 10)
+	l.RefundAt(t0, "k", 4)
+	h := hashKey(0, "k")
+	if got := l.eng.keys.lookup(h).pending.Load(); got != 6 {
+		t.Fatalf("%d tokens left to report, want 6", got)
+	}
+	if d, _ := l.TakeAt(t0, "k", 1); d.Remaining != 93 {
+		t.Fatalf("after the refund %d remain, want 93", d.Remaining)
+	}
+	l.RefundAt(t0, "absent", 5) // no bucket: nothing to refund, no panic
+}

@@ -1,0 +1,68 @@
+package gopherpace
+
+import (
+	"bytes"
+	"encoding/hex"
+	"testing"
+)
+
+// Golden values pin what every node of a cluster must compute alike. A
+// change to either breaks a cluster that runs two versions during a
+// rolling deploy: change them only together with the wire version, and
+// say so in the release notes.
+
+// TestKeyHashGolden pins hashKey: nodes that hash a key differently keep
+// different buckets for it and never charge each other's admits.
+func TestKeyHashGolden(t *testing.T) {
+	for _, tc := range []struct {
+		key    string
+		secret uint64
+		want   uint64
+	}{
+		{"", 0, 0xef46db3751d8e999},
+		{"", 0xfeedface, 0x9e4890353cfa0455},
+		{"a", 0, 0xd24ec4f1a98c6e5b},
+		{"a", 0xfeedface, 0x40362a1a4ed42535},
+		{"tenant-a", 0, 0x24cbcbec76c2694a},
+		{"tenant-a", 0xfeedface, 0x63b13b393bf51bcb},
+		{"10.1.2.3", 0, 0x43bc2967acb25af4},
+		{"10.1.2.3", 0xfeedface, 0x2863974f9d65102e},
+		{"2001:db8::/64", 0, 0x74bb4ac9704ab632},
+		{"2001:db8::/64", 0xfeedface, 0x47b075dccb86350d},
+		{"a key of more than sixteen bytes", 0, 0xeccc77e16a6881b7},
+		{"a key of more than sixteen bytes", 0xfeedface, 0xf9dfc772ed3c918},
+	} {
+		t.Run(tc.key, func(t *testing.T) {
+			if got := hashKey(tc.secret, tc.key); got != tc.want {
+				t.Fatalf("hashKey(%#x, %q) = %#x, want %#x", tc.secret, tc.key, got, tc.want)
+			}
+		})
+	}
+}
+
+// goldenFrame is a version-1 frame with every field set, and its bytes.
+var (
+	goldenFrame = frame{leaving: true, limiter: hashKey(0, DefaultLimiterID), incarnation: 1_700_000_000_123_456_789,
+		seq: 300, globalSum: 70_000, global: 129,
+		keys: []keyCount{{hashKey(0, "tenant-a"), 1}, {hashKey(0, "tenant-b"), 200}}}
+	goldenBytes = "67700101961c565c8abd14cb15cd853dfe9c9717ac02f0a2048101024a69c276eccbcb240175fbf4ac2a0a32d2c801"
+)
+
+func TestWireGolden(t *testing.T) {
+	want, err := hex.DecodeString(goldenBytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := encodeFrame(&goldenFrame); !bytes.Equal(got, want) {
+		t.Fatalf("encoded\n%x\nwant\n%x", got, want)
+	}
+	var f frame
+	if err := decodeFrame(want, &f); err != nil {
+		t.Fatal(err)
+	}
+	g := goldenFrame
+	if f.leaving != g.leaving || f.limiter != g.limiter || f.incarnation != g.incarnation || f.seq != g.seq ||
+		f.globalSum != g.globalSum || f.global != g.global || len(f.keys) != 2 || f.keys[0] != g.keys[0] || f.keys[1] != g.keys[1] {
+		t.Fatalf("decoded %+v, want %+v", f, g)
+	}
+}
