@@ -68,7 +68,7 @@ func allowOurs(m mode, parallel bool) func(*testing.B) {
 
 // nopTransport is a cluster of one that drops every frame: the clustered
 // request path at full speed, with no network in the measurement.
-type nopTransport struct{}
+type nopTransport struct{ _ byte } // not zero-sized: each is a transport of its own
 
 func (nopTransport) Name() string                          { return "solo" }
 func (nopTransport) MaxFrameSize() int                     { return 1350 }
@@ -80,7 +80,7 @@ func (nopTransport) Close() error                          { return nil }
 func allowClustered(parallel bool) func(*testing.B) {
 	return func(b *testing.B) {
 		l, err := gopherpace.New(gopherpace.WithRefillRate(1_000_000_000), gopherpace.WithBucketSize(1_000_000_000),
-			gopherpace.WithTransport(nopTransport{}))
+			gopherpace.WithTransport(&nopTransport{}))
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -57,7 +57,7 @@ func BenchmarkHashKey(b *testing.B) {
 }
 
 func BenchmarkAllowClustered(b *testing.B) {
-	l, _ := New(WithRefillRate(1_000_000_000), WithBucketSize(1_000_000_000), WithTransport(nopTransport{}))
+	l, _ := New(WithRefillRate(1_000_000_000), WithBucketSize(1_000_000_000), WithTransport(&nopTransport{}))
 	defer l.Close()
 	b.ReportAllocs()
 	for b.Loop() {

@@ -40,10 +40,16 @@ func reread(w *atomic.Int64) int64 { return w.Add(0) }
 // rereadCounted is reread for a counted or lease word.
 func rereadCounted(w *atomic.Uint64) uint64 { return w.Add(0) }
 
-// takeInto tries to spend n tokens at now, writing the Decision into d: a
-// Decision is six words, and copying it up through every caller costs more
-// than deciding. It never spends on a denial, and it returns false, without
-// deciding, when the word was evicted under it.
+// Times are nanoseconds since the limiter's epoch, clamped to ±maxNow so
+// that every sum of a time, a tolerance and a cost stays inside int64 and
+// clear of the marks above.
+const maxNow = int64(1) << 62
+
+// takeInto tries to spend n (at most the bucket size) tokens at now,
+// writing the Decision into d: a Decision is six words, and copying it up
+// through every caller costs more than deciding. It never spends on a
+// denial, and it returns false, without deciding, when the word was evicted
+// under it.
 func takeInto(d *Decision, tat *atomic.Int64, p *policy, now, n int64) (ok bool) {
 	unit := p.unit.Load()
 	cost := n * unit
@@ -56,6 +62,7 @@ func takeInto(d *Decision, tat *atomic.Int64, p *policy, now, n int64) (ok bool)
 		next := base + cost
 		if next-now > p.tolerance {
 			p.fillDenied(d, base, now, next, unit)
+			settle(tat, p, old, now)
 			return true
 		}
 		if tat.CompareAndSwap(old, next) {
@@ -76,6 +83,7 @@ func allow(tat *atomic.Int64, p *policy, now, n int64) (ok bool, retry time.Dura
 	for {
 		next := max(old, now) + cost
 		if next-now > p.tolerance {
+			settle(tat, p, old, now)
 			return false, time.Duration(next - p.tolerance - now), contended
 		}
 		if tat.CompareAndSwap(old, next) {
@@ -83,6 +91,20 @@ func allow(tat *atomic.Int64, p *policy, now, n int64) (ok bool, retry time.Dura
 		}
 		contended = true
 		old = reread(tat)
+	}
+}
+
+// settle handles a TAT more than a window beyond the policy's ceiling, on
+// the denial path. Only a caller's time that jumped back by over a window
+// (or a call far in the future) leaves one; left alone, it would deny
+// every caller until the clock caught up with it, perhaps for years. A
+// jump that large is taken for a broken clock: the bucket restarts at the
+// ceiling, as empty as any history allows, and refills from the new time.
+// A smaller step back changes nothing, so it never admits extra; a larger
+// one admits no more than B + R·(latest − earliest time passed).
+func settle(tat *atomic.Int64, p *policy, old, now int64) {
+	if old != evicted && old-now > p.ceiling+p.tolerance {
+		tat.CompareAndSwap(old, now+p.ceiling)
 	}
 }
 
@@ -108,7 +130,10 @@ func takeUpTo(tat *atomic.Int64, p *policy, now, n int64) (got int64, retry time
 
 // refund gives n tokens back, never filling the bucket past full.
 func refund(tat *atomic.Int64, p *policy, now, n int64) {
-	cost := n * p.unit.Load()
+	if n < 1 {
+		return
+	}
+	cost := costOf(n, p.unit.Load(), p.ceiling)
 	for {
 		old := tat.Load()
 		if old == evicted || old <= now {
@@ -125,9 +150,13 @@ func refund(tat *atomic.Int64, p *policy, now, n int64) {
 // lands, carrying the bucket into debt, so that load spread over many nodes
 // adds up; the debt is capped at maxDebt beyond empty, so that a burst of
 // stale counts (after a partition heals, say) cannot stall the bucket for
-// long. maxDebt 0 is the reference design's floor at zero.
+// long. maxDebt 0 is the reference design's floor at zero. A count of any
+// size only ever spends: the cost saturates, and n < 1 charges nothing.
 func debit(tat *atomic.Int64, p *policy, now, n, maxDebt int64) {
-	cost := n * p.unit.Load()
+	if n < 1 {
+		return
+	}
+	cost := costOf(n, p.unit.Load(), p.tolerance+maxDebt)
 	limit := now + p.tolerance + maxDebt
 	for {
 		old := tat.Load()

@@ -8,9 +8,24 @@ import (
 // The engine's request path: deciding clustered requests, counting admits
 // for gossip, and scheduling the flushes that report them.
 
+// maxClockGap is how far a caller's time may be from the engine's clock on
+// the clustered global bucket, whose word holds only the low bits of its
+// time (counted.go). Further off, the request is denied and nothing is
+// written: 13 days is no clock skew, only a caller's mistake.
+const maxClockGap = int64(1) << 50
+
+// farFromClock reports whether now is too far from the engine's clock for
+// the counted word.
+func (e *engine) farFromClock(now int64) bool {
+	return uint64(now-e.clockNow.Load()+maxClockGap) > uint64(2*maxClockGap)
+}
+
 // allow spends one token of the global bucket, as Limiter.Allow does.
 func (e *engine) allow(now int64) (bool, time.Duration) {
 	lz, p := e.leases, e.pols.def
+	if e.farFromClock(now) {
+		return false, time.Second
+	}
 	if e.mode.Load() == modeNormal {
 		if lz != nil && lz.hot(now) {
 			return lz.allow(countedSource{e}, p, now)
@@ -61,6 +76,10 @@ func (e *engine) take(d *Decision, now, n int64) {
 func (e *engine) takeGlobal(d *Decision, now, n int64) {
 	c, p := &e.global, e.pols.def
 	pre := false
+	if e.farFromClock(now) && e.mode.Load() != modeStopped {
+		*d = closedDecision(p)
+		return
+	}
 	switch e.mode.Load() {
 	case modeStopped:
 		e.takeStandalone(d, now, n)

@@ -116,8 +116,10 @@ func (c *countedBucket) allow(p *policy, now int64) (ok bool, retry time.Duratio
 		if n == handedBack || n+spill >= p.localCap.Load() {
 			return false, 0, 0, false, contended
 		}
-		next := spent(w, now, p) + cost
+		base := spent(w, now, p)
+		next := base + cost
 		if next > p.tolerance {
+			c.settle(w, p, base, now)
 			return false, time.Duration(next - p.tolerance), 0, true, contended
 		}
 		keep, moved := addCount(n, 1)
@@ -148,6 +150,7 @@ func (c *countedBucket) take(d *Decision, p *policy, now, n int64) (count int64,
 		next := base + cost
 		if next > p.tolerance {
 			p.fillDenied(d, now+base, now, now+next, unit)
+			c.settle(w, p, base, now)
 			return 0, true
 		}
 		keep, moved := addCount(held, n)
@@ -156,6 +159,14 @@ func (c *countedBucket) take(d *Decision, p *policy, now, n int64) (count int64,
 			return c.unreportedAfter(keep, moved), true
 		}
 		w = rereadCounted(&c.word)
+	}
+}
+
+// settle is settle in bucket.go for the counted word w, whose time is
+// ahead ahead of now.
+func (c *countedBucket) settle(w uint64, p *policy, ahead, now int64) {
+	if ahead > p.ceiling+p.tolerance {
+		c.word.CompareAndSwap(w, packCounted(now+p.ceiling, int64(w&countMask)))
 	}
 }
 
@@ -206,7 +217,10 @@ func (c *countedBucket) update(now int64, p *policy, f func(ahead, count int64) 
 
 // debit charges n tokens that a peer admitted, as debit in bucket.go does.
 func (c *countedBucket) debit(p *policy, now, n, maxDebt int64) {
-	cost := n * p.unit.Load()
+	if n < 1 {
+		return
+	}
+	cost := costOf(n, p.unit.Load(), p.tolerance+maxDebt)
 	c.update(now, p, func(a, count int64) (int64, int64) {
 		if a >= p.tolerance+maxDebt {
 			return a, count
@@ -223,7 +237,10 @@ func (c *countedBucket) empty(p *policy, now int64) {
 // refund gives back n tokens, never past full, and takes up to n of them
 // out of the unreported count.
 func (c *countedBucket) refund(p *policy, now, n int64) {
-	cost := n * p.unit.Load()
+	if n < 1 {
+		return
+	}
+	cost := costOf(n, p.unit.Load(), p.ceiling)
 	fromWord := int64(0)
 	c.update(now, p, func(a, count int64) (int64, int64) {
 		fromWord = min(count, n)

@@ -65,6 +65,7 @@ type engine struct {
 
 	global    countedBucket
 	mode      atomic.Int32 // see mode.go
+	clockNow  atomic.Int64 // the engine's time at its last tick
 	preBudget atomic.Int64
 	kicked    atomic.Bool
 	held      atomic.Bool
@@ -72,23 +73,27 @@ type engine struct {
 	dirty     [dirtyShards]dirtyList
 	stats     engineStats
 
-	mu          sync.Mutex // guards the fields below
-	started     bool
-	seq         uint64
-	globalSum   uint64                    // global tokens reported since this incarnation began
-	sent        [resendTicks + 1][][]byte // frames of this tick and the last ones
-	lastFlush   int64
-	peers       map[string]*peer
-	startedAt   int64
-	learned     bool // whether this node has settled newcomer or founder
-	contacted   bool
-	degraded    bool
-	lastErrLog  int64
-	stopped     bool
-	stopTick    func() bool
-	unsubscribe func()
-	rx          frame
-	batch       []keyCount
+	mu         sync.Mutex // guards the fields below
+	started    bool
+	seq        uint64
+	globalSum  uint64                    // global tokens reported since this incarnation began
+	sent       [resendTicks + 1][][]byte // frames of this tick and the last ones
+	lastFlush  int64
+	peers      map[string]*peer
+	startedAt  int64
+	learned    bool // whether this node has settled newcomer or founder
+	contacted  bool
+	degraded   bool
+	lastErrLog int64
+	// lastMemberRefresh is when the transport's member list was last read.
+	lastMemberRefresh int64
+	// lastSkewWarn and lastSendWarn space WARN records (see warnf).
+	lastSkewWarn, lastSendWarn int64
+	stopped                    bool
+	stopTick                   func() bool
+	unsubscribe                func()
+	rx                         frame
+	batch                      []keyCount
 }
 
 // dirtyList is one shard of the keyed entries that hold unsent counts.
@@ -106,6 +111,7 @@ type dirtyKey struct {
 type engineStats struct {
 	framesSent, bytesSent, framesReceived, bytesReceived atomic.Uint64
 	malformed, duplicate, otherLimiter, keysDropped      atomic.Uint64
+	notMember, sendFailures                              atomic.Uint64
 	lostPrevious                                         atomic.Uint64
 	tokensReported, tokensCharged                        atomic.Uint64
 	visible, known, heard                                atomic.Int64
@@ -137,20 +143,18 @@ func newEngine(parts engineParts, c *config) *engine {
 }
 
 // now is the engine's clock in nanoseconds since the limiter's epoch.
-func (e *engine) now() int64 { return int64(e.clock.Now().Sub(e.epoch)) }
+func (e *engine) now() int64 { return clampNanos(e.clock.Now().Sub(e.epoch)) }
 
 func (e *engine) start() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	now := e.now()
+	e.clockNow.Store(now)
 	e.startedAt = now
 	e.global.init(now)
 	e.inc = uint64(e.clock.Now().UnixNano())
 	e.lastFlush = now - minFlushGap
-	members := e.t.Members()
-	for _, name := range members {
-		e.peers[name] = &peer{lastHeard: now}
-	}
+	members := e.refreshMembers(now)
 	e.retune(now, 1+len(members), 1+len(members))
 	if len(members) > 0 && !e.floor {
 		// Until a peer is heard, spend at most this node's share of the

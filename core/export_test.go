@@ -1,6 +1,9 @@
 package gopherpace
 
-import "time"
+import (
+	"encoding/binary"
+	"time"
+)
 
 // WithFloorAtZero runs the reference design's algorithm, as the accuracy
 // harness's baseline.
@@ -18,4 +21,32 @@ func LeaseTokens(l *Limiter, at time.Time, n int64) bool {
 	}
 	l.leases.slots[0].word.Store(packLease(l.nanos(at), n))
 	return true
+}
+
+// TestFrame is a frame's fields, for tests that craft frames as an
+// attacker would. Keys are hashed with secret 0.
+type TestFrame struct {
+	Leaving                     bool
+	Limiter                     string // the limiter ID; DefaultLimiterID if empty
+	Incarnation, Seq, GlobalSum uint64
+	Global                      uint64
+	Keys                        []string
+	KeyTokens                   []uint64
+}
+
+// EncodeTestFrame encodes f in the current wire format, without checking
+// that its values make sense: counts go on the wire as they are, as a
+// hostile sender could write them.
+func EncodeTestFrame(f TestFrame) []byte {
+	if f.Limiter == "" {
+		f.Limiter = DefaultLimiterID
+	}
+	fr := frame{leaving: f.Leaving, limiter: hashKey(0, f.Limiter), incarnation: f.Incarnation, seq: f.Seq,
+		globalSum: f.GlobalSum, global: int64(f.Global)}
+	b := appendHeader(nil, &fr, len(f.Keys))
+	for i, k := range f.Keys {
+		b = binary.LittleEndian.AppendUint64(b, hashKey(0, k))
+		b = binary.AppendUvarint(b, f.KeyTokens[i])
+	}
+	return b
 }

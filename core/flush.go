@@ -11,6 +11,7 @@ func (e *engine) onTick() {
 		return
 	}
 	now := e.now()
+	e.clockNow.Store(now)
 	e.evaluate(now)
 	// Resend the last ticks' frames, then send this tick's (always at least
 	// a header: it is also the heartbeat that tells peers we are here).
@@ -105,7 +106,13 @@ func (e *engine) flushLocked(now int64, heartbeat, leaving bool) [][]byte {
 
 func (e *engine) broadcast(b []byte) {
 	if err := e.t.Broadcast(b); err != nil {
-		return // best effort: the resends and the next tick cover it
+		// Best effort: the resends and the next tick cover a lost frame.
+		// A transport that keeps refusing loses the cluster its limit, so
+		// say so, once a while.
+		e.stats.sendFailures.Add(1)
+		e.warnf(e.now(), &e.lastSendWarn, "the transport refused a frame; peers will not hear this node's admits until it sends again",
+			"err", err, "failures", e.stats.sendFailures.Load())
+		return
 	}
 	e.stats.framesSent.Add(1)
 	e.stats.bytesSent.Add(uint64(len(b)))

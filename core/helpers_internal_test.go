@@ -80,7 +80,7 @@ func (c *countedBucket) decide(p *policy, now, n int64) (d Decision) {
 
 // nopTransport is a cluster of one that drops every frame: enough to run
 // the clustered request path at full speed.
-type nopTransport struct{}
+type nopTransport struct{ _ byte } // not zero-sized: each is a transport of its own
 
 func (nopTransport) Name() string                                        { return "solo" }
 func (nopTransport) MaxFrameSize() int                                   { return 1350 }

@@ -71,9 +71,11 @@ const (
 
 func packLease(at, tokens int64) uint64 { return uint64(at)<<leaseBits | uint64(tokens) }
 
-// fresh reports whether a lease word taken before now is still valid.
+// fresh reports whether a lease word was taken within leaseLife of now,
+// either way: a lease from a time far from now (a caller's clock jumped)
+// is never spent.
 func fresh(w uint64, now int64) bool {
-	return int64(w-uint64(now)<<leaseBits)>>leaseBits >= -leaseLife
+	return uint64(int64(w-uint64(now)<<leaseBits)>>leaseBits+leaseLife) <= uint64(2*leaseLife)
 }
 
 // newLeases returns the leases for a bucket of p, or nil when a batch
@@ -103,7 +105,10 @@ func (lz *leases) another() *leaseSlot {
 	return &lz.slots[lz.next.Add(1)%uint32(len(lz.slots))]
 }
 
-func (lz *leases) hot(now int64) bool { return now < lz.hotUntil.Load() }
+// hot reports whether the bucket is hot at now: within hotWindow before
+// the end of its last heating (a heating far from now, from a caller's
+// clock that jumped, does not count).
+func (lz *leases) hot(now int64) bool { return uint64(lz.hotUntil.Load()-now-1) < uint64(hotWindow) }
 
 // lost records a compare-and-swap on the word that lost a race, and heats
 // the bucket if another did within a millisecond.

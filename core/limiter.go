@@ -50,6 +50,7 @@ type Limiter struct {
 	log        *slog.Logger
 	eng        *engine // nil when standalone
 	leases     *leases // nil when the bucket is too small to lease
+	release    func()  // frees the limiter ID on the transport
 	closeOnce  sync.Once
 }
 
@@ -93,8 +94,17 @@ func New(opts ...Option) (*Limiter, error) {
 		l.keys = newStore[plainEntry](c.maxKeys)
 	} else {
 		if def.tolerance > maxClusteredTolerance {
-			return nil, errorf("bucket size %d at %d/s spans more than %v of refill, the most a clustered limiter allows",
-				def.burst, def.rate, time.Duration(maxClusteredTolerance))
+			return nil, errorf("bucket size %d at %d/s takes %v to refill, over the %v a clustered limiter allows: lower the bucket size or raise the rate",
+				def.burst, def.rate, time.Duration(def.tolerance), time.Duration(maxClusteredTolerance))
+		}
+		release, err := register(c.transport, c.limiterID)
+		if err != nil {
+			return nil, err
+		}
+		l.release = release
+		if !c.floorAtZero {
+			// Peers' charges may carry a bucket one more window into debt.
+			l.pols.each(func(p *policy) { p.ceiling = 2 * p.tolerance })
 		}
 		// The clustered bucket holds the global state until Close hands it
 		// back; meanwhile the standalone word stays marked.
@@ -109,8 +119,12 @@ func New(opts ...Option) (*Limiter, error) {
 	return l, nil
 }
 
-// nanos converts a caller's time to nanoseconds since the limiter's epoch.
-func (l *Limiter) nanos(now time.Time) int64 { return int64(now.Sub(l.epoch)) }
+// nanos converts a caller's time to nanoseconds since the limiter's epoch,
+// clamped to ±maxNow (146 years): any time.Time a caller passes, the zero
+// value included, gives a time the buckets' arithmetic handles.
+func (l *Limiter) nanos(now time.Time) int64 { return clampNanos(now.Sub(l.epoch)) }
+
+func clampNanos(d time.Duration) int64 { return min(max(int64(d), -maxNow), maxNow) }
 
 // RefillRate is the configured refill rate in tokens per second.
 func (l *Limiter) RefillRate() int64 { return l.pols.def.rate }
@@ -128,6 +142,7 @@ func (l *Limiter) Close() error {
 	l.closeOnce.Do(func() {
 		if l.eng != nil {
 			l.eng.stop()
+			l.release()
 		}
 		l.log.Debug("limiter closed", "node", l.name)
 	})

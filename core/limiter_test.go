@@ -17,11 +17,11 @@ func TestNewValidation(t *testing.T) {
 		want string
 	}{
 		{"no rate", nil, "WithRefillRate is required"},
-		{"zero rate", []Option{WithRefillRate(0)}, "WithRefillRate is required"},
+		{"zero rate", []Option{WithRefillRate(0)}, "must be > 0"},
 		{"negative rate", []Option{WithRefillRate(-1)}, "must be > 0"},
 		{"absurd rate", []Option{WithRefillRate(1 << 40)}, "above the maximum"},
 		{"zero bucket", []Option{WithRefillRate(10), WithBucketSize(0)}, "bucket size must be >= 1"},
-		{"absurd bucket", []Option{WithRefillRate(1), WithBucketSize(1 << 50)}, "spans more than"},
+		{"absurd bucket", []Option{WithRefillRate(1), WithBucketSize(1 << 50)}, "would take more than"},
 		{"empty node", []Option{WithRefillRate(1), WithNodeName("")}, "node name"},
 		{"nil logger", []Option{WithRefillRate(1), WithLogger(nil)}, "logger"},
 		{"zero keys", []Option{WithRefillRate(1), WithMaxKeys(0)}, "max keys"},

@@ -20,18 +20,14 @@ func (e *engine) evaluate(now int64) {
 	if e.mode.Load() == modePreContact && now-e.startedAt > e.isolation {
 		e.enter(modeNormal)
 	}
-	listed := e.t.Members()
-	for _, name := range listed {
-		if e.peers[name] == nil {
-			e.peers[name] = &peer{lastHeard: now}
-		}
-	}
+	listed := e.refreshMembers(now)
 	visible, known, heard := 1, 1, int64(1)
 	for name, p := range e.peers {
 		silent := now - p.lastHeard
 		if p.departed || silent > e.grace {
-			if silent > 2*e.grace && !slices.Contains(listed, name) {
-				e.stats.lostPrevious.Add(p.window.missing())
+			// Gone, and no longer a member: forget it.
+			if !slices.Contains(listed, name) {
+				e.stats.lostPrevious.Add(p.missing())
 				delete(e.peers, name)
 			}
 			continue

@@ -14,6 +14,7 @@ type Option func(*config)
 
 type config struct {
 	rate       int64
+	rateSet    bool
 	burst      int64
 	burstSet   bool
 	nodeName   string
@@ -84,7 +85,7 @@ const (
 func WithTransport(t Transport) Option {
 	return func(c *config) {
 		if t == nil {
-			c.errs = append(c.errs, errorf("nil Transport"))
+			c.errs = append(c.errs, errorf("WithTransport(nil): pass a transport, such as memberpace.New's, or leave the option out for a standalone limiter"))
 		}
 		c.transport = t
 	}
@@ -97,7 +98,7 @@ func WithTransport(t Transport) Option {
 func WithGossipInterval(d time.Duration) Option {
 	return func(c *config) {
 		if d < time.Millisecond || d > time.Minute {
-			c.errs = append(c.errs, errorf("gossip interval must be between 1ms and 1m, got %v", d))
+			c.errs = append(c.errs, errorf("gossip interval must be between 1ms and 1m, got %v (the default is %v)", d, DefaultGossipInterval))
 		}
 		c.interval = d
 	}
@@ -108,7 +109,7 @@ func WithGossipInterval(d time.Duration) Option {
 func WithPartitionPolicy(p PartitionPolicy) Option {
 	return func(c *config) {
 		if p > PartitionFailOpen {
-			c.errs = append(c.errs, errorf("unknown partition policy %d", p))
+			c.errs = append(c.errs, errorf("unknown partition policy %d: use PartitionShare, PartitionFailClosed or PartitionFailOpen", p))
 		}
 		c.partition = p
 	}
@@ -127,7 +128,7 @@ func WithPeerGracePeriod(d time.Duration) Option {
 func WithLimiterID(id string) Option {
 	return func(c *config) {
 		if id == "" {
-			c.errs = append(c.errs, errorf("limiter ID must not be empty"))
+			c.errs = append(c.errs, errorf("limiter ID must not be empty: leave WithLimiterID out for %q, or name the limit", DefaultLimiterID))
 		}
 		c.limiterID = id
 	}
@@ -145,7 +146,7 @@ const DefaultMaxKeys = 1 << 20
 // sustained number of requests allowed per second, across the whole cluster
 // when clustering is on. Required; must be between 1 and 1e9.
 func WithRefillRate(tokensPerSecond int64) Option {
-	return func(c *config) { c.rate = tokensPerSecond }
+	return func(c *config) { c.rate, c.rateSet = tokensPerSecond, true }
 }
 
 // WithBucketSize sets the bucket capacity in whole tokens: the largest burst
@@ -162,7 +163,7 @@ func WithBucketSize(tokens int64) Option {
 func WithNodeName(name string) Option {
 	return func(c *config) {
 		if name == "" {
-			c.errs = append(c.errs, errorf("node name must not be empty"))
+			c.errs = append(c.errs, errorf("node name must not be empty: leave WithNodeName out for the host name"))
 		}
 		c.nodeName = name
 	}
@@ -173,7 +174,7 @@ func WithNodeName(name string) Option {
 func WithLogger(logger *slog.Logger) Option {
 	return func(c *config) {
 		if logger == nil {
-			c.errs = append(c.errs, errorf("logger must not be nil"))
+			c.errs = append(c.errs, errorf("logger must not be nil: leave WithLogger out for slog.Default()"))
 		}
 		c.logger = logger
 	}
@@ -220,17 +221,17 @@ func (c *config) finish() error {
 	if len(c.errs) > 0 {
 		return c.errs[0]
 	}
-	if c.rate == 0 {
-		return errorf("WithRefillRate is required")
+	if !c.rateSet {
+		return errorf("WithRefillRate is required: the sustained rate in tokens per second, such as WithRefillRate(100)")
 	}
 	if !c.burstSet {
 		c.burst = c.rate
 	}
 	if c.grace < 2*c.interval {
-		return errorf("peer grace period %v must be at least two gossip intervals (%v)", c.grace, 2*c.interval)
+		return errorf("peer grace period %v must be at least two gossip intervals (%v): raise WithPeerGracePeriod or lower WithGossipInterval", c.grace, 2*c.interval)
 	}
 	if c.maxKeys < 1 {
-		return errorf("max keys must be >= 1, got %d", c.maxKeys)
+		return errorf("max keys must be >= 1, got %d (the default is %d)", c.maxKeys, DefaultMaxKeys)
 	}
 	if c.transport != nil {
 		if c.nodeName != "" && c.nodeName != c.transport.Name() {
@@ -238,7 +239,7 @@ func (c *config) finish() error {
 		}
 		c.nodeName = c.transport.Name()
 		if fs := c.transport.MaxFrameSize(); fs < transportkit.MinFrameSize {
-			return errorf("transport's MaxFrameSize %d is below the minimum of %d bytes", fs, transportkit.MinFrameSize)
+			return errorf("transport's MaxFrameSize %d is below the minimum of %d bytes: a transport must carry at least that much in one frame", fs, transportkit.MinFrameSize)
 		}
 	}
 	if c.nodeName == "" {

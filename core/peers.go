@@ -1,34 +1,84 @@
 package gopherpace
 
-// windowSize is how many recent sequence numbers per peer are remembered
+// windowSize is how many recent sequence numbers per stream are remembered
 // for de-duplication. Frames are resent for two ticks, so any window that
 // covers a few ticks of a peer's frames is enough; 1024 allows for bursts of
 // early flushes and split batches.
 const windowSize = 1024
 
-// peer is what a node knows about one other node.
+// maxStreams bounds the incarnations remembered per peer name. A restart
+// opens a new stream beside the old one, whose late frames still find
+// theirs; so does a frame that only claims the name, which therefore can
+// never silence the real sender's stream.
+const maxStreams = 4
+
+// peer is what a node knows about one other member, by name.
 type peer struct {
-	incarnation uint64
-	window      seqWindow
-	// lastHeard is when a frame last arrived (ns, limiter epoch). A peer
-	// first seen in the transport's member list counts as heard then, so
-	// that a node that has just joined is not taken for a partition.
+	streams []*stream
+	// lastHeard is when a frame last arrived from any stream (ns, limiter
+	// epoch). A peer first seen in the transport's member list counts as
+	// heard then, so that a node that has just joined is not taken for a
+	// partition.
 	lastHeard int64
 	// heard reports whether any frame has arrived; until one does, the peer
 	// gets firstContact rather than the isolation timeout, since a new
 	// member may not yet know about this node (memberlist spreads news of
 	// joins by gossip, over a few hundred milliseconds).
 	heard bool
-	// globalSum is the highest global total charged from this incarnation;
-	// synced says whether there is one yet.
-	globalSum uint64
-	synced    bool
-	// departed marks a graceful leave of this incarnation.
+	// departed reports that the latest frame said goodbye.
 	departed bool
 }
 
+// stream is the frames of one incarnation of a peer.
+type stream struct {
+	incarnation uint64
+	window      seqWindow
+	// charged is how far into the sender's running total of global admits
+	// this node has charged. It moves only by what was charged (or, on a
+	// deliberate resync, to a frame's total), never just because a frame
+	// claims a larger total: a frame that lies cannot make later, true
+	// frames look already charged.
+	charged   uint64
+	synced    bool // charged holds a value
+	lastHeard int64
+}
+
+// stream returns p's stream for incarnation inc, opening one (in place of
+// the least recently heard, when p has maxStreams) if there is none. It
+// returns the count of frames the replaced stream never received.
+func (p *peer) stream(inc uint64) (s *stream, lost uint64) {
+	for _, s := range p.streams {
+		if s.incarnation == inc {
+			return s, 0
+		}
+	}
+	s = &stream{incarnation: inc}
+	if len(p.streams) < maxStreams {
+		p.streams = append(p.streams, s)
+		return s, 0
+	}
+	oldest := 0
+	for i, x := range p.streams {
+		if x.lastHeard < p.streams[oldest].lastHeard {
+			oldest = i
+		}
+	}
+	lost = p.streams[oldest].window.missing()
+	p.streams[oldest] = s
+	return s, lost
+}
+
+// missing is how many numbered frames p's streams are still missing.
+func (p *peer) missing() uint64 {
+	var n uint64
+	for _, s := range p.streams {
+		n += s.window.missing()
+	}
+	return n
+}
+
 // seqWindow remembers which of the last windowSize sequence numbers of one
-// sender incarnation have arrived.
+// stream have arrived.
 type seqWindow struct {
 	started  bool
 	lo, hi   uint64 // lowest and highest numbers seen
@@ -36,11 +86,16 @@ type seqWindow struct {
 	bits     [windowSize / 64]uint64
 }
 
-// accept reports whether seq is new, and records it.
+// accept reports whether seq is new, and records it. A number further
+// behind the highest than the window reaches cannot be a late copy of a
+// frame still remembered: either the highest came from a sender lying
+// about the stream, or the frame is very late. Either way the window
+// restarts at it, so that a lie cannot shut the true sender out; a very
+// late frame may then be charged twice, which can only admit less.
 func (w *seqWindow) accept(seq uint64) bool {
 	switch {
-	case !w.started:
-		w.started, w.lo, w.hi = true, seq, seq
+	case !w.started || seq < w.hi && w.hi-seq >= windowSize:
+		*w = seqWindow{started: true, lo: seq, hi: seq}
 	case seq > w.hi:
 		// Slots reused by the numbers now entering the window are cleared.
 		if seq-w.hi >= windowSize {
@@ -51,8 +106,8 @@ func (w *seqWindow) accept(seq uint64) bool {
 			}
 		}
 		w.hi = seq
-	case w.hi-seq >= windowSize || w.has(seq):
-		return false // a duplicate, or too old to tell
+	case w.has(seq):
+		return false // a duplicate
 	case seq < w.lo:
 		w.lo = seq
 	}

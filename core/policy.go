@@ -32,6 +32,11 @@ type policy struct {
 	burst     int64
 	interval  int64
 	tolerance int64
+	// ceiling is the furthest ahead of now a TAT can be in any history of
+	// calls whose times move forward: the tolerance, plus a bucket of debt
+	// when peers charge it. A TAT beyond it comes from a caller's time that
+	// ran backwards, or from far ahead.
+	ceiling int64
 	recip     uint64 // floor((2^64-1)/interval), for tokensIn
 	unit      atomic.Int64
 	localCap  atomic.Int64
@@ -40,19 +45,20 @@ type policy struct {
 
 func newPolicy(rate, burst int64) (*policy, error) {
 	if rate <= 0 {
-		return nil, errorf("refill rate must be > 0, got %d", rate)
+		return nil, errorf("refill rate must be > 0 tokens per second, got %d", rate)
 	}
 	if rate > maxRate {
-		return nil, errorf("refill rate %d/s is above the maximum of %d/s", rate, maxRate)
+		return nil, errorf("refill rate %d/s is above the maximum of %d/s (one token a nanosecond)", rate, maxRate)
 	}
 	if burst < 1 {
-		return nil, errorf("bucket size must be >= 1, got %d", burst)
+		return nil, errorf("bucket size must be >= 1 token, got %d", burst)
 	}
 	interval := (int64(time.Second) + rate - 1) / rate
 	if burst > maxTolerance/interval {
-		return nil, errorf("bucket size %d at %d/s spans more than %v of refill", burst, rate, time.Duration(maxTolerance))
+		return nil, errorf("bucket size %d at %d/s would take more than %v to refill: lower the bucket size or raise the rate", burst, rate, time.Duration(maxTolerance))
 	}
 	p := &policy{rate: rate, burst: burst, interval: interval, tolerance: burst * interval, recip: math.MaxUint64 / uint64(interval)}
+	p.ceiling = p.tolerance
 	p.unit.Store(interval)
 	p.localCap.Store(math.MaxInt64)
 	p.flushAt.Store(math.MaxInt64)
@@ -74,6 +80,16 @@ func (p *policy) tokensIn(x, unit int64) int64 {
 		q++
 	}
 	return int64(q)
+}
+
+// costOf is the time n tokens cost at unit ns each, saturating at limit so
+// that no count, however large, overflows: n and unit are positive and a
+// peer's count is anything the wire can carry.
+func costOf(n, unit, limit int64) int64 {
+	if n > limit/unit {
+		return limit
+	}
+	return n * unit
 }
 
 // window is the time an empty bucket takes to fill.

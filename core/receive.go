@@ -1,7 +1,24 @@
 package gopherpace
 
+import (
+	"math"
+	"time"
+)
+
 // The engine's receiving side: frames from peers, charged to the local
-// replicas.
+// replicas. Every byte of a frame is the sender's word, and the sender may
+// be lying (docs/security.md): nothing received ever adds tokens, and a
+// frame can at worst charge one bucket's worth of debt.
+
+// maxClockSkew is how far ahead of this node's clock a peer's incarnation
+// (its start time) may be. Frames claiming a later start are dropped as
+// implausible, and logged.
+const maxClockSkew = int64(time.Hour)
+
+// memberRefreshGap spaces the member-list refreshes that a frame from an
+// unlisted sender triggers, so that a flood of invented names costs one
+// Members call per gap.
+const memberRefreshGap = int64(time.Millisecond)
 
 func (e *engine) receive(from string, b []byte) {
 	e.mu.Lock()
@@ -21,35 +38,32 @@ func (e *engine) receive(from string, b []byte) {
 		return
 	}
 	now := e.now()
-	p := e.peers[from]
+	p := e.member(from, now)
 	if p == nil {
-		p = &peer{}
-		e.peers[from] = p
-	}
-	switch {
-	case f.incarnation < p.incarnation:
-		e.stats.duplicate.Add(1) // a late frame from before a restart
+		e.stats.notMember.Add(1)
 		return
-	case f.incarnation > p.incarnation:
-		e.stats.lostPrevious.Add(p.window.missing())
-		*p = peer{incarnation: f.incarnation}
 	}
+	if wall := e.clock.Now().UnixNano(); wall > 0 && f.incarnation > uint64(wall)+uint64(maxClockSkew) {
+		e.stats.malformed.Add(1)
+		e.warnf(now, &e.lastSkewWarn, "frames from a peer claim a start time over an hour ahead of this node's clock; dropped. Check both nodes' clocks",
+			"peer", from, "ahead", time.Duration(f.incarnation-uint64(wall)))
+		return
+	}
+	s, lost := p.stream(f.incarnation)
+	e.stats.lostPrevious.Add(lost)
 	if f.seq == 0 {
 		if len(f.keys) > 0 {
 			e.stats.malformed.Add(1) // keyed counts must be numbered
 			return
 		}
-	} else if !p.window.accept(f.seq) {
+	} else if !s.window.accept(f.seq) {
 		e.stats.duplicate.Add(1)
 		return
 	}
-	wasVisible := p.heard && now-p.lastHeard <= e.isolation
-	p.lastHeard, p.heard = now, true
-	if f.leaving {
-		p.departed = true
-	}
+	wasVisible := s.synced && now-s.lastHeard <= e.isolation
+	s.lastHeard, p.lastHeard, p.heard, p.departed = now, now, true, f.leaving
 	e.contact(now, f.incarnation)
-	global := e.globalCharge(p, f, wasVisible)
+	global := e.globalCharge(s, f, wasVisible)
 	charged := uint64(global)
 	for _, kc := range f.keys {
 		charged += uint64(kc.tokens)
@@ -66,6 +80,33 @@ func (e *engine) receive(from string, b []byte) {
 	}
 }
 
+// member returns the peer record of a sender that the transport lists as
+// a member, or nil. An unlisted name gets one refresh of the list (at most
+// one per memberRefreshGap), for a member that joined since the last tick.
+func (e *engine) member(name string, now int64) *peer {
+	if p := e.peers[name]; p != nil {
+		return p
+	}
+	if now-e.lastMemberRefresh < memberRefreshGap {
+		return nil
+	}
+	e.refreshMembers(now)
+	return e.peers[name]
+}
+
+// refreshMembers reads the transport's member list and gives every listed
+// member a peer record. It returns the list.
+func (e *engine) refreshMembers(now int64) []string {
+	e.lastMemberRefresh = now
+	listed := e.t.Members()
+	for _, name := range listed {
+		if name != e.name && e.peers[name] == nil {
+			e.peers[name] = &peer{lastHeard: now}
+		}
+	}
+	return listed
+}
+
 // maxDebt is how far beyond empty a peer's charges may take a bucket of p:
 // one bucket, or nothing for the reference design, which floors at zero.
 func (e *engine) maxDebt(p *policy) int64 {
@@ -75,9 +116,9 @@ func (e *engine) maxDebt(p *policy) int64 {
 	return p.tolerance
 }
 
-// globalCharge works out how many of a peer's global admits this frame
+// globalCharge works out how many of a stream's global admits this frame
 // brings that were not charged yet. Normally that is the growth of the
-// peer's running total, so a lost frame costs nothing but delay. Two cases
+// sender's running total, so a lost frame costs nothing but delay. Two cases
 // take only the frame's own delta and start counting from its total:
 //   - the first frame from a peer that is older than this node: what it
 //     admitted before this node existed is already reflected in a
@@ -89,17 +130,40 @@ func (e *engine) maxDebt(p *policy) int64 {
 // The first frame from a peer of the same age or younger brings its whole
 // total: it may have admitted before it knew of this node (memberlist
 // spreads news of a join by gossip), and those admits are this bucket's too.
-func (e *engine) globalCharge(p *peer, f *frame, wasVisible bool) int64 {
-	defer func() { p.globalSum, p.synced = max(p.globalSum, f.globalSum), true }()
+//
+// A frame's charge never exceeds what the bucket can hold as debt, and the
+// watermark moves only by what was charged. A total far below the
+// watermark, which no reordering explains, means the watermark came from a
+// frame that lied: the stream resyncs to the true total, so a lie can
+// cause over-charging (a bounded stall), never missed admits.
+func (e *engine) globalCharge(s *stream, f *frame, wasVisible bool) int64 {
+	p := e.pols.def
+	limit := (p.tolerance + e.maxDebt(p)) / p.interval // a frame's charge, at most
+	charge := func(n uint64) int64 { return int64(min(n, uint64(limit))) }
+	resync := func() int64 { s.charged, s.synced = f.globalSum, true; return charge(uint64(f.global)) }
 	switch {
-	case !p.synced && f.incarnation+uint64(2*e.interval) >= e.inc:
-		return int64(f.globalSum)
-	case !p.synced, !wasVisible:
-		return f.global
-	case f.globalSum > p.globalSum:
-		return int64(f.globalSum - p.globalSum)
+	case !s.synced && f.incarnation+uint64(2*e.interval) >= e.inc:
+		s.charged, s.synced = f.globalSum, true
+		return charge(f.globalSum)
+	case !s.synced, !wasVisible:
+		return resync()
+	case f.globalSum > s.charged:
+		n := charge(f.globalSum - s.charged)
+		s.charged += uint64(n)
+		return n
+	case s.charged-f.globalSum > e.reorderSlack():
+		return resync()
 	}
 	return 0
+}
+
+// reorderSlack is how far below the watermark a true total can arrive: the
+// admits of one gossip interval, plus a bucket, are more than frames
+// reordered in flight ever differ by.
+func (e *engine) reorderSlack() uint64 {
+	p := e.pols.def
+	perInterval := uint64(p.rate) * uint64(e.interval) / uint64(time.Second)
+	return min(uint64(p.burst)+perInterval, math.MaxUint64/2)
 }
 
 // contact runs on every fresh frame. The first one ends the pre-contact
@@ -122,4 +186,14 @@ func (e *engine) contact(now int64, peerInc uint64) {
 		e.global.empty(e.pols.def, now)
 		e.keys.each(func(h uint64, ent *clusterEntry) { empty(&ent.tat, e.pols.forKey(h), now) })
 	}
+}
+
+// warnf logs a WARN record at most once per degradedLogEvery, tracked in
+// *last; the caller holds e.mu.
+func (e *engine) warnf(now int64, last *int64, msg string, args ...any) {
+	if *last != 0 && now-*last < degradedLogEvery {
+		return
+	}
+	*last = now
+	e.log.Warn(msg, append([]any{"node", e.name}, args...)...)
 }

@@ -29,11 +29,17 @@ type Stats struct {
 	// counts once.
 	FramesSent, BytesSent, FramesReceived, BytesReceived uint64
 	// FramesMalformed counts frames dropped as truncated, oversized,
-	// foreign or of an unknown version; FramesDuplicate, repeats and stale
+	// foreign, of an unknown version, or from a sender whose start time is
+	// implausibly far ahead of this node's clock; FramesDuplicate, repeats and stale
 	// frames; FramesOtherLimiter, frames for another limiter sharing the
 	// transport; FramesMissing, sequence numbers from peers that never
 	// arrived in any copy (their counts are lost).
 	FramesMalformed, FramesDuplicate, FramesOtherLimiter, FramesMissing uint64
+	// FramesNotMember counts frames from senders the transport does not
+	// list as members, dropped unread.
+	FramesNotMember uint64
+	// SendFailures counts frames the transport refused to send.
+	SendFailures uint64
 	// TokensReported counts tokens admitted here and sent to peers;
 	// TokensCharged, tokens peers reported and this node charged.
 	TokensReported, TokensCharged uint64
@@ -75,11 +81,12 @@ func (e *engine) fillStats(s *Stats) (now, tat int64) {
 	s.FramesReceived, s.BytesReceived = e.stats.framesReceived.Load(), e.stats.bytesReceived.Load()
 	s.FramesMalformed, s.FramesDuplicate = e.stats.malformed.Load(), e.stats.duplicate.Load()
 	s.FramesOtherLimiter, s.KeysDropped = e.stats.otherLimiter.Load(), e.stats.keysDropped.Load()
+	s.FramesNotMember, s.SendFailures = e.stats.notMember.Load(), e.stats.sendFailures.Load()
 	s.TokensReported, s.TokensCharged = e.stats.tokensReported.Load(), e.stats.tokensCharged.Load()
 	e.mu.Lock()
 	s.FramesMissing = e.stats.lostPrevious.Load()
 	for _, p := range e.peers {
-		s.FramesMissing += p.window.missing()
+		s.FramesMissing += p.missing()
 	}
 	e.mu.Unlock()
 	return now, tat

@@ -4,9 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"time"
 
 	"github.com/hashicorp/memberlist"
+	"github.com/pedreviljoen/gopherpace/core/transportkit"
 	"github.com/pedreviljoen/gopherpace/seeds"
 )
 
@@ -38,6 +40,7 @@ type config struct {
 	nodeName      string
 	profile       Profile
 	keys          [][]byte
+	plaintext     bool
 	label         string
 	logger        *slog.Logger
 	seeds         seeds.Provider
@@ -58,7 +61,7 @@ const (
 	DefaultQueueSize       = 4096
 	// MaxDatagram keeps every frame in one unfragmented UDP datagram on a
 	// 1500-byte MTU, after memberlist's own headers.
-	MaxDatagram = 1350
+	MaxDatagram = transportkit.DefaultMaxFrameSize
 )
 
 func defaults() config {
@@ -76,9 +79,26 @@ func (c *config) fail(format string, args ...any) {
 	c.errs = append(c.errs, fmt.Errorf("memberpace: "+format, args...))
 }
 
-// WithBindAddr sets the address to listen on for gossip (UDP and TCP).
-// Default "0.0.0.0".
-func WithBindAddr(addr string) Option { return func(c *config) { c.bindAddr = addr } }
+// WithBindAddr sets the IP address to listen on for gossip (UDP and TCP):
+// an address such as "10.0.0.5", "127.0.0.1", "::" or "0.0.0.0" (every
+// interface). A host name is refused: it could silently mean every
+// interface. Default "0.0.0.0".
+func WithBindAddr(addr string) Option {
+	return func(c *config) {
+		if _, err := netip.ParseAddr(addr); err != nil {
+			c.fail("bind address %q is not an IP address: give one such as 127.0.0.1 (this host only), 0.0.0.0 (every interface) or the pod's IP", addr)
+		}
+		c.bindAddr = addr
+	}
+}
+
+// WithPlaintext accepts unencrypted, unauthenticated gossip on an address
+// other peers can reach. Without WithSecretKeys anyone who can send a
+// datagram to the gossip port can claim to be a member and report admits
+// (docs/security.md); New therefore refuses a non-loopback bind address
+// without keys unless this option says that is deliberate (a network only
+// the service's own pods can reach, say). It is logged at WARN at start.
+func WithPlaintext() Option { return func(c *config) { c.plaintext = true } }
 
 // WithBindPort sets the gossip port; 0 picks a free one (see GossipAddr).
 // Default 7946.
@@ -222,3 +242,17 @@ func WithMemberlistConfig(f func(*memberlist.Config)) Option {
 }
 
 var errNoConfig = errors.New("memberpace: nil Option")
+
+// checkExposure refuses plaintext gossip on an address other hosts can
+// reach, unless WithPlaintext says it is deliberate. It reports whether
+// the configuration is plaintext on such an address, to warn about.
+func (c *config) checkExposure() (exposed bool, err error) {
+	addr, perr := netip.ParseAddr(c.bindAddr)
+	if perr != nil || len(c.keys) > 0 || addr.IsLoopback() {
+		return false, nil
+	}
+	if !c.plaintext {
+		return true, fmt.Errorf("memberpace: gossip on %s without encryption: anyone who can reach the gossip port could report admits and switch the limit off. Pass WithSecretKeys(key), the same on every node, or WithPlaintext() if only trusted hosts can reach the port (see docs/security.md)", c.bindAddr)
+	}
+	return true, nil
+}

@@ -31,6 +31,7 @@ type Transport struct {
 	done  chan struct{}
 	// keyring is memberlist's, for rotation; nil without encryption.
 	keyring *memberlist.Keyring
+	logw    *logWriter
 
 	receivers transportkit.Receivers
 
@@ -69,6 +70,10 @@ func New(opts ...Option) (*Transport, error) {
 	if len(c.errs) > 0 {
 		return nil, errors.Join(c.errs...)
 	}
+	exposed, err := c.checkExposure()
+	if err != nil {
+		return nil, err
+	}
 	if c.logger == nil {
 		c.logger = slog.Default()
 	}
@@ -103,6 +108,10 @@ func New(opts ...Option) (*Transport, error) {
 		go t.rejoinLoop(ctx)
 	}
 	t.log.Info("gossip transport started", "node", t.name, "addr", t.GossipAddr(), "members", ml.NumMembers())
+	if exposed {
+		t.log.Warn("gossip is not encrypted: anyone who can reach the gossip port can report admits to this cluster (WithPlaintext)",
+			"node", t.name, "addr", t.GossipAddr())
+	}
 	return t, nil
 }
 
@@ -144,7 +153,8 @@ func (t *Transport) memberlistConfig() (*memberlist.Config, error) {
 		mc.AdvertisePort = c.bindPort
 	}
 	mc.Delegate = delegate{t}
-	mc.Logger = log.New(logWriter{t.log}, "", 0)
+	t.logw = newLogWriter(t.log)
+	mc.Logger = log.New(t.logw, "", 0)
 	mc.Label = c.label
 	if len(c.keys) > 0 {
 		kr, err := memberlist.NewKeyring(c.keys, c.keys[0])
@@ -232,6 +242,11 @@ type Stats struct {
 	FramesReceived, FramesDropped, FramesMalformed uint64
 	// Joins and JoinErrors count join attempts to single seeds.
 	Joins, JoinErrors uint64
+	// MemberlistErrors counts memberlist's warnings and errors, such as
+	// datagrams it could not decode or decrypt; LogRecordsSuppressed, the
+	// records of them not logged because one of the same kind was logged
+	// less than 10 s before.
+	MemberlistErrors, LogRecordsSuppressed uint64
 	// Members is memberlist's count of live nodes, this one included.
 	Members int
 }
@@ -243,6 +258,7 @@ func (t *Transport) Stats() Stats {
 		FramesReceived: t.stats.received.Load(), FramesDropped: t.stats.dropped.Load(),
 		FramesMalformed: t.stats.malformed.Load(),
 		Joins:           t.stats.joins.Load(), JoinErrors: t.stats.joinErrors.Load(),
+		MemberlistErrors: t.logw.errors.Load(), LogRecordsSuppressed: t.logw.suppressed.Load(),
 		Members: t.ml.NumMembers(),
 	}
 }

@@ -11,6 +11,8 @@
 //	GOPHERPACE_ADVERTISE_ADDR  address peers should use (the pod IP)
 //	GOPHERPACE_NODE_NAME       unique node name (default host name + random suffix)
 //	GOPHERPACE_SECRET_KEY      base64 AES key (16, 24 or 32 bytes) to encrypt gossip
+//	                           (required unless the bind address is loopback, or:)
+//	GOPHERPACE_PLAINTEXT       "true": gossip unencrypted on purpose (trusted network only)
 //	GOPHERPACE_PARTITION       share (default), fail-closed or fail-open
 //	GOPHERPACE_HTTP_ADDR       HTTP listen address (default :8080)
 //
@@ -88,6 +90,9 @@ func loadConfig(getenv func(string) string) (config, error) {
 	}
 	if v := getenv("GOPHERPACE_NODE_NAME"); v != "" {
 		c.gossip = append(c.gossip, memberpace.WithNodeName(v))
+	}
+	if v := getenv("GOPHERPACE_PLAINTEXT"); v == "true" || v == "1" {
+		c.gossip = append(c.gossip, memberpace.WithPlaintext())
 	}
 	if v := getenv("GOPHERPACE_SECRET_KEY"); v != "" {
 		key, err := base64.StdEncoding.DecodeString(v)
