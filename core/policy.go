@@ -36,11 +36,11 @@ type policy struct {
 	// calls whose times move forward: the tolerance, plus a bucket of debt
 	// when peers charge it. A TAT beyond it comes from a caller's time that
 	// ran backwards, or from far ahead.
-	ceiling int64
-	recip     uint64 // floor((2^64-1)/interval), for tokensIn
-	unit      atomic.Int64
-	localCap  atomic.Int64
-	flushAt   atomic.Int64
+	ceiling  int64
+	recip    uint64 // floor((2^64-1)/interval), for tokensIn
+	unit     atomic.Int64
+	localCap atomic.Int64
+	flushAt  atomic.Int64
 }
 
 func newPolicy(rate, burst int64) (*policy, error) {
