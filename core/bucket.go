@@ -51,7 +51,7 @@ const maxNow = int64(1) << 62
 // denial, and it returns false, without deciding, when the word was evicted
 // under it.
 func takeInto(d *Decision, tat *atomic.Int64, p *policy, now, n int64) (ok bool) {
-	unit := p.unit.Load()
+	unit := p.interval
 	cost := n * unit
 	old := tat.Load()
 	for {
@@ -78,7 +78,7 @@ func takeInto(d *Decision, tat *atomic.Int64, p *policy, now, n int64) (ok bool)
 // be evicted (the global bucket). contended reports that a compare-and-swap
 // lost a race.
 func allow(tat *atomic.Int64, p *policy, now, n int64) (ok bool, retry time.Duration, contended bool) {
-	cost := n * p.unit.Load()
+	cost := n * p.interval
 	old := tat.Load()
 	for {
 		next := max(old, now) + cost
@@ -112,7 +112,7 @@ func settle(tat *atomic.Int64, p *policy, old, now int64) {
 // compare-and-swap, for a lease. On a denial (got 0) it returns the wait
 // for one token.
 func takeUpTo(tat *atomic.Int64, p *policy, now, n int64) (got int64, retry time.Duration, contended bool) {
-	unit := p.unit.Load()
+	unit := p.interval
 	old := tat.Load()
 	for {
 		base := max(old, now)
@@ -133,7 +133,7 @@ func refund(tat *atomic.Int64, p *policy, now, n int64) {
 	if n < 1 {
 		return
 	}
-	cost := costOf(n, p.unit.Load(), p.ceiling)
+	cost := costOf(n, p.interval, p.ceiling)
 	for {
 		old := tat.Load()
 		if old == evicted || old <= now {
@@ -156,7 +156,7 @@ func debit(tat *atomic.Int64, p *policy, now, n, maxDebt int64) {
 	if n < 1 {
 		return
 	}
-	cost := costOf(n, p.unit.Load(), p.tolerance+maxDebt)
+	cost := costOf(n, p.interval, p.tolerance+maxDebt)
 	limit := now + p.tolerance + maxDebt
 	for {
 		old := tat.Load()

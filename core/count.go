@@ -27,10 +27,15 @@ func (e *engine) allow(now int64) (bool, time.Duration) {
 		return false, time.Second
 	}
 	if e.mode.Load() == modeNormal {
-		if lz != nil && lz.hot(now) {
-			return lz.allow(countedSource{e}, p, now)
+		b := e.buckets(now)
+		if lz != nil && lz.hot(b) {
+			ok, retry := lz.allow(countedSource{e}, p, b)
+			if !ok {
+				e.denied.add(1)
+			}
+			return ok, retry
 		}
-		if ok, retry, count, fast, contended := e.global.allow(p, now); fast {
+		if ok, retry, count, fast, contended := e.global.allow(p, b, &e.quota); fast {
 			// Only the first unreported token and the threshold
 			// schedule a flush: checked here, the common case makes
 			// no call.
@@ -38,37 +43,45 @@ func (e *engine) allow(now int64) (bool, time.Duration) {
 				e.counted(count, 1, p)
 			}
 			if contended && lz != nil {
-				lz.lost(now)
+				lz.lost(b)
 			}
 			if ok {
 				return true, 0
 			}
-			return stealOr(lz, now, retry)
+			return e.stealOr(b, retry)
 		}
 	}
 	// Not normal, or past the cap of unreported tokens: the general path.
 	var d Decision
 	e.takeGlobal(&d, now, 1)
 	if !d.Allowed {
-		return e.stealOr(now, d.RetryAfter)
+		return e.stealOr(e.buckets(now), d.RetryAfter)
 	}
 	return true, 0
 }
 
-// stealOr is the limiter's stealOr, except that a node cut off under
-// fail-closed spends no leased token.
+// stealOr is the limiter's stealOr for a denied one-token request, at now
+// on the buckets' clock, except
+// that a node cut off under fail-closed spends no leased token; a denial
+// is counted as offered load.
 func (e *engine) stealOr(now int64, retry time.Duration) (bool, time.Duration) {
-	if e.mode.Load() == modeClosed {
-		return false, retry
+	if e.mode.Load() != modeClosed {
+		if ok, _ := stealOr(e.leases, now, retry); ok {
+			return true, 0
+		}
 	}
-	return stealOr(e.leases, now, retry)
+	e.denied.add(1)
+	return false, retry
 }
 
 // take decides n tokens of the global bucket into d, as Limiter.Take does.
 func (e *engine) take(d *Decision, now, n int64) {
 	e.takeGlobal(d, now, n)
 	if e.mode.Load() != modeClosed {
-		stealInto(e.leases, d, now, n)
+		stealInto(e.leases, d, e.buckets(now), n)
+	}
+	if !d.Allowed {
+		e.denied.add(n)
 	}
 }
 
@@ -102,7 +115,7 @@ func (e *engine) takeGlobal(d *Decision, now, n int64) {
 		*d = wait
 		return
 	}
-	count, ok := c.take(d, p, now, n)
+	count, ok := c.take(d, p, e.buckets(now), n, &e.quota)
 	if !ok { // handed back: the limiter is closing
 		e.takeStandalone(d, now, n)
 		return
@@ -130,6 +143,7 @@ func (e *engine) takeKeyed(d *Decision, h uint64, p *policy, now, n int64) {
 		*d = closedDecision(p)
 		return
 	}
+	now = e.buckets(now)
 	for {
 		ent := e.keys.get(h, now)
 		if ent == nil {
@@ -156,14 +170,14 @@ func (e *engine) refundGlobal(now, n int64) {
 		refund(e.standalone, e.pols.def, now, n)
 		return
 	}
-	e.global.refund(e.pols.def, now, n)
+	e.global.refund(e.pols.def, e.buckets(now), n)
 }
 
 // refundKeyed gives back n tokens of key hash h's bucket, taking them out
 // of the count not yet sent.
 func (e *engine) refundKeyed(h uint64, p *policy, now, n int64) {
 	if ent := e.keys.lookup(h); ent != nil {
-		refund(&ent.tat, p, now, n)
+		refund(&ent.tat, p, e.buckets(now), n)
 		unreport(&ent.pending, n)
 	}
 }
@@ -180,7 +194,7 @@ func (s countedSource) takeUpTo(p *policy, now, n int64) (int64, time.Duration, 
 		e.kick()
 		return 0, time.Duration(minFlushGap), false
 	}
-	got, count, retry, contended, ok := c.takeUpTo(p, now, n, room)
+	got, count, retry, contended, ok := c.takeUpTo(p, now, n, room, &e.quota)
 	if !ok { // handed back: the limiter is closing
 		return 0, time.Duration(minFlushGap), contended
 	}

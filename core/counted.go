@@ -104,23 +104,39 @@ func (c *countedBucket) pending() int64 { return c.unreported(c.word.Load()) }
 
 // allow spends one token on the lean path. fast is false when the caller
 // must take the general path instead: the word was handed back, or the node
-// has reached its cap of unreported tokens. On an
-// admit, count is the unreported count after it. contended reports that a
-// compare-and-swap lost a race.
-func (c *countedBucket) allow(p *policy, now int64) (ok bool, retry time.Duration, count int64, fast, contended bool) {
+// has reached its cap of unreported tokens. On an admit, count is the
+// unreported count after it. contended reports that a compare-and-swap lost
+// a race.
+//
+// While the bucket is contended, an admit that leaves the replica below the
+// gate also spends this node's quota q (fairness.go).
+func (c *countedBucket) allow(p *policy, now int64, q *quota) (ok bool, retry time.Duration, count int64, fast, contended bool) {
 	w := c.word.Load()
 	spill := c.spill.Load()
-	cost := p.unit.Load()
+	cost := p.interval
+	quotaHeld := false
 	for {
 		n := int64(w & countMask)
 		if n == handedBack || n+spill >= p.localCap.Load() {
+			if quotaHeld {
+				q.giveBack(1, now)
+			}
 			return false, 0, 0, false, contended
 		}
 		base := spent(w, now, p)
 		next := base + cost
 		if next > p.tolerance {
+			if quotaHeld {
+				q.giveBack(1, now)
+			}
 			c.settle(w, p, base, now)
 			return false, time.Duration(next - p.tolerance), 0, true, contended
+		}
+		if !quotaHeld && q.needed(next, p.tolerance) {
+			if ok, wait := q.take(1, now); !ok {
+				return false, wait, 0, true, contended
+			}
+			quotaHeld = true
 		}
 		keep, moved := addCount(n, 1)
 		if c.word.CompareAndSwap(w, packCounted(now+next, keep)) {
@@ -136,22 +152,37 @@ func (c *countedBucket) allow(p *policy, now int64) (ok bool, retry time.Duratio
 
 // take spends n tokens at now and counts them, deciding into d. It returns,
 // on an admit, the unreported count after it; ok is false when the word was
-// handed back.
-func (c *countedBucket) take(d *Decision, p *policy, now, n int64) (count int64, ok bool) {
-	unit := p.unit.Load()
+// handed back. q is the quota, as for allow.
+func (c *countedBucket) take(d *Decision, p *policy, now, n int64, q *quota) (count int64, ok bool) {
+	unit := p.interval
 	cost := n * unit
 	w := c.word.Load()
+	quotaHeld := false
 	for {
 		held := int64(w & countMask)
 		if held == handedBack {
+			if quotaHeld {
+				q.giveBack(n, now)
+			}
 			return 0, false
 		}
 		base := spent(w, now, p)
 		next := base + cost
 		if next > p.tolerance {
+			if quotaHeld {
+				q.giveBack(n, now)
+			}
 			p.fillDenied(d, now+base, now, now+next, unit)
 			c.settle(w, p, base, now)
 			return 0, true
+		}
+		if !quotaHeld && q.needed(next, p.tolerance) {
+			if ok, wait := q.take(n, now); !ok {
+				p.fillDenied(d, now+base, now, now+next, unit)
+				d.RetryAfter = max(d.RetryAfter, wait)
+				return 0, true
+			}
+			quotaHeld = true
 		}
 		keep, moved := addCount(held, n)
 		if c.word.CompareAndSwap(w, packCounted(now+next, keep)) {
@@ -173,9 +204,10 @@ func (c *countedBucket) settle(w uint64, p *policy, ahead, now int64) {
 // takeUpTo spends as many tokens as the bucket holds, up to n and up to
 // room more unreported tokens, in one compare-and-swap, and counts them. On
 // a denial (got 0) retry is the wait for one token; ok is false when the
-// word was handed back.
-func (c *countedBucket) takeUpTo(p *policy, now, n, room int64) (got, count int64, retry time.Duration, contended, ok bool) {
-	unit := p.unit.Load()
+// word was handed back. q is the quota, as for allow: while it applies, a
+// lease takes no more than the quota left.
+func (c *countedBucket) takeUpTo(p *policy, now, n, room int64, q *quota) (got, count int64, retry time.Duration, contended, ok bool) {
+	unit := p.interval
 	w := c.word.Load()
 	for {
 		held := int64(w & countMask)
@@ -187,9 +219,24 @@ func (c *countedBucket) takeUpTo(p *policy, now, n, room int64) (got, count int6
 		if got < 1 {
 			return 0, 0, time.Duration(base + unit - p.tolerance), contended, true
 		}
+		quotaHeld := int64(0)
+		if q.needed(base+got*unit, p.tolerance) {
+			got = min(got, q.room(now))
+			if got < 1 {
+				_, wait := q.take(1, now)
+				return 0, 0, wait, contended, true
+			}
+			if ok, wait := q.take(got, now); !ok {
+				return 0, 0, wait, contended, true
+			}
+			quotaHeld = got
+		}
 		keep, moved := addCount(held, got)
 		if c.word.CompareAndSwap(w, packCounted(now+base+got*unit, keep)) {
 			return got, c.unreportedAfter(keep, moved), 0, contended, true
+		}
+		if quotaHeld > 0 {
+			q.giveBack(quotaHeld, now)
 		}
 		contended = true
 		w = rereadCounted(&c.word)
@@ -220,7 +267,7 @@ func (c *countedBucket) debit(p *policy, now, n, maxDebt int64) {
 	if n < 1 {
 		return
 	}
-	cost := costOf(n, p.unit.Load(), p.tolerance+maxDebt)
+	cost := costOf(n, p.interval, p.tolerance+maxDebt)
 	c.update(now, p, func(a, count int64) (int64, int64) {
 		if a >= p.tolerance+maxDebt {
 			return a, count
@@ -240,7 +287,7 @@ func (c *countedBucket) refund(p *policy, now, n int64) {
 	if n < 1 {
 		return
 	}
-	cost := costOf(n, p.unit.Load(), p.ceiling)
+	cost := costOf(n, p.interval, p.ceiling)
 	fromWord := int64(0)
 	c.update(now, p, func(a, count int64) (int64, int64) {
 		fromWord = min(count, n)
@@ -263,11 +310,12 @@ func (c *countedBucket) drain(p *policy, now int64) int64 {
 	return held + c.spill.Swap(0)
 }
 
-// handBack moves the bucket's state to the standalone word tat, for a
-// limiter that closed, and marks the word so that a taker still on the
+// handBack moves the bucket's state, read at now on the buckets' clock, to
+// the standalone word tat, whose clock reads real at that instant, for a
+// limiter that closed; it marks the word so that a taker still on the
 // clustered path moves over too. The count left unreported moves to spill,
 // for the last drain.
-func (c *countedBucket) handBack(tat *atomic.Int64, p *policy, now int64) {
+func (c *countedBucket) handBack(tat *atomic.Int64, p *policy, now, real int64) {
 	for {
 		w := c.word.Load()
 		held := int64(w & countMask)
@@ -275,7 +323,7 @@ func (c *countedBucket) handBack(tat *atomic.Int64, p *policy, now int64) {
 			return
 		}
 		if c.word.CompareAndSwap(w, packCounted(0, handedBack)) {
-			tat.Store(now + readAhead(w, now, p))
+			tat.Store(real + readAhead(w, now, p))
 			c.spill.Add(held)
 			return
 		}

@@ -65,7 +65,10 @@ type engine struct {
 
 	global    countedBucket
 	mode      atomic.Int32 // see mode.go
+	quota     quota        // while contended, what this node may admit (fairness.go)
+	denied    stripedCounter
 	clockNow  atomic.Int64 // the engine's time at its last tick
+	lag       atomic.Int64 // how far the buckets' clock runs behind (membership.go)
 	preBudget atomic.Int64
 	kicked    atomic.Bool
 	held      atomic.Bool
@@ -87,13 +90,17 @@ type engine struct {
 	lastErrLog int64
 	// lastMemberRefresh is when the transport's member list was last read.
 	lastMemberRefresh int64
-	// lastSkewWarn and lastSendWarn space WARN records (see warnf).
-	lastSkewWarn, lastSendWarn int64
-	stopped                    bool
-	stopTick                   func() bool
-	unsubscribe                func()
-	rx                         frame
-	batch                      []keyCount
+	// lastSkewWarn, lastSendWarn and lastLateWarn space WARN records (see
+	// warnf).
+	lastSkewWarn, lastSendWarn, lastLateWarn int64
+	lastEval                                 int64 // when evaluate last ran
+	stopped                                  bool
+	stopTick                                 func() bool
+	unsubscribe                              func()
+	rx                                       frame
+	batch                                    []keyCount
+	// own is this node's admit and demand rates (fairness.go).
+	own load
 }
 
 // dirtyList is one shard of the keyed entries that hold unsent counts.
@@ -111,7 +118,7 @@ type dirtyKey struct {
 type engineStats struct {
 	framesSent, bytesSent, framesReceived, bytesReceived atomic.Uint64
 	malformed, duplicate, otherLimiter, keysDropped      atomic.Uint64
-	notMember, sendFailures                              atomic.Uint64
+	notMember, sendFailures, resynced                    atomic.Uint64
 	lostPrevious                                         atomic.Uint64
 	tokensReported, tokensCharged                        atomic.Uint64
 	visible, known, heard                                atomic.Int64
@@ -139,11 +146,18 @@ func newEngine(parts engineParts, c *config) *engine {
 	if e.floor {
 		e.holdFor = e.tick // the reference design reports on its ticks only
 	}
+	p := parts.pols.def
+	e.quota.gate = max(1, p.burst/gateShare) * p.interval
 	return e
 }
 
 // now is the engine's clock in nanoseconds since the limiter's epoch.
 func (e *engine) now() int64 { return clampNanos(e.clock.Now().Sub(e.epoch)) }
+
+// buckets converts a time on the engine's clock (or a caller's) to the
+// buckets' clock, which runs behind it by the lag built up while peers
+// were out of sight (membership.go).
+func (e *engine) buckets(now int64) int64 { return now - e.lag.Load() }
 
 func (e *engine) start() {
 	e.mu.Lock()
@@ -184,7 +198,7 @@ func (e *engine) stop() {
 	now := e.now()
 	// Hand the global bucket back first, so that takers spin for as short
 	// a time as possible; what it held unreported goes out in the goodbye.
-	e.global.handBack(e.standalone, e.pols.def, now)
+	e.global.handBack(e.standalone, e.pols.def, e.buckets(now), now)
 	frames := e.flushLocked(now, true, true)
 	for range resendTicks {
 		for _, f := range frames {

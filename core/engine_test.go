@@ -111,9 +111,9 @@ func TestMalformedFramesAreDroppedAndCounted(t *testing.T) {
 		evil.Broadcast(junk)
 	}
 	// A well-formed frame that carries keyed counts without a sequence number.
-	hb := binary.LittleEndian.AppendUint64([]byte("gp\x01\x00"), gopherpace.WireLimiterID(gopherpace.DefaultLimiterID))
+	hb := binary.LittleEndian.AppendUint64([]byte("gp\x02\x00"), gopherpace.WireLimiterID(gopherpace.DefaultLimiterID))
 	hb = binary.LittleEndian.AppendUint64(hb, 1)
-	hb = append(hb, 0, 0, 0, 1)                   // seq 0, totals 0, one entry
+	hb = append(hb, 0, 0, 0, 0, 1)                // seq 0, totals 0, demand 0, one entry
 	hb = binary.LittleEndian.AppendUint64(hb, 42) // key hash
 	evil.Broadcast(append(hb, 3))                 // 3 tokens
 	net.Advance(10 * time.Millisecond)

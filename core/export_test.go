@@ -29,7 +29,7 @@ type TestFrame struct {
 	Leaving                     bool
 	Limiter                     string // the limiter ID; DefaultLimiterID if empty
 	Incarnation, Seq, GlobalSum uint64
-	Global                      uint64
+	Global, DemandSum           uint64
 	Keys                        []string
 	KeyTokens                   []uint64
 }
@@ -42,7 +42,7 @@ func EncodeTestFrame(f TestFrame) []byte {
 		f.Limiter = DefaultLimiterID
 	}
 	fr := frame{leaving: f.Leaving, limiter: hashKey(0, f.Limiter), incarnation: f.Incarnation, seq: f.Seq,
-		globalSum: f.GlobalSum, global: int64(f.Global)}
+		globalSum: f.GlobalSum, global: int64(f.Global), demandSum: f.DemandSum}
 	b := appendHeader(nil, &fr, len(f.Keys))
 	for i, k := range f.Keys {
 		b = binary.LittleEndian.AppendUint64(b, hashKey(0, k))

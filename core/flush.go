@@ -13,6 +13,8 @@ func (e *engine) onTick() {
 	now := e.now()
 	e.clockNow.Store(now)
 	e.evaluate(now)
+	e.rebalance(now)
+	e.resync(now)
 	// Resend the last ticks' frames, then send this tick's (always at least
 	// a header: it is also the heartbeat that tells peers we are here).
 	for i := resendTicks; i >= 1; i-- {
@@ -47,7 +49,7 @@ func (e *engine) onKick() {
 // transport, and keeps them for resending. With heartbeat it sends a bare
 // header when there is nothing to count. It returns the frames sent.
 func (e *engine) flushLocked(now int64, heartbeat, leaving bool) [][]byte {
-	global := e.global.drain(e.pols.def, now)
+	global := e.global.drain(e.pols.def, e.buckets(now))
 	batch := e.batch[:0]
 	for i := range e.dirty {
 		d := &e.dirty[i]
@@ -76,7 +78,8 @@ func (e *engine) flushLocked(now int64, heartbeat, leaving bool) [][]byte {
 	// rides in every frame, heartbeats included.
 	carries := len(batch) > 0
 	var frames [][]byte
-	f := frame{leaving: leaving, limiter: e.id, incarnation: e.inc, globalSum: e.globalSum, global: global}
+	f := frame{leaving: leaving, limiter: e.id, incarnation: e.inc, globalSum: e.globalSum, global: global,
+		demandSum: e.demandTotal(), level: e.levelTokens(now)}
 	for first := true; first || len(batch) > 0; first = false {
 		// Fill one frame with as many entries as fit.
 		room, n := e.maxFrame-headerMax, 0

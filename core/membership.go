@@ -8,11 +8,31 @@ import (
 
 // The engine's view of the cluster: who is in sight, and what that does to
 // the buckets.
+//
+// While peers are silent, this node cannot tell a partition from a slow
+// network, and every node on each side would otherwise go on refilling at
+// the full rate. So the buckets' clock runs slow: a peer silent for longer
+// than suspectAfter (a heartbeat and a little) withholds its share of the
+// refill, 1/known of the rate, by adding to the engine's lag, the time the
+// buckets' clock runs behind the engine's. On both sides of a split the
+// clocks slow by the share of the peers out of sight, so together they
+// refill at about R. Tokens always cost the same time, so nothing has to be
+// reinterpreted when the cluster is whole again; the lag simply stops
+// growing. (Scaling the cost of a token instead, as before, turned charges
+// made during a partition into several times their tokens after the heal.)
+//
+// What a silent peer's share withheld is also noted as its predicted
+// admits: when the peer turns out to have been only slow (its next frame
+// comes within the isolation timeout), its real count is charged less the
+// prediction, so a late heartbeat costs nothing. After a longer silence
+// the sides are taken to have shared the rate, and the peer's admits from
+// that time are not charged at all (see globalCharge).
 
-// evaluate works out how much of the cluster is in sight and retunes the
-// buckets: known members are the peers heard (or listed by the transport)
-// within the grace period that have not left; visible ones were heard within
-// the isolation timeout.
+// evaluate works out how much of the cluster is in sight, slows the
+// buckets' clock for peers out of sight, and retunes the buckets: known
+// members are the peers heard (or listed by the transport) within the
+// grace period that have not left; visible ones were heard within the
+// isolation timeout.
 func (e *engine) evaluate(now int64) {
 	if !e.learned && now-e.startedAt > 2*e.interval {
 		e.learned = true // nobody older showed up: a founding member
@@ -21,10 +41,22 @@ func (e *engine) evaluate(now int64) {
 		e.enter(modeNormal)
 	}
 	listed := e.refreshMembers(now)
+	since := e.lastEval
+	e.lastEval = now
+	if late := now - since - e.tick; since != 0 && late > e.tick {
+		// This tick ran late: this process was short of CPU, and peers'
+		// frames may be waiting in its queue. Their silence says nothing
+		// about the network, so it neither slows the clock nor counts as a
+		// partition this time.
+		e.warnf(now, &e.lastLateWarn, "ticks are running late: this process is short of CPU; peers' silence is not taken for a partition meanwhile",
+			"late", time.Duration(late))
+		return
+	}
 	visible, known, heard := 1, 1, int64(1)
+	var silent []*peer
 	for name, p := range e.peers {
-		silent := now - p.lastHeard
-		if p.departed || silent > e.grace {
+		quiet := now - p.lastHeard
+		if p.departed || quiet > e.grace {
 			// Gone, and no longer a member: forget it.
 			if !slices.Contains(listed, name) {
 				e.stats.lostPrevious.Add(p.missing())
@@ -33,15 +65,46 @@ func (e *engine) evaluate(now int64) {
 			continue
 		}
 		known++
-		if silent <= e.isolation || !p.heard && silent <= e.firstContact() {
+		if quiet <= e.isolation || !p.heard && quiet <= e.firstContact() {
 			visible++
 		}
-		if p.heard && silent <= e.isolation {
+		if p.heard && quiet <= e.isolation {
 			heard++
 		}
+		if p.heard && quiet > e.suspectAfter() || !p.heard && quiet > e.firstContact() {
+			silent = append(silent, p)
+		}
 	}
+	e.slowClock(now, since, silent, known)
 	e.stats.heard.Store(heard)
 	e.retune(now, visible, known)
+}
+
+// suspectAfter is the silence after which a peer's share of the refill is
+// withheld: one heartbeat, plus a fifth of one for jitter.
+func (e *engine) suspectAfter() int64 { return e.tick + e.tick/5 }
+
+// slowClock adds to the lag, for the time since the last evaluation, each
+// silent peer's share of the refill, and notes it as the peer's predicted
+// admits.
+func (e *engine) slowClock(now, since int64, silent []*peer, known int) {
+	if e.partition == PartitionFailOpen || since == 0 {
+		return
+	}
+	p := e.pols.def
+	var lag int64
+	for _, pr := range silent {
+		from := max(since, pr.lastHeard+e.suspectAfter())
+		if now <= from {
+			continue
+		}
+		share := (now - from) / int64(known)
+		lag += share
+		pr.predicted += float64(share) / float64(p.interval)
+	}
+	if lag > 0 {
+		e.lag.Add(lag)
+	}
 }
 
 // firstContact is how long a listed peer that has never been heard still
@@ -54,11 +117,6 @@ func (e *engine) retune(now int64, visible, known int) {
 	e.stats.known.Store(int64(known))
 	split := visible < known
 	e.pols.each(func(p *policy) {
-		unit := p.interval
-		if split && e.partition != PartitionFailOpen {
-			unit = ceilDiv(p.interval*int64(known), int64(visible))
-		}
-		p.unit.Store(unit)
 		if e.floor {
 			return // the reference design has neither cap nor early flush
 		}

@@ -27,6 +27,9 @@ type peer struct {
 	heard bool
 	// departed reports that the latest frame said goodbye.
 	departed bool
+	// predicted is the global tokens withheld on this peer's behalf while
+	// it was silent, to take off its real count if it was only slow.
+	predicted float64
 }
 
 // stream is the frames of one incarnation of a peer.
@@ -41,6 +44,9 @@ type stream struct {
 	charged   uint64
 	synced    bool // charged holds a value
 	lastHeard int64
+	load      load         // the sender's admit and demand rates (fairness.go)
+	offsets   offsetWindow // how much fuller this replica is (fairness.go)
+	level     int64        // tokens in the sender's replica, last reported
 }
 
 // stream returns p's stream for incarnation inc, opening one (in place of
@@ -66,6 +72,17 @@ func (p *peer) stream(inc uint64) (s *stream, lost uint64) {
 	lost = p.streams[oldest].window.missing()
 	p.streams[oldest] = s
 	return s, lost
+}
+
+// freshest is p's most recently heard stream, or nil.
+func (p *peer) freshest() *stream {
+	var f *stream
+	for _, s := range p.streams {
+		if f == nil || s.lastHeard > f.lastHeard {
+			f = s
+		}
+	}
+	return f
 }
 
 // missing is how many numbered frames p's streams are still missing.

@@ -22,11 +22,10 @@ const maxTolerance = int64(1) << 60
 // never refills faster than the configured rate; tolerance is burst×interval,
 // the furthest the theoretical arrival time may run ahead of now.
 //
-// When clustered, the engine moves three more fields as membership changes:
-// unit, the time one token costs (interval, scaled up while this node sees
-// only part of the cluster); localCap, the most tokens this node may admit
-// before its peers have been told; and flushAt, the count of unreported
-// tokens that triggers an early flush.
+// When clustered, the engine moves two more fields as membership changes:
+// localCap, the most tokens this node may admit before its peers have been
+// told, and flushAt, the count of unreported tokens that triggers an early
+// flush.
 type policy struct {
 	rate      int64
 	burst     int64
@@ -38,7 +37,6 @@ type policy struct {
 	// ran backwards, or from far ahead.
 	ceiling  int64
 	recip    uint64 // floor((2^64-1)/interval), for tokensIn
-	unit     atomic.Int64
 	localCap atomic.Int64
 	flushAt  atomic.Int64
 }
@@ -59,7 +57,6 @@ func newPolicy(rate, burst int64) (*policy, error) {
 	}
 	p := &policy{rate: rate, burst: burst, interval: interval, tolerance: burst * interval, recip: math.MaxUint64 / uint64(interval)}
 	p.ceiling = p.tolerance
-	p.unit.Store(interval)
 	p.localCap.Store(math.MaxInt64)
 	p.flushAt.Store(math.MaxInt64)
 	return p, nil

@@ -62,22 +62,38 @@ func (e *engine) receive(from string, b []byte) {
 	}
 	wasVisible := s.synced && now-s.lastHeard <= e.isolation
 	s.lastHeard, p.lastHeard, p.heard, p.departed = now, now, true, f.leaving
+	s.load.observe(f.globalSum, f.demandSum, now)
 	e.contact(now, f.incarnation)
 	global := e.globalCharge(s, f, wasVisible)
+	if p.predicted > 0 {
+		// Part of this peer's count was withheld while it was silent: if
+		// it was only slow, charge the rest; after a longer silence the
+		// withheld share stands for what it admitted (membership.go).
+		if wasVisible {
+			global -= min(global, int64(p.predicted))
+		}
+		p.predicted = 0
+	}
 	charged := uint64(global)
 	for _, kc := range f.keys {
 		charged += uint64(kc.tokens)
 	}
 	e.stats.tokensCharged.Add(charged)
+	at := e.buckets(now)
 	if global > 0 {
-		e.global.debit(e.pols.def, now, global, e.maxDebt(e.pols.def))
+		e.global.debit(e.pols.def, at, global, e.maxDebt(e.pols.def))
 	}
 	for _, kc := range f.keys {
 		pol := e.pols.forKey(kc.key)
-		if !e.keys.debit(kc.key, pol, now, kc.tokens, e.maxDebt(pol)) {
+		if !e.keys.debit(kc.key, pol, at, kc.tokens, e.maxDebt(pol)) {
 			e.stats.keysDropped.Add(1)
 		}
 	}
+	// With the frame's counts charged, this replica and the sender's have
+	// seen the same admits but this node's unreported ones (and those in
+	// flight): the difference of the levels is their offset (fairness.go).
+	s.offsets.observe(e.levelTokens(now)+e.global.pending()-f.level, now)
+	s.level = f.level
 }
 
 // member returns the peer record of a sender that the transport lists as
@@ -183,8 +199,9 @@ func (e *engine) contact(now int64, peerInc uint64) {
 	if peerInc+uint64(2*e.interval) < e.inc {
 		e.learned = true
 		e.log.Info("joined a running cluster: starting from empty buckets", "node", e.name)
-		e.global.empty(e.pols.def, now)
-		e.keys.each(func(h uint64, ent *clusterEntry) { empty(&ent.tat, e.pols.forKey(h), now) })
+		b := e.buckets(now)
+		e.global.empty(e.pols.def, b)
+		e.keys.each(func(h uint64, ent *clusterEntry) { empty(&ent.tat, e.pols.forKey(h), b) })
 	}
 }
 

@@ -3,6 +3,8 @@ package gopherpace_test
 import (
 	"fmt"
 	"math"
+	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -11,8 +13,13 @@ import (
 )
 
 // The accuracy harness: N limiters gossiping over a memtransport network in
-// virtual time, offered load in 1 ms steps, every admit recorded per
-// millisecond so that totals and worst windows can be measured exactly.
+// virtual time. Each node's requests arrive as a Poisson process of its own
+// (the rate may change every 1 ms step), and every request is decided at
+// its own instant, in time order across the cluster, with the network's
+// timers and deliveries run in between: lockstep arrivals, where every
+// node's requests fall at the same instants, hide how the nodes share the
+// bucket. Every offer and admit is recorded per millisecond, so that totals,
+// worst windows and per-node shares can be measured exactly.
 
 const step = time.Millisecond
 
@@ -31,6 +38,9 @@ type scenario struct {
 	flash bool
 	// events change the cluster at given times.
 	events []simEvent
+	// fairFrom lists the starts of the 5 s windows over which each node's
+	// admitted/offered must match the cluster's; nil: 2, 7 and 12 s.
+	fairFrom []time.Duration
 }
 
 type simEvent struct {
@@ -39,13 +49,12 @@ type simEvent struct {
 }
 
 type simNode struct {
-	name  string
-	tr    *memtransport.Transport
-	lim   *gopherpace.Limiter
-	up    bool
-	carry float64
-	// admitted per step since the start of the run.
-	admitted []int32
+	name string
+	tr   *memtransport.Transport
+	lim  *gopherpace.Limiter
+	up   bool
+	// offered and admitted per step since the start of the run.
+	offered, admitted []int32
 }
 
 type simCluster struct {
@@ -55,6 +64,14 @@ type simCluster struct {
 	nodes    []*simNode
 	baseline bool
 	steps    int
+	rng      *rand.Rand
+}
+
+// arrival is one request: when, and at which node.
+type arrival struct {
+	at   time.Time
+	node *simNode
+	step int
 }
 
 func defaults(sc scenario) scenario {
@@ -96,8 +113,10 @@ func onNode(mult float64, i int) func(time.Duration, int) float64 {
 
 func runScenario(t testing.TB, sc scenario, baseline bool) *simCluster {
 	sc = defaults(sc)
-	c := &simCluster{t: t, sc: &sc, baseline: baseline, steps: int(sc.duration / step)}
-	opts := append([]memtransport.Option{memtransport.WithRandom(7)}, sc.netOpts...)
+	c := &simCluster{t: t, sc: &sc, baseline: baseline, steps: int(sc.duration / step), rng: rand.New(rand.NewPCG(11, 13))}
+	// 1 ms ± 0.5 ms delivery unless the scenario says otherwise: jitter
+	// reorders frames, as a real network does.
+	opts := append([]memtransport.Option{memtransport.WithRandom(7), memtransport.WithLatency(750*time.Microsecond, 500*time.Microsecond)}, sc.netOpts...)
 	c.net = memtransport.New(opts...)
 	// A cold start: the nodes find each other (as memberlist does through
 	// its seeds) before their limiters start serving.
@@ -108,42 +127,28 @@ func runScenario(t testing.TB, sc scenario, baseline bool) *simCluster {
 		c.startLimiter(n)
 	}
 	events := sc.events
+	var batch []arrival
 	for s := 0; s < c.steps; s++ {
 		at := time.Duration(s) * step
 		for len(events) > 0 && events[0].at <= at {
 			events[0].do(c)
 			events = events[1:]
 		}
-		now := c.net.Now()
-		up := 0
-		for _, n := range c.nodes {
-			if n.up {
-				up++
+		start := c.net.Now()
+		batch = c.arrivals(batch[:0], s, at, start)
+		for _, a := range batch {
+			if d := a.at.Sub(c.net.Now()); d > 0 {
+				c.net.Advance(d)
 			}
-		}
-		for i, n := range c.nodes {
-			if !n.up {
+			if !a.node.up {
 				continue
 			}
-			offered := sc.load(at, i)
-			if offered < 0 { // a share of a cluster-wide multiple of R
-				offered = -offered * float64(sc.rate) / float64(up)
-			} else {
-				offered *= float64(sc.rate)
-			}
-			n.carry += offered * step.Seconds()
-			k := int(n.carry)
-			n.carry -= float64(k)
-			if s == 0 && sc.flash {
-				k += int(2 * sc.burst)
-			}
-			for range k {
-				if ok, _ := n.lim.AllowAt(now); ok {
-					n.admitted[s]++
-				}
+			a.node.offered[a.step]++
+			if ok, _ := a.node.lim.AllowAt(c.net.Now()); ok {
+				a.node.admitted[a.step]++
 			}
 		}
-		c.net.Advance(step)
+		c.net.Advance(start.Add(step).Sub(c.net.Now()))
 	}
 	for _, n := range c.nodes {
 		if n.lim != nil {
@@ -153,8 +158,55 @@ func runScenario(t testing.TB, sc scenario, baseline bool) *simCluster {
 	return c
 }
 
+// arrivals appends the requests of step s (starting at start) to batch, in
+// time order: a Poisson number per node at the node's offered rate, each
+// at a uniformly random instant of the step.
+func (c *simCluster) arrivals(batch []arrival, s int, at time.Duration, start time.Time) []arrival {
+	sc := c.sc
+	up := 0
+	for _, n := range c.nodes {
+		if n.up {
+			up++
+		}
+	}
+	for i, n := range c.nodes {
+		if !n.up {
+			continue
+		}
+		offered := sc.load(at, i)
+		if offered < 0 { // a share of a cluster-wide multiple of R
+			offered = -offered * float64(sc.rate) / float64(up)
+		} else {
+			offered *= float64(sc.rate)
+		}
+		k := poisson(c.rng, offered*step.Seconds())
+		for range k {
+			batch = append(batch, arrival{start.Add(time.Duration(c.rng.Int64N(int64(step)))), n, s})
+		}
+		if s == 0 && sc.flash {
+			for range 2 * sc.burst { // a flash crowd: all at the first instant
+				batch = append(batch, arrival{start, n, s})
+			}
+		}
+	}
+	slices.SortStableFunc(batch, func(a, b arrival) int { return a.at.Compare(b.at) })
+	return batch
+}
+
+// poisson draws a Poisson variate of mean lambda (small: Knuth's method).
+func poisson(rng *rand.Rand, lambda float64) int {
+	limit, k, p := math.Exp(-lambda), 0, 1.0
+	for {
+		p *= rng.Float64()
+		if p <= limit {
+			return k
+		}
+		k++
+	}
+}
+
 func (c *simCluster) addNode(name string) *simNode {
-	n := &simNode{name: name, admitted: make([]int32, c.steps)}
+	n := &simNode{name: name, offered: make([]int32, c.steps), admitted: make([]int32, c.steps)}
 	c.nodes = append(c.nodes, n)
 	return n
 }
@@ -216,6 +268,11 @@ func (c *simCluster) leave(i int) {
 // ---- measurements ----
 
 type result struct {
+	// unfair is the largest |node's admitted/offered ÷ the cluster's − 1|
+	// over the scenario's fairness windows and the nodes offered load in
+	// them; split is the admitted per node in the window where it was.
+	unfair         float64
+	unfairSplit    []int64
 	total, ideal   int64
 	errPct         float64
 	worstOver      int64 // max over windows ≥ 1 s of admitted − (R·w + B)
@@ -261,7 +318,44 @@ func (c *simCluster) measure() result {
 	}
 	r.framesPerSec = float64(frames) / sc.duration.Seconds()
 	r.bytesPerSec = float64(bytes) / sc.duration.Seconds()
+	from := sc.fairFrom
+	if from == nil {
+		from = []time.Duration{2 * time.Second, 7 * time.Second, 12 * time.Second}
+	}
+	for _, f := range from {
+		if u, split := c.unfairness(f, f+5*time.Second); u > r.unfair || r.unfairSplit == nil {
+			r.unfair, r.unfairSplit = u, split
+		}
+	}
 	return r
+}
+
+// unfairness is the largest relative gap between a node's admitted/offered
+// and the cluster's over [from, to), among nodes offered at least 1% of the
+// window's requests, and what each node admitted.
+func (c *simCluster) unfairness(from, to time.Duration) (float64, []int64) {
+	lo, hi := int(from/step), min(int(to/step), c.steps)
+	offered, admitted := make([]int64, len(c.nodes)), make([]int64, len(c.nodes))
+	var o, a int64
+	for i, n := range c.nodes {
+		for s := lo; s < hi; s++ {
+			offered[i] += int64(n.offered[s])
+			admitted[i] += int64(n.admitted[s])
+		}
+		o, a = o+offered[i], a+admitted[i]
+	}
+	if o == 0 || a == 0 {
+		return 0, admitted
+	}
+	cluster := float64(a) / float64(o)
+	worst := 0.0
+	for i := range c.nodes {
+		if offered[i]*100 < o {
+			continue
+		}
+		worst = max(worst, math.Abs(float64(admitted[i])/float64(offered[i])/cluster-1))
+	}
+	return worst, admitted
 }
 
 // worstWindow is the largest admitted − (R·w + B) over windows of at least

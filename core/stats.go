@@ -59,7 +59,7 @@ func (l *Limiter) Stats() Stats {
 	}
 	p := l.pols.def
 	tat = max(tat, now)
-	s.GlobalTokens = (now + p.tolerance - tat) / p.unit.Load()
+	s.GlobalTokens = (now + p.tolerance - tat) / p.interval
 	if l.leases != nil {
 		s.GlobalTokens = min(p.burst, s.GlobalTokens+l.leases.leased(now))
 	}
@@ -69,7 +69,8 @@ func (l *Limiter) Stats() Stats {
 // fillStats writes the engine's part of a Stats snapshot, and returns the
 // engine's time and the global bucket's TAT at it.
 func (e *engine) fillStats(s *Stats) (now, tat int64) {
-	now, tat = e.now(), e.standalone.Load()
+	now = e.buckets(e.now())
+	tat = e.standalone.Load()
 	if t, ok := e.global.tat(e.pols.def, now); ok {
 		tat = t
 	}

@@ -5,7 +5,7 @@ import (
 	"errors"
 )
 
-// Wire format of one frame, version 1. Integers are little-endian or
+// Wire format of one frame, version 2. Integers are little-endian or
 // unsigned varints (uv).
 //
 //	magic      2 bytes  "gp"
@@ -19,6 +19,12 @@ import (
 //	                    since it started: every frame carries it, so a lost
 //	                    frame's count arrives with the next one
 //	global     uv       of which admitted since the sender's previous flush
+//	demandSum  uv       tokens requested from the global bucket since the
+//	                    sender started, admitted or not: the sender's
+//	                    offered load, for sharing the bucket fairly
+//	level      sv       tokens left in the sender's replica of the global
+//	                    bucket when it sent the frame (negative: debt), as
+//	                    a zigzag varint
 //	count      uv       number of keyed entries that follow
 //	entries    count × (key hash 8 bytes, tokens uv)
 //
@@ -26,12 +32,12 @@ import (
 const (
 	wireMagic0  = 'g'
 	wireMagic1  = 'p'
-	wireVersion = 1
+	wireVersion = 2
 	flagLeaving = 1 << 0
-	// headerMax is the largest possible header: fixed part plus three
+	// headerMax is the largest possible header: the fixed part plus six
 	// 10-byte varints.
 	headerFixed = 2 + 1 + 1 + 8 + 8
-	headerMax   = headerFixed + 4*binary.MaxVarintLen64
+	headerMax   = headerFixed + 6*binary.MaxVarintLen64
 	// entryMax is the largest encoded keyed entry.
 	entryMax = 8 + binary.MaxVarintLen64
 	// maxWireTokens bounds a count from the network: more than any bucket
@@ -51,6 +57,8 @@ type frame struct {
 	seq         uint64
 	globalSum   uint64
 	global      int64
+	demandSum   uint64
+	level       int64
 	keys        []keyCount
 }
 
@@ -77,6 +85,8 @@ func appendHeader(b []byte, f *frame, count int) []byte {
 	b = binary.AppendUvarint(b, f.seq)
 	b = binary.AppendUvarint(b, f.globalSum)
 	b = binary.AppendUvarint(b, uint64(f.global))
+	b = binary.AppendUvarint(b, f.demandSum)
+	b = binary.AppendVarint(b, f.level)
 	return binary.AppendUvarint(b, uint64(count))
 }
 
@@ -94,7 +104,7 @@ func entrySize(kc keyCount) int {
 }
 
 // decodeFrame parses b into f, reusing f.keys. It rejects anything that is
-// not exactly one well-formed version-1 frame.
+// not exactly one well-formed version-2 frame.
 func decodeFrame(b []byte, f *frame) error {
 	if len(b) < headerFixed {
 		if len(b) >= 2 && (b[0] != wireMagic0 || b[1] != wireMagic1) {
@@ -127,6 +137,12 @@ func decodeFrame(b []byte, f *frame) error {
 		return errTokens
 	}
 	f.global = int64(g)
+	if f.demandSum, b, err = uvarint(b); err != nil {
+		return err
+	}
+	if f.level, b, err = varint(b); err != nil {
+		return err
+	}
 	var count uint64
 	if count, b, err = uvarint(b); err != nil {
 		return err
@@ -153,6 +169,17 @@ func decodeFrame(b []byte, f *frame) error {
 		return errTrailing
 	}
 	return nil
+}
+
+func varint(b []byte) (int64, []byte, error) {
+	v, n := binary.Varint(b)
+	if n <= 0 {
+		if n == 0 {
+			return 0, nil, errShort
+		}
+		return 0, nil, errVarint
+	}
+	return v, b[n:], nil
 }
 
 func uvarint(b []byte) (uint64, []byte, error) {

@@ -64,7 +64,8 @@ func TestDecodeRejects(t *testing.T) {
 		{"truncated entry", good[:len(good)-1], errEntryCount},
 		{"foreign", []byte("GET / HTTP/1.1\r\n\r\n"), errMagic},
 		{"short foreign", []byte("xx"), errMagic},
-		{"version 2", mutate(func(b []byte) []byte { b[2] = 2; return b }), errVersion},
+		{"version 1", mutate(func(b []byte) []byte { b[2] = 1; return b }), errVersion},
+		{"version 3", mutate(func(b []byte) []byte { b[2] = 3; return b }), errVersion},
 		{"trailing byte", append(append([]byte(nil), good...), 0), errTrailing},
 		{"entry count past the end", mutate(func(b []byte) []byte { b[len(b)-10] = 100; return b }), errEntryCount},
 		{"delta above the running total", encodeFrame(&frame{globalSum: 3, global: 4}), errTokens},
@@ -83,7 +84,7 @@ func TestDecodeRejects(t *testing.T) {
 func FuzzDecodeFrame(f *testing.F) {
 	f.Add(encodeFrame(&frame{limiter: 1, incarnation: 2, seq: 3, globalSum: 10, global: 4, keys: []keyCount{{5, 6}, {7, 300}}}))
 	f.Add(encodeFrame(&frame{leaving: true}))
-	f.Add([]byte("gp\x01\x00"))
+	f.Add([]byte("gp\x02\x00"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var fr frame
 		if err := decodeFrame(b, &fr); err != nil {

@@ -1,0 +1,293 @@
+package gopherpace
+
+import (
+	"math"
+	"sync/atomic"
+	"time"
+)
+
+// Fairness: one bucket from every client's seat.
+//
+// Every node holds a replica of the global bucket and admits while its own
+// replica has tokens; peers charge each admit a few milliseconds later (the
+// hold before a flush, plus delivery). Within that delay every node spends
+// from its own view, so a node whose replica sits a fraction of a token
+// fuller than the others' takes tokens first, again and again: its share of
+// the rate grows by (offset ÷ delay), some 170 admits a second per token of
+// offset. Offsets never heal on their own (every replica refills and is
+// charged alike), so whichever split a restart, a heal or a timing accident
+// leaves behind would persist, and a client pinned to the losing replica
+// would be refused far more often than one on the winning replica.
+//
+// So while the cluster's bucket is contended, the race decides only the
+// slack. Frames carry the sender's offered load (demandSum: tokens
+// requested, admitted or not) beside its admits; every node estimates every
+// node's demand rate, and each tick credits itself a quota of
+// R' × (its demand ÷ the cluster's), where R' is the refill rate in force
+// (less the share withheld for peers out of sight). While its replica holds
+// less than the gate (a quarter of the bucket), a node admits only what
+// its quota allows; above the gate, anyone may take tokens, so tokens the
+// quotas leave unused (after a shift of load, say) are never stranded. The
+// replica still bounds every admit: quotas only hold tokens back. The split
+// then follows offered load, and a request's chance of admission does not
+// depend on which replica receives it.
+//
+// A lying peer can skew the estimates and so the quotas, but a quota never
+// admits anything the bucket does not hold.
+
+const (
+	// contendedRatio: below this admit ratio the bucket counts as contended.
+	contendedRatio = 0.98
+	// gateShare: below 1/gateShare of the bucket, admits need quota.
+	gateShare = 4
+	// drainGain is how much the quotas grow per gate's worth of stock.
+	drainGain = 0.25
+	// resyncWindow is how long a replica must stay fuller than a peer's
+	// before it lowers itself.
+	resyncWindow = int64(150 * time.Millisecond)
+)
+
+// load is one node's admit and demand rates, measured from its running
+// totals over a sliding window: the change between the newest sample and
+// the oldest one still within fairWindow of it, over the time between
+// them. Unlike a decaying average it does not read low between a peer's
+// frames.
+type load struct {
+	samples [loadSamples]loadSample
+	n, next int
+}
+
+type loadSample struct {
+	at                      int64
+	admitTotal, demandTotal uint64
+}
+
+const (
+	loadSamples = 32
+	// loadSpacing is the least time between two samples kept.
+	loadSpacing = int64(20 * time.Millisecond)
+	fairWindow  = int64(500 * time.Millisecond)
+)
+
+// observe takes new running totals at now. Totals that go back (a
+// reordered frame) are ignored; so are samples closer than loadSpacing to
+// the newest, but the newest always holds the latest totals.
+func (l *load) observe(admitTotal, demandTotal uint64, now int64) {
+	if l.n > 0 {
+		last := &l.samples[(l.next+loadSamples-1)%loadSamples]
+		if admitTotal < last.admitTotal || demandTotal < last.demandTotal || now < last.at {
+			return
+		}
+		if l.n > 1 && now-l.samples[(l.next+loadSamples-2)%loadSamples].at < loadSpacing {
+			*last = loadSample{now, admitTotal, demandTotal} // move the newest
+			return
+		}
+	}
+	l.samples[l.next] = loadSample{now, admitTotal, demandTotal}
+	l.next = (l.next + 1) % loadSamples
+	l.n = min(l.n+1, loadSamples)
+}
+
+// rates are the admit and demand rates, per second, over the window that
+// ends at the newest sample; zero until two samples are fairWindow/4
+// apart, or when the newest is older than fairWindow at now.
+func (l *load) rates(now int64) (admits, demand float64) {
+	if l.n < 2 {
+		return 0, 0
+	}
+	newest := l.samples[(l.next+loadSamples-1)%loadSamples]
+	if now-newest.at > fairWindow {
+		return 0, 0
+	}
+	oldest := newest
+	for k := 2; k <= l.n; k++ {
+		s := l.samples[(l.next+loadSamples-k)%loadSamples]
+		if newest.at-s.at > fairWindow {
+			break
+		}
+		oldest = s
+	}
+	span := float64(newest.at-oldest.at) / float64(time.Second)
+	if newest.at-oldest.at < fairWindow/4 {
+		return 0, 0
+	}
+	return float64(newest.admitTotal-oldest.admitTotal) / span, float64(newest.demandTotal-oldest.demandTotal) / span
+}
+
+// quota is what a node may admit from the global bucket while the bucket
+// is contended and its replica is below the gate: a small GCRA bucket of
+// its own, on the buckets' clock, refilling at this node's share of the
+// rate (one token every iv ns) and holding at most tol ns of tokens.
+type quota struct {
+	on   atomic.Bool  // the cluster's bucket is contended
+	tat  atomic.Int64 // the quota bucket's theoretical arrival time
+	iv   atomic.Int64 // ns per quota token
+	tol  atomic.Int64 // ns of tokens the quota bucket holds at most
+	gate int64        // ns: replica levels below it need quota
+}
+
+// needed reports whether an admit that takes the bucket's time to next ns
+// ahead of now needs quota: the bucket is contended, and the admit leaves
+// the replica below the gate.
+func (q *quota) needed(next, tolerance int64) bool {
+	return tolerance-next < q.gate && q.on.Load()
+}
+
+// take spends n tokens of quota at now. On a denial it returns the wait.
+func (q *quota) take(n, now int64) (bool, time.Duration) {
+	iv, tol := q.iv.Load(), q.tol.Load()
+	cost := n * iv
+	for {
+		old := q.tat.Load()
+		next := max(old, now) + cost
+		if next-now > tol {
+			return false, time.Duration(next - tol - now)
+		}
+		if q.tat.CompareAndSwap(old, next) {
+			return true, 0
+		}
+	}
+}
+
+// room is how many whole tokens of quota are left at now.
+func (q *quota) room(now int64) int64 {
+	iv := q.iv.Load()
+	return (now + q.tol.Load() - max(q.tat.Load(), now)) / iv
+}
+
+// giveBack returns n tokens of quota taken at now for an admit that did
+// not happen.
+func (q *quota) giveBack(n, now int64) {
+	cost := n * q.iv.Load()
+	for {
+		old := q.tat.Load()
+		if q.tat.CompareAndSwap(old, max(old-cost, now)) {
+			return
+		}
+	}
+}
+
+// demandTotal is this node's running total of tokens requested from the
+// global bucket: those reported as admitted, those admitted and not yet
+// reported, and those denied.
+func (e *engine) demandTotal() uint64 {
+	return e.globalSum + uint64(max(0, e.global.pending())) + uint64(e.denied.load())
+}
+
+// rebalance runs on every tick: it updates this node's estimate of its own
+// load and credits its quota for the time since the last tick. The caller
+// holds e.mu.
+func (e *engine) rebalance(now int64) {
+	p, q := e.pols.def, &e.quota
+	e.own.observe(e.globalSum, e.demandTotal(), now)
+	a, d := e.own.rates(now)
+	admits, demand := a, d
+	emptiest := e.levelTokens(now)
+	for _, pr := range e.peers {
+		if s := pr.freshest(); s != nil && now-s.lastHeard <= e.isolation {
+			pa, pd := s.load.rates(now)
+			admits += pa
+			demand += pd
+			emptiest = min(emptiest, s.level)
+		}
+	}
+	if e.floor || demand <= 0 || d <= 0 || admits >= contendedRatio*demand {
+		q.on.Store(false)
+		return
+	}
+	// This node's share of the rate. The quota runs on the buckets' clock,
+	// so while peers are out of sight it slows with the refill by itself.
+	// Tokens that every replica in sight holds above empty raise the
+	// shares a little, so that stock the quotas left unspent (after a shift
+	// of load, say) drains instead of idling: a quarter more at the gate,
+	// nothing extra at empty. The emptiest replica decides, so every node
+	// scales its share alike.
+	share := float64(p.rate) * d / demand
+	if emptiest > 0 {
+		share *= 1 + drainGain*float64(emptiest*p.interval)/float64(q.gate)
+	}
+	if share <= 0 {
+		q.on.Store(false)
+		return
+	}
+	iv := int64(math.Ceil(float64(time.Second) / share))
+	// The quota holds a tenth of a tick's share (at least two tokens):
+	// enough to smooth arrivals, too little to save up a burst.
+	tol := max(2, int64(share*float64(e.tick)/float64(time.Second)/10)) * iv
+	q.iv.Store(iv)
+	q.tol.Store(tol)
+	q.on.Store(true)
+}
+
+// levelTokens is the tokens left in the replica of the global bucket at now
+// on the engine's clock (negative: debt), clamped to ±the bucket size.
+func (e *engine) levelTokens(now int64) int64 {
+	p := e.pols.def
+	return min(max(e.globalLevel(now)/p.interval, -p.burst), p.burst)
+}
+
+// offsetWindow keeps the least offset seen from one peer since the window
+// started: a replica only counts as fuller than a peer's when it stayed
+// fuller for a while, not when counts in flight made it look so once.
+type offsetWindow struct {
+	least int64
+	since int64 // when the window started; 0: empty
+	n     int
+}
+
+func (w *offsetWindow) observe(offset, now int64) {
+	if w.n == 0 {
+		w.least, w.since = offset, now
+	}
+	w.least = min(w.least, offset)
+	w.n++
+}
+
+func (w *offsetWindow) reset() { *w = offsetWindow{} }
+
+// resync lowers this node's replica of the global bucket toward the
+// emptiest replica in sight, when it has been fuller than that one by more
+// than the margin for a whole window. Replicas drift apart after
+// partitions, restarts and fail-closed spells, and a replica fuller than
+// the others by more than the quotas can absorb wins every race; lowering
+// the fuller one only ever holds tokens back. The caller holds e.mu.
+func (e *engine) resync(now int64) {
+	p := e.pols.def
+	margin := max(2*p.flushAt.Load(), int64(float64(e.quota.gate)/float64(p.interval)/10))
+	excess := int64(0)
+	ready := false
+	for _, pr := range e.peers {
+		s := pr.freshest()
+		if s == nil || now-s.lastHeard > e.isolation {
+			continue
+		}
+		w := &s.offsets
+		if w.n >= 2 && now-w.since >= resyncWindow {
+			ready = true
+			excess = max(excess, w.least-margin)
+		}
+	}
+	if !ready {
+		return
+	}
+	if excess > 0 && !e.floor {
+		e.global.debit(p, e.buckets(now), excess, e.maxDebt(p))
+		e.stats.resynced.Add(uint64(excess))
+	}
+	for _, pr := range e.peers {
+		for _, s := range pr.streams {
+			s.offsets.reset()
+		}
+	}
+}
+
+// globalLevel is how far (in ns) the replica of the global bucket is from
+// empty at now on the engine's clock: positive while it holds tokens.
+func (e *engine) globalLevel(now int64) int64 {
+	b := e.buckets(now)
+	tat, ok := e.global.tat(e.pols.def, b)
+	if !ok {
+		return 0
+	}
+	return e.pols.def.tolerance - (tat - b)
+}
