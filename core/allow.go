@@ -6,9 +6,26 @@ import "time"
 // it returns false and how long until a token is available. A clustered
 // limiter that is cut off from every peer under the fail-closed policy
 // returns (false, 1s).
+//
+// Allow never waits for tokens. A clustered node that has admitted its
+// share of the bucket since its peers last heard from it waits for its
+// report to reach them instead (a few milliseconds, at most maxHold),
+// rather than refuse a request while the cluster has tokens; AllowAt does
+// not wait.
 func (l *Limiter) Allow() (bool, time.Duration) {
-	return l.allowNanos(int64(time.Since(l.epoch)))
+	if l.eng == nil {
+		return l.allowNanos(int64(time.Since(l.epoch)))
+	}
+	ok, retry, held := l.eng.allow(int64(time.Since(l.epoch)))
+	for deadline := time.Now().Add(maxHold); held && time.Now().Before(deadline); {
+		time.Sleep(retry)
+		ok, retry, held = l.eng.allow(int64(time.Since(l.epoch)))
+	}
+	return ok, retry
 }
+
+// maxHold bounds how long the real-clock forms wait on holds (see Allow).
+const maxHold = 10 * time.Millisecond
 
 // AllowAt is Allow at the given time.
 func (l *Limiter) AllowAt(now time.Time) (bool, time.Duration) {
@@ -17,7 +34,8 @@ func (l *Limiter) AllowAt(now time.Time) (bool, time.Duration) {
 
 func (l *Limiter) allowNanos(now int64) (bool, time.Duration) {
 	if l.eng != nil {
-		return l.eng.allow(now)
+		ok, retry, _ := l.eng.allow(now)
+		return ok, retry
 	}
 	lz, p := l.leases, l.pols.def
 	// The global bucket is never evicted, so the lean path applies.

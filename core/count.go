@@ -21,10 +21,12 @@ func (e *engine) farFromClock(now int64) bool {
 }
 
 // allow spends one token of the global bucket, as Limiter.Allow does.
-func (e *engine) allow(now int64) (bool, time.Duration) {
+// held reports a denial that is only a hold: this node must wait for its
+// peers to hear of its admits (overCap), not for tokens.
+func (e *engine) allow(now int64) (ok bool, retry time.Duration, held bool) {
 	lz, p := e.leases, e.pols.def
 	if e.farFromClock(now) {
-		return false, time.Second
+		return false, time.Second, false
 	}
 	if e.mode.Load() == modeNormal {
 		b := e.buckets(now)
@@ -32,8 +34,9 @@ func (e *engine) allow(now int64) (bool, time.Duration) {
 			ok, retry := lz.allow(countedSource{e}, p, b)
 			if !ok {
 				e.denied.add(1)
+				return false, retry, e.global.unheard()+1 > p.localCap.Load()
 			}
-			return ok, retry
+			return true, 0, false
 		}
 		if ok, retry, count, fast, contended := e.global.allow(p, b, &e.quota); fast {
 			// Only the first unreported token and the threshold
@@ -46,18 +49,20 @@ func (e *engine) allow(now int64) (bool, time.Duration) {
 				lz.lost(b)
 			}
 			if ok {
-				return true, 0
+				return true, 0, false
 			}
-			return e.stealOr(b, retry)
+			ok, retry = e.stealOr(b, retry)
+			return ok, retry, false
 		}
 	}
 	// Not normal, or past the cap of unreported tokens: the general path.
 	var d Decision
-	e.takeGlobal(&d, now, 1)
+	held = e.takeGlobal(&d, now, 1)
 	if !d.Allowed {
-		return e.stealOr(e.buckets(now), d.RetryAfter)
+		ok, retry = e.stealOr(e.buckets(now), d.RetryAfter)
+		return ok, retry, held && !ok
 	}
-	return true, 0
+	return true, 0, false
 }
 
 // stealOr is the limiter's stealOr for a denied one-token request, at now
@@ -74,57 +79,61 @@ func (e *engine) stealOr(now int64, retry time.Duration) (bool, time.Duration) {
 	return false, retry
 }
 
-// take decides n tokens of the global bucket into d, as Limiter.Take does.
-func (e *engine) take(d *Decision, now, n int64) {
-	e.takeGlobal(d, now, n)
+// take decides n tokens of the global bucket into d, as Limiter.Take does,
+// and reports a denial that is only a hold (see allow).
+func (e *engine) take(d *Decision, now, n int64) (held bool) {
+	held = e.takeGlobal(d, now, n)
 	if e.mode.Load() != modeClosed {
 		stealInto(e.leases, d, e.buckets(now), n)
 	}
 	if !d.Allowed {
 		e.denied.add(n)
 	}
+	return held && !d.Allowed
 }
 
-// takeGlobal decides n tokens of the global bucket into d.
-func (e *engine) takeGlobal(d *Decision, now, n int64) {
+// takeGlobal decides n tokens of the global bucket into d, and reports a
+// hold: a denial only because this node's peers must hear first.
+func (e *engine) takeGlobal(d *Decision, now, n int64) (held bool) {
 	c, p := &e.global, e.pols.def
 	pre := false
 	if e.farFromClock(now) && e.mode.Load() != modeStopped {
 		*d = closedDecision(p)
-		return
+		return false
 	}
 	switch e.mode.Load() {
 	case modeStopped:
 		e.takeStandalone(d, now, n)
-		return
+		return false
 	case modeClosed:
 		*d = closedDecision(p)
-		return
+		return false
 	case modePreContact:
 		if e.preBudget.Add(-n) < 0 {
 			e.preBudget.Add(n)
 			*d = waitDecision(p)
-			return
+			return true
 		}
 		pre = true
 	}
-	if wait, capped := e.overCap(c.pending(), p, n); capped {
+	if wait, capped := e.overCap(c.unheard(), p, n); capped {
 		if pre {
 			e.preBudget.Add(n)
 		}
 		*d = wait
-		return
+		return true
 	}
 	count, ok := c.take(d, p, e.buckets(now), n, &e.quota)
 	if !ok { // handed back: the limiter is closing
 		e.takeStandalone(d, now, n)
-		return
+		return false
 	}
 	if d.Allowed {
 		e.counted(count, n, p)
 	} else if pre {
 		e.preBudget.Add(n)
 	}
+	return false
 }
 
 // takeStandalone decides on the standalone bucket of a closed limiter. The
@@ -137,28 +146,28 @@ func (e *engine) takeStandalone(d *Decision, now, n int64) {
 }
 
 // takeKeyed decides n tokens of key hash h's bucket into d and counts an
-// admit for gossip.
-func (e *engine) takeKeyed(d *Decision, h uint64, p *policy, now, n int64) {
+// admit for gossip. It reports a hold as takeGlobal does.
+func (e *engine) takeKeyed(d *Decision, h uint64, p *policy, now, n int64) (held bool) {
 	if e.mode.Load() == modeClosed {
 		*d = closedDecision(p)
-		return
+		return false
 	}
 	now = e.buckets(now)
 	for {
 		ent := e.keys.get(h, now)
 		if ent == nil {
 			e.keys.takeOverflow(d, p, now, n)
-			return
+			return false
 		}
-		if wait, capped := e.overCap(ent.pending.Load(), p, n); capped {
+		if wait, capped := e.overCap(ent.pending.Load()+ent.inflight.Load(), p, n); capped {
 			*d = wait
-			return
+			return true
 		}
 		if takeInto(d, &ent.tat, p, now, n) {
 			if d.Allowed {
 				e.countKeyed(h, ent, p, n)
 			}
-			return
+			return false
 		}
 		// The entry was evicted between lookup and take: look again.
 	}
@@ -189,10 +198,10 @@ type countedSource struct{ e *engine }
 
 func (s countedSource) takeUpTo(p *policy, now, n int64) (int64, time.Duration, bool) {
 	e, c := s.e, &s.e.global
-	room := p.localCap.Load() - c.pending()
+	room := p.localCap.Load() - c.unheard()
 	if room < 1 {
 		e.kick()
-		return 0, time.Duration(minFlushGap), false
+		return 0, holdRetry, false
 	}
 	got, count, retry, contended, ok := c.takeUpTo(p, now, n, room, &e.quota)
 	if !ok { // handed back: the limiter is closing
@@ -206,10 +215,16 @@ func (s countedSource) takeUpTo(p *policy, now, n int64) (int64, time.Duration, 
 
 func (s countedSource) giveBack(p *policy, now, n int64) { s.e.global.refund(p, now, n) }
 
-// overCap holds back a request that would push this node's unreported
-// admits past its share of the burst: the peers must hear first.
-func (e *engine) overCap(pending int64, p *policy, n int64) (Decision, bool) {
-	if pending+n <= p.localCap.Load() || e.mode.Load() == modeStopped {
+// overCap holds back a request that would push the admits this node's
+// peers have not heard of yet (unheard) past its share of the burst: the
+// peers must hear first. Reports count as unheard for reportFlight after
+// they are sent, so that when every node is hit at once (a flash crowd),
+// each admits its share and then waits until the others' reports have
+// arrived: by then its replica knows the bucket is spent. A lone node
+// waits for nothing but its own report, a few milliseconds, and the
+// real-clock forms of Allow and Take wait that out instead of refusing.
+func (e *engine) overCap(unheard int64, p *policy, n int64) (Decision, bool) {
+	if unheard+n <= p.localCap.Load() || e.mode.Load() == modeStopped {
 		return Decision{}, false
 	}
 	e.kick()
@@ -265,6 +280,11 @@ func closedDecision(p *policy) Decision {
 	return Decision{Limit: p.burst, RetryAfter: time.Second, ResetAfter: time.Second, Window: p.window()}
 }
 
+// holdRetry is how long a request held back by overCap (or the
+// pre-contact share) waits before it is worth trying again: the next
+// flush, and its flight to the peers.
+const holdRetry = time.Duration(minFlushGap + reportFlight)
+
 func waitDecision(p *policy) Decision {
-	return Decision{Limit: p.burst, RetryAfter: time.Duration(minFlushGap), ResetAfter: time.Duration(minFlushGap), Window: p.window()}
+	return Decision{Limit: p.burst, RetryAfter: holdRetry, ResetAfter: holdRetry, Window: p.window()}
 }

@@ -31,7 +31,12 @@ import (
 type countedBucket struct {
 	word  atomic.Uint64
 	spill atomic.Int64
-	_     [48]byte
+	// inflight counts tokens reported within the last reportFlight: the
+	// peers may not have them yet, so they still count against the cap on
+	// what this node admits unheard (count.go). It shares the cache line
+	// that the lean path reads anyway.
+	inflight atomic.Int64
+	_        [40]byte
 }
 
 const (
@@ -102,6 +107,10 @@ func (c *countedBucket) unreported(w uint64) int64 {
 // pending is the count of tokens admitted and not yet drained, now.
 func (c *countedBucket) pending() int64 { return c.unreported(c.word.Load()) }
 
+// unheard is the count of tokens admitted that the peers may not have yet:
+// not reported, or reported within the last reportFlight.
+func (c *countedBucket) unheard() int64 { return c.pending() + c.inflight.Load() }
+
 // allow spends one token on the lean path. fast is false when the caller
 // must take the general path instead: the word was handed back, or the node
 // has reached its cap of unreported tokens. On an admit, count is the
@@ -117,7 +126,7 @@ func (c *countedBucket) allow(p *policy, now int64, q *quota) (ok bool, retry ti
 	quotaHeld := false
 	for {
 		n := int64(w & countMask)
-		if n == handedBack || n+spill >= p.localCap.Load() {
+		if n == handedBack || n+spill+c.inflight.Load() >= p.localCap.Load() {
 			if quotaHeld {
 				q.giveBack(1, now)
 			}

@@ -25,6 +25,9 @@ const (
 	// minFlushGap spaces early flushes, so that a hot bucket sends at most
 	// 1000 frames a second.
 	minFlushGap = int64(time.Millisecond)
+	// reportFlight is how long a report counts as not yet heard by the
+	// peers: more than delivery takes on a LAN (see overCap).
+	reportFlight = int64(2 * time.Millisecond)
 	// resendTicks is how many later ticks resend a frame, so that a count
 	// is lost only if all 1+resendTicks copies are.
 	resendTicks = 2

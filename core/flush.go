@@ -51,6 +51,7 @@ func (e *engine) onKick() {
 func (e *engine) flushLocked(now int64, heartbeat, leaving bool) [][]byte {
 	global := e.global.drain(e.pols.def, e.buckets(now))
 	batch := e.batch[:0]
+	var flights []flying
 	for i := range e.dirty {
 		d := &e.dirty[i]
 		d.mu.Lock()
@@ -60,10 +61,15 @@ func (e *engine) flushLocked(now int64, heartbeat, leaving bool) [][]byte {
 		for _, k := range list {
 			if n := k.e.pending.Swap(0); n > 0 {
 				batch = append(batch, keyCount{k.h, n})
+				if !e.floor {
+					k.e.inflight.Add(n)
+					flights = append(flights, flying{k.e, n})
+				}
 			}
 		}
 	}
 	e.batch = batch[:0]
+	e.inFlight(global, flights)
 	reported := uint64(global)
 	for _, kc := range batch {
 		reported += uint64(kc.tokens)
@@ -105,6 +111,28 @@ func (e *engine) flushLocked(now int64, heartbeat, leaving bool) [][]byte {
 		e.sent[0] = append(e.sent[0], frames...)
 	}
 	return frames
+}
+
+// inFlight counts the tokens of a flush as unheard for reportFlight: the
+// global count here, the keyed ones (already added to their entries) in
+// keyed.
+func (e *engine) inFlight(global int64, keyed []flying) {
+	if e.floor || global == 0 && len(keyed) == 0 {
+		return
+	}
+	e.global.inflight.Add(global)
+	e.clock.AfterFunc(time.Duration(reportFlight), func() {
+		e.global.inflight.Add(-global)
+		for _, f := range keyed {
+			f.ent.inflight.Add(-f.n)
+		}
+	})
+}
+
+// flying is a keyed entry's count in flight.
+type flying struct {
+	ent *clusterEntry
+	n   int64
 }
 
 func (e *engine) broadcast(b []byte) {

@@ -196,7 +196,7 @@ func FuzzLeasingNeverExceedsRate(f *testing.F) {
 			l.leases.heat(now)
 			if steps[i+1]%4 == 0 {
 				var d Decision
-				if l.take(&d, now, "", 1) == nil && d.Allowed {
+				if _, err := l.take(&d, now, "", 1); err == nil && d.Allowed {
 					admitted++
 				}
 			} else if ok, _ := l.allowNanos(now); ok {

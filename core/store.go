@@ -40,12 +40,13 @@ func (e *plainEntry) word() *atomic.Int64 { return &e.tat }
 func (e *plainEntry) busy() bool          { return false }
 
 type clusterEntry struct {
-	tat     atomic.Int64
-	pending atomic.Int64 // admitted here, not yet sent
+	tat      atomic.Int64
+	pending  atomic.Int64 // admitted here, not yet sent
+	inflight atomic.Int64 // sent within the last reportFlight (count.go)
 }
 
 func (e *clusterEntry) word() *atomic.Int64 { return &e.tat }
-func (e *clusterEntry) busy() bool          { return e.pending.Load() != 0 }
+func (e *clusterEntry) busy() bool          { return e.pending.Load() != 0 || e.inflight.Load() != 0 }
 
 type (
 	plainStore   = store[plainEntry, *plainEntry]

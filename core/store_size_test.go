@@ -11,7 +11,7 @@ func TestLayout(t *testing.T) {
 		"clustered shard":  {unsafe.Sizeof(shard[clusterEntry]{}), 64},
 		"bucket":           {unsafe.Sizeof(bucket{}), 64},
 		"standalone entry": {unsafe.Sizeof(plainEntry{}), 8},
-		"clustered entry":  {unsafe.Sizeof(clusterEntry{}), 16},
+		"clustered entry":  {unsafe.Sizeof(clusterEntry{}), 24},
 		"counted bucket":   {unsafe.Sizeof(countedBucket{}), 64},
 	} {
 		t.Run(name, func(t *testing.T) {

@@ -4,44 +4,55 @@ import "time"
 
 // Take spends n tokens of key's bucket now; the key "" is the global
 // bucket. It returns an error only for a cost below 1 or above the key's
-// bucket size; a denial is a Decision with Allowed false.
+// bucket size; a denial is a Decision with Allowed false. Like Allow, it
+// never waits for tokens, but waits out a hold of a few milliseconds
+// (see Allow); TakeAt does not.
 func (l *Limiter) Take(key string, n int64) (d Decision, err error) {
-	err = l.take(&d, int64(time.Since(l.epoch)), key, n)
+	err = l.takeNow(&d, key, n)
 	return
 }
 
-// TakeAt is Take at the given time.
+// TakeAt is Take at the given time. It never waits.
 func (l *Limiter) TakeAt(now time.Time, key string, n int64) (d Decision, err error) {
-	err = l.take(&d, l.nanos(now), key, n)
+	_, err = l.take(&d, l.nanos(now), key, n)
 	return
 }
 
-// take decides into d, which saves copying a Decision up every level.
-func (l *Limiter) take(d *Decision, now int64, key string, n int64) error {
+// takeNow is take on the real clock, waiting out holds.
+func (l *Limiter) takeNow(d *Decision, key string, n int64) error {
+	held, err := l.take(d, int64(time.Since(l.epoch)), key, n)
+	for deadline := time.Now().Add(maxHold); held && time.Now().Before(deadline); {
+		time.Sleep(d.RetryAfter)
+		held, err = l.take(d, int64(time.Since(l.epoch)), key, n)
+	}
+	return err
+}
+
+// take decides into d, which saves copying a Decision up every level, and
+// reports a hold (see Allow).
+func (l *Limiter) take(d *Decision, now int64, key string, n int64) (held bool, err error) {
 	if key == "" {
 		p := l.pols.def
 		if err := p.checkCost(n); err != nil {
-			return err
+			return false, err
 		}
 		if l.eng != nil {
-			l.eng.take(d, now, n)
-			return nil
+			return l.eng.take(d, now, n), nil
 		}
 		takeInto(d, &l.global.tat, p, now, n)
 		stealInto(l.leases, d, now, n)
-		return nil
+		return false, nil
 	}
 	h := hashKey(l.hashSecret, key)
 	p := l.pols.forKey(h)
 	if err := p.checkCost(n); err != nil {
-		return err
+		return false, err
 	}
 	if l.eng != nil {
-		l.eng.takeKeyed(d, h, p, now, n)
-		return nil
+		return l.eng.takeKeyed(d, h, p, now, n), nil
 	}
 	l.keys.take(d, h, p, now, n)
-	return nil
+	return false, nil
 }
 
 // Refund gives back n tokens to key's bucket, for a request that was
