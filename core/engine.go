@@ -33,7 +33,10 @@ const (
 	resendTicks = 2
 	// degradedLogEvery spaces the ERROR records of a lasting partition.
 	degradedLogEvery = int64(30 * time.Second)
-	dirtyShards      = 64
+	// partitionAfter is how long peers must stay out of reach before it is
+	// logged as a partition (at ERROR) rather than a slow peer (at WARN).
+	partitionAfter = int64(2 * time.Second)
+	dirtyShards    = 64
 )
 
 // engineParts is what a clustered limiter hands its engine: the buckets
@@ -91,6 +94,7 @@ type engine struct {
 	contacted  bool
 	degraded   bool
 	lastErrLog int64
+	splitSince int64 // when peers went out of reach
 	// lastMemberRefresh is when the transport's member list was last read.
 	lastMemberRefresh int64
 	// lastSkewWarn, lastSendWarn and lastLateWarn space WARN records (see

@@ -152,7 +152,7 @@ func TestFailClosedWhenIsolated(t *testing.T) {
 	}
 }
 
-func TestPartitionLogsErrorEvery30sAndInfoOnRecovery(t *testing.T) {
+func TestPartitionLogsWarnThenErrorEvery30sAndInfoOnRecovery(t *testing.T) {
 	net := memtransport.New()
 	h := &countingHandler{counts: map[slog.Level]int{}}
 	trA, _ := net.Join("a")
@@ -175,8 +175,8 @@ func TestPartitionLogsErrorEvery30sAndInfoOnRecovery(t *testing.T) {
 	net.Advance(time.Second)
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.counts[slog.LevelError] != 3 || h.counts[slog.LevelInfo] != 1 {
-		t.Fatalf("log records by level %v; want 3 ERROR (at 0, 30 and 60 s) and 1 INFO", h.counts)
+	if h.counts[slog.LevelWarn] != 1 || h.counts[slog.LevelError] != 3 || h.counts[slog.LevelInfo] != 1 {
+		t.Fatalf("log records by level %v; want 1 WARN (at once), 3 ERROR (at 2, 32 and 62 s) and 1 INFO", h.counts)
 	}
 }
 

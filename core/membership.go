@@ -131,14 +131,23 @@ func (e *engine) retune(now int64, visible, known int) {
 	case !closed && m == modeClosed:
 		e.enter(modeNormal)
 	}
+	// A peer out of reach for a moment is often only slow (a pause, a
+	// starved process): say so at WARN. Still out of reach after
+	// partitionAfter, it is a partition: ERROR, then again every
+	// degradedLogEvery while it lasts.
+	args := []any{"node", e.name, "visible", visible, "known", known, "policy", e.partition.String(),
+		"admitting", admitting(e.partition, closed, visible, known)}
 	switch {
-	case split && (!e.degraded || now-e.lastErrLog >= degradedLogEvery):
-		e.degraded, e.lastErrLog = true, now
-		e.log.Error("cluster partitioned: some peers are out of reach", "node", e.name,
-			"visible", visible, "known", known, "policy", e.partition.String(), "admitting", admitting(e.partition, closed, visible, known))
+	case split && !e.degraded:
+		e.degraded, e.splitSince, e.lastErrLog = true, now, 0
+		e.log.Warn("peers out of reach; taking their share of the rate out until they are back", args...)
+	case split && now-e.splitSince >= partitionAfter && (e.lastErrLog == 0 || now-e.lastErrLog >= degradedLogEvery):
+		e.lastErrLog = now
+		e.log.Error("cluster partitioned: some peers are out of reach", append(args, "for", time.Duration(now-e.splitSince))...)
 	case !split && e.degraded:
 		e.degraded = false
-		e.log.Info("cluster whole again: every known peer is in reach", "node", e.name, "nodes", known)
+		e.log.Info("cluster whole again: every known peer is in reach", "node", e.name, "nodes", known,
+			"after", time.Duration(now-e.splitSince))
 	}
 }
 
