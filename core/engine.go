@@ -108,6 +108,9 @@ type engine struct {
 	batch                                    []keyCount
 	// own is this node's admit and demand rates (fairness.go).
 	own load
+	// withheld is the share of the refill this node withheld over its
+	// last evaluation for peers out of its own sight (membership.go).
+	withheld float64
 }
 
 // dirtyList is one shard of the keyed entries that hold unsent counts.

@@ -85,7 +85,7 @@ func (e *engine) flushLocked(now int64, heartbeat, leaving bool) [][]byte {
 	carries := len(batch) > 0
 	var frames [][]byte
 	f := frame{leaving: leaving, limiter: e.id, incarnation: e.inc, globalSum: e.globalSum, global: global,
-		demandSum: e.demandTotal(), level: e.levelTokens(now)}
+		demandSum: e.demandTotal(), level: e.levelTokens(now), withheld: uint64(e.withheld * withheldOne)}
 	for first := true; first || len(batch) > 0; first = false {
 		// Fill one frame with as many entries as fit.
 		room, n := e.maxFrame-headerMax, 0

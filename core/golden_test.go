@@ -43,9 +43,9 @@ func TestKeyHashGolden(t *testing.T) {
 // goldenFrame is a version-2 frame with every field set, and its bytes.
 var (
 	goldenFrame = frame{leaving: true, limiter: hashKey(0, DefaultLimiterID), incarnation: 1_700_000_000_123_456_789,
-		seq: 300, globalSum: 70_000, global: 129, demandSum: 1_000_000, level: -42,
+		seq: 300, globalSum: 70_000, global: 129, demandSum: 1_000_000, level: -42, withheld: 1 << 14,
 		keys: []keyCount{{hashKey(0, "tenant-a"), 1}, {hashKey(0, "tenant-b"), 200}}}
-	goldenBytes = "67700201961c565c8abd14cb15cd853dfe9c9717ac02f0a2048101c0843d53024a69c276eccbcb240175fbf4ac2a0a32d2c801"
+	goldenBytes = "67700201961c565c8abd14cb15cd853dfe9c9717ac02f0a2048101c0843d53808001024a69c276eccbcb240175fbf4ac2a0a32d2c801"
 )
 
 func TestWireGolden(t *testing.T) {
@@ -62,7 +62,7 @@ func TestWireGolden(t *testing.T) {
 	}
 	g := goldenFrame
 	if f.leaving != g.leaving || f.limiter != g.limiter || f.incarnation != g.incarnation || f.seq != g.seq ||
-		f.globalSum != g.globalSum || f.global != g.global || f.demandSum != g.demandSum || f.level != g.level ||
+		f.globalSum != g.globalSum || f.global != g.global || f.demandSum != g.demandSum || f.level != g.level || f.withheld != g.withheld ||
 		len(f.keys) != 2 || f.keys[0] != g.keys[0] || f.keys[1] != g.keys[1] {
 		t.Fatalf("decoded %+v, want %+v", f, g)
 	}

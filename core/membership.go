@@ -86,9 +86,13 @@ func (e *engine) suspectAfter() int64 { return e.tick + e.tick/5 }
 
 // slowClock adds to the lag, for the time since the last evaluation, each
 // silent peer's share of the refill, and notes it as the peer's predicted
-// admits.
+// admits. It withholds at least the share that the peers in sight
+// withhold: a node that joined after a peer crashed does not know of the
+// crashed one, which the others still count for the grace period, and
+// would otherwise refill faster than they do.
 func (e *engine) slowClock(now, since int64, silent []*peer, known int) {
-	if e.partition == PartitionFailOpen || since == 0 {
+	e.withheld = 0
+	if e.partition == PartitionFailOpen || since == 0 || now <= since {
 		return
 	}
 	p := e.pols.def
@@ -101,6 +105,16 @@ func (e *engine) slowClock(now, since int64, silent []*peer, known int) {
 		share := (now - from) / int64(known)
 		lag += share
 		pr.predicted += float64(share) / float64(p.interval)
+	}
+	// What is reported is only this node's own share, never one adopted
+	// from a peer: adopted shares passed around would sustain each other
+	// after every node had heard the silent peer go.
+	span := float64(now - since)
+	e.withheld = min(float64(lag)/span, 1)
+	for _, pr := range e.peers {
+		if s := pr.freshest(); s != nil && now-s.lastHeard <= e.isolation && s.withheld*span > float64(lag) {
+			lag = int64(s.withheld * span)
+		}
 	}
 	if lag > 0 {
 		e.lag.Add(lag)

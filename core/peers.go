@@ -47,6 +47,7 @@ type stream struct {
 	load      load         // the sender's admit and demand rates (fairness.go)
 	offsets   offsetWindow // how much fuller this replica is (fairness.go)
 	level     int64        // tokens in the sender's replica, last reported
+	withheld  float64      // the share of the refill it withholds, last reported
 }
 
 // stream returns p's stream for incarnation inc, opening one (in place of

@@ -93,7 +93,7 @@ func (e *engine) receive(from string, b []byte) {
 	// seen the same admits but this node's unreported ones (and those in
 	// flight): the difference of the levels is their offset (fairness.go).
 	s.offsets.observe(e.levelTokens(now)+e.global.pending()-f.level, now)
-	s.level = f.level
+	s.level, s.withheld = f.level, float64(f.withheld)/withheldOne
 }
 
 // member returns the peer record of a sender that the transport lists as

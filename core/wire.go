@@ -25,6 +25,8 @@ import (
 //	level      sv       tokens left in the sender's replica of the global
 //	                    bucket when it sent the frame (negative: debt), as
 //	                    a zigzag varint
+//	withheld   uv       the share of the refill the sender withholds for
+//	                    peers out of its sight, in 65536ths
 //	count      uv       number of keyed entries that follow
 //	entries    count × (key hash 8 bytes, tokens uv)
 //
@@ -34,15 +36,17 @@ const (
 	wireMagic1  = 'p'
 	wireVersion = 2
 	flagLeaving = 1 << 0
-	// headerMax is the largest possible header: the fixed part plus six
+	// headerMax is the largest possible header: the fixed part plus seven
 	// 10-byte varints.
 	headerFixed = 2 + 1 + 1 + 8 + 8
-	headerMax   = headerFixed + 6*binary.MaxVarintLen64
+	headerMax   = headerFixed + 7*binary.MaxVarintLen64
 	// entryMax is the largest encoded keyed entry.
 	entryMax = 8 + binary.MaxVarintLen64
 	// maxWireTokens bounds a count from the network: more than any bucket
 	// can hold (maxTolerance at one token per nanosecond).
 	maxWireTokens = uint64(maxTolerance)
+	// withheldOne is the whole refill, in the units of the withheld field.
+	withheldOne = 1 << 16
 )
 
 type keyCount struct {
@@ -59,6 +63,7 @@ type frame struct {
 	global      int64
 	demandSum   uint64
 	level       int64
+	withheld    uint64 // 65536ths
 	keys        []keyCount
 }
 
@@ -87,6 +92,7 @@ func appendHeader(b []byte, f *frame, count int) []byte {
 	b = binary.AppendUvarint(b, uint64(f.global))
 	b = binary.AppendUvarint(b, f.demandSum)
 	b = binary.AppendVarint(b, f.level)
+	b = binary.AppendUvarint(b, f.withheld)
 	return binary.AppendUvarint(b, uint64(count))
 }
 
@@ -142,6 +148,12 @@ func decodeFrame(b []byte, f *frame) error {
 	}
 	if f.level, b, err = varint(b); err != nil {
 		return err
+	}
+	if f.withheld, b, err = uvarint(b); err != nil {
+		return err
+	}
+	if f.withheld > withheldOne {
+		return errTokens
 	}
 	var count uint64
 	if count, b, err = uvarint(b); err != nil {
