@@ -87,9 +87,11 @@ func (e *engine) suspectAfter() int64 { return e.tick + e.tick/5 }
 // slowClock adds to the lag, for the time since the last evaluation, each
 // silent peer's share of the refill, and notes it as the peer's predicted
 // admits. It withholds at least the share that the peers in sight
-// withhold: a node that joined after a peer crashed does not know of the
-// crashed one, which the others still count for the grace period, and
-// would otherwise refill faster than they do.
+// typically withhold (the median of what they report): a node that joined
+// after a peer crashed does not know of the crashed one, which the others
+// still count for the grace period, and would otherwise refill faster than
+// they do. The median keeps one peer with an odd view (one that is itself
+// cut off from the rest) from holding everyone back.
 func (e *engine) slowClock(now, since int64, silent []*peer, known int) {
 	e.withheld = 0
 	if e.partition == PartitionFailOpen || since == 0 || now <= since {
@@ -111,9 +113,16 @@ func (e *engine) slowClock(now, since int64, silent []*peer, known int) {
 	// after every node had heard the silent peer go.
 	span := float64(now - since)
 	e.withheld = min(float64(lag)/span, 1)
+	var reported []float64
 	for _, pr := range e.peers {
-		if s := pr.freshest(); s != nil && now-s.lastHeard <= e.isolation && s.withheld*span > float64(lag) {
-			lag = int64(s.withheld * span)
+		if s := pr.freshest(); s != nil && now-s.lastHeard <= e.isolation {
+			reported = append(reported, s.withheld)
+		}
+	}
+	if len(reported) > 0 {
+		slices.Sort(reported)
+		if typical := reported[(len(reported)-1)/2]; typical*span > float64(lag) {
+			lag = int64(typical * span)
 		}
 	}
 	if lag > 0 {

@@ -185,10 +185,11 @@ func TestFairnessOverRealMemberlist(t *testing.T) {
 			opts := []gopherpace.Option{gopherpace.WithRefillRate(rate), gopherpace.WithBucketSize(burst)}
 			ptrs := pointers(limiters(t, []*Transport{a, b, c}, opts...))
 			events := map[time.Duration]func(){
-				// A crash: r2 goes silent without a goodbye, and a new
-				// process takes its place under a name of its own.
+				// A crash: r2 goes silent to everyone without a goodbye,
+				// and a new process takes its place under a name of its
+				// own.
 				2 * time.Second: func() {
-					bl[2].block(a.GossipAddr(), b.GossipAddr())
+					bl[2].block("*")
 					bl[0].block(c.GossipAddr())
 					bl[1].block(c.GossipAddr())
 					ptrs[2].Store(nil)

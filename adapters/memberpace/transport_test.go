@@ -175,10 +175,12 @@ func (b *blockable) block(addrs ...string) {
 	}
 }
 
+// isBlocked reports whether addr is blocked; blocking "*" blocks every
+// address, as for a node that crashed.
 func (b *blockable) isBlocked(addr string) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.blocked[addr]
+	return b.blocked[addr] || b.blocked["*"]
 }
 
 var errBlocked = errors.New("blocked by test partition")
