@@ -133,6 +133,31 @@ func (q *quota) needed(next, tolerance int64) bool {
 	return tolerance-next < q.gate && q.on.Load()
 }
 
+// set prices the quota at iv ns per token, holding at most tol ns of
+// tokens, at now. When the share has more than doubled, the tokens already
+// spent ahead of now are repriced at the new share: a share that was tiny
+// when the bucket turned contended (a node whose load had only just begun)
+// must not leave seconds of debt behind once its share is known. Smaller
+// changes leave the debt as it is, so that the quota does not drift with
+// every tick's estimate.
+func (q *quota) set(iv, tol, now int64) {
+	old := q.iv.Swap(iv)
+	q.tol.Store(tol)
+	if old <= 2*iv {
+		return
+	}
+	for {
+		tat := q.tat.Load()
+		if tat <= now {
+			return
+		}
+		owed := min(int64(float64(tat-now)/float64(old)*float64(iv)), tol)
+		if q.tat.CompareAndSwap(tat, now+owed) {
+			return
+		}
+	}
+}
+
 // take spends n tokens of quota at now. On a denial it returns the wait.
 func (q *quota) take(n, now int64) (bool, time.Duration) {
 	iv, tol := q.iv.Load(), q.tol.Load()
@@ -214,8 +239,7 @@ func (e *engine) rebalance(now int64) {
 	// The quota holds a tenth of a tick's share (at least two tokens):
 	// enough to smooth arrivals, too little to save up a burst.
 	tol := max(2, int64(share*float64(e.tick)/float64(time.Second)/10)) * iv
-	q.iv.Store(iv)
-	q.tol.Store(tol)
+	q.set(iv, tol, e.buckets(now))
 	q.on.Store(true)
 }
 

@@ -46,10 +46,27 @@ func TestAccuracyReport(t *testing.T) {
 	t.Log("\n" + b.String())
 	if dir != "" {
 		fmt.Print(b.String())
-		if err := os.WriteFile(filepath.Join(dir, "table.md"), []byte(b.String()), 0o644); err != nil {
+		if err := spliceTable(filepath.Join(dir, "..", "accuracy.md"), b.String()); err != nil {
 			t.Fatal(err)
 		}
 	}
+}
+
+// The results table lives in docs/accuracy.md between these markers, so
+// that its numbers are written in one place, by make accuracy.
+const tableBegin, tableEnd = "<!-- accuracy table: make accuracy writes it -->\n", "<!-- end of accuracy table -->\n"
+
+func spliceTable(path, table string) error {
+	doc, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	s := string(doc)
+	i, j := strings.Index(s, tableBegin), strings.Index(s, tableEnd)
+	if i < 0 || j < i {
+		return fmt.Errorf("%s lacks the table markers", path)
+	}
+	return os.WriteFile(path, []byte(s[:i+len(tableBegin)]+table+s[j:]), 0o644)
 }
 
 // fairness renders the worst node's gap from the cluster's admit ratio.

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"os"
 	"sync"
@@ -85,7 +86,7 @@ func run(rate int64, mult float64, seconds int) error {
 	var grand int64
 	sec := 0
 	for pi, ph := range phases {
-		counts := drive(limiters, mult*float64(rate), ph.share, time.Duration(seconds)*time.Second, func(per []int64) {
+		offered, admitted := drive(limiters, mult*float64(rate), ph.share, time.Duration(seconds)*time.Second, func(per []int64) {
 			sec++
 			total := per[0] + per[1] + per[2]
 			limit := rate
@@ -94,14 +95,15 @@ func run(rate int64, mult float64, seconds int) error {
 			}
 			fmt.Printf("%4d %-8s %10d %10d %10d %8d %7d\n", sec, ph.name, per[0], per[1], per[2], total, limit)
 		})
-		total := counts[0] + counts[1] + counts[2]
+		total := admitted[0] + admitted[1] + admitted[2]
 		grand += total
 		ideal := rate * int64(seconds)
 		if pi == 0 {
 			ideal += rate
 		}
-		summary = append(summary, fmt.Sprintf("%-8s admitted %6d of %6.0f offered; the limit allows %6d (%+.1f%%); per replica %v",
-			ph.name, total, mult*float64(rate)*float64(seconds), ideal, 100*float64(total-ideal)/float64(ideal), counts))
+		summary = append(summary, fmt.Sprintf("%-8s admitted %6d of %6d offered; the limit allows %6d (%+.1f%%)",
+			ph.name, total, offered[0]+offered[1]+offered[2], ideal, 100*float64(total-ideal)/float64(ideal)),
+			"         "+fairness(offered, admitted))
 	}
 	ideal := rate*int64(len(phases)*seconds) + rate
 	fmt.Println()
@@ -119,14 +121,36 @@ func run(rate int64, mult float64, seconds int) error {
 	return nil
 }
 
+// fairness says, per replica, what it was offered and admitted and what
+// share of its offered load it admitted, against the cluster's: a fair
+// cluster admits every client's request with the same chance, whichever
+// replica it reaches.
+func fairness(offered, admitted []int64) string {
+	var o, a int64
+	for i := range offered {
+		o, a = o+offered[i], a+admitted[i]
+	}
+	cluster := float64(a) / float64(max(o, 1))
+	out, worst := "per replica admitted/offered:", 0.0
+	for i := range offered {
+		ratio := float64(admitted[i]) / float64(max(offered[i], 1))
+		out += fmt.Sprintf(" %d/%d (%.0f%%)", admitted[i], offered[i], 100*ratio)
+		if cluster > 0 {
+			worst = max(worst, math.Abs(ratio/cluster-1))
+		}
+	}
+	return out + fmt.Sprintf("; cluster %.0f%%, worst replica %.0f%% off it", 100*cluster, 100*worst)
+}
+
 // drive offers load for d and calls each with one second's admits per
-// replica; it returns the admits over the whole of d. Requests arrive at
-// random (Poisson) times, independently on each replica, as real traffic
-// does: lockstep arrivals would hand every fresh token to whichever
-// replica's loop happens to run first.
-func drive(lims []*gopherpace.Limiter, offered float64, share []float64, d time.Duration, each func([]int64)) []int64 {
+// replica; it returns what each replica was offered and admitted over the
+// whole of d. Requests arrive at random (Poisson) times, independently on
+// each replica, as real traffic does: lockstep arrivals would hand every
+// fresh token to whichever replica's loop happens to run first.
+func drive(lims []*gopherpace.Limiter, offered float64, share []float64, d time.Duration, each func([]int64)) (offers, admits []int64) {
 	counters := make([]atomic.Int64, len(lims))
-	totals := make([]int64, len(lims))
+	offerCounts := make([]atomic.Int64, len(lims))
+	admits = make([]int64, len(lims))
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	for i, l := range lims {
@@ -142,6 +166,12 @@ func drive(lims []*gopherpace.Limiter, offered float64, share []float64, d time.
 					case <-time.After(wait):
 					}
 				}
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				offerCounts[i].Add(1)
 				if ok, _ := l.Allow(); ok {
 					counters[i].Add(1)
 				}
@@ -154,12 +184,17 @@ func drive(lims []*gopherpace.Limiter, offered float64, share []float64, d time.
 		per := make([]int64, len(lims))
 		for i := range counters {
 			per[i] = counters[i].Swap(0)
-			totals[i] += per[i]
+			admits[i] += per[i]
 		}
 		each(per)
 	}
 	second.Stop()
 	close(stop)
 	wg.Wait()
-	return totals
+	offers = make([]int64, len(lims))
+	for i := range offerCounts {
+		offers[i] = offerCounts[i].Load()
+		admits[i] += counters[i].Swap(0)
+	}
+	return offers, admits
 }
