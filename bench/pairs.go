@@ -325,7 +325,7 @@ func middlewareOurs(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer l.Close()
-	mw, err := httplimit.New(l, httplimit.WithHeaders(headers.None))
+	mw, err := httplimit.Build(l, httplimit.WithHeaders(headers.None), httplimit.WithKeyFunc(httplimit.GlobalKey))
 	if err != nil {
 		b.Fatal(err)
 	}

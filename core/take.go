@@ -8,7 +8,17 @@ import "time"
 // never waits for tokens, but waits out a hold of a few milliseconds
 // (see Allow); TakeAt does not.
 func (l *Limiter) Take(key string, n int64) (d Decision, err error) {
-	err = l.takeNow(&d, key, n)
+	_, err = l.takeNow(&d, key, n)
+	return
+}
+
+// TakeTimed is Take, also returning the time the decision was made at,
+// for response fields that state absolute times (X-RateLimit-Reset)
+// without a second read of the clock. Middleware uses it. The time is the
+// limiter's creation time plus the monotonic time since, so it does not
+// follow steps of the wall clock made after New.
+func (l *Limiter) TakeTimed(key string, n int64) (d Decision, at time.Time, err error) {
+	at, err = l.takeNow(&d, key, n)
 	return
 }
 
@@ -18,14 +28,20 @@ func (l *Limiter) TakeAt(now time.Time, key string, n int64) (d Decision, err er
 	return
 }
 
-// takeNow is take on the real clock, waiting out holds.
-func (l *Limiter) takeNow(d *Decision, key string, n int64) error {
-	held, err := l.take(d, int64(time.Since(l.epoch)), key, n)
-	for deadline := time.Now().Add(maxHold); held && time.Now().Before(deadline); {
-		time.Sleep(d.RetryAfter)
-		held, err = l.take(d, int64(time.Since(l.epoch)), key, n)
+// takeNow is take on the real clock, waiting out holds. It returns the
+// time of the decision: the limiter's epoch plus the monotonic time since,
+// which costs one clock read where time.Now costs two.
+func (l *Limiter) takeNow(d *Decision, key string, n int64) (time.Time, error) {
+	now := int64(time.Since(l.epoch))
+	held, err := l.take(d, now, key, n)
+	if held {
+		for deadline := now + int64(maxHold); held && now < deadline; {
+			time.Sleep(d.RetryAfter)
+			now = int64(time.Since(l.epoch))
+			held, err = l.take(d, now, key, n)
+		}
 	}
-	return err
+	return l.epoch.Add(time.Duration(now)), err
 }
 
 // take decides into d, which saves copying a Decision up every level, and

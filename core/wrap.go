@@ -19,7 +19,7 @@ var wrapPolicy = render.NewPolicy(render.Draft, render.DefaultName)
 func (l *Limiter) Wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var d Decision
-		_ = l.takeNow(&d, "", 1) // a cost of 1 never errs
+		_, _ = l.takeNow(&d, "", 1) // a cost of 1 never errs
 		if d.Allowed {
 			next.ServeHTTP(w, r)
 			return

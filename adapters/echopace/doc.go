@@ -1,20 +1,21 @@
 // Package echopace is Echo middleware for a gopherpace Limiter, standalone
-// or clustered, in Echo's own idiom: RateLimiter and RateLimiterWithConfig,
-// with Skipper, BeforeFunc, IdentifierExtractor, DenyHandler and
-// ErrorHandler.
+// or clustered, used as Echo's own RateLimiter is:
 //
 //	e.Use(echopace.RateLimiter(limiter))
 //
-// By default each client gets its own bucket, keyed by c.RealIP(). Since
-// Echo v4.16.3 RealIP returns the connection's address unless e.IPExtractor
-// is set; set it (echo.ExtractIPFromXFFHeader with your proxies' ranges)
-// when clients come through a load balancer.
+// By default each client gets its own bucket, keyed by the connection's
+// address (IPv6 grouped by /64). Forwarding fields are believed only from
+// the proxies given to WithTrustedProxies, walked from the right, so a
+// client cannot pick its own bucket by sending X-Forwarded-For; Echo's
+// IPExtractor does not change the key.
 //
-// A denial sets Retry-After and the rate-limit headers and returns an
+// Responses carry the draft RateLimit-Policy and RateLimit fields. A
+// denial sets Retry-After too and returns ErrRateLimitExceeded, an
 // *echo.HTTPError with code 429, so the application's HTTPErrorHandler
-// renders it.
+// renders it. The options and their defaults are those of every gopherpace
+// adapter (docs/adapters.md).
 //
 // NewStore adapts a Limiter to Echo's own middleware.RateLimiter as a
-// drop-in RateLimiterStore (without headers or costs, which that interface
+// drop-in RateLimiterStore (without fields or costs, which that interface
 // cannot carry).
 package echopace

@@ -5,12 +5,15 @@ import (
 	"log"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 
 	"github.com/labstack/echo/v4"
 	"github.com/pedreviljoen/gopherpace/adapters/echopace"
 	gopherpace "github.com/pedreviljoen/gopherpace/core"
 )
 
+// Limit each client to 10 requests a second, one at a time, inline, as
+// Echo's own RateLimiter is used.
 func ExampleRateLimiter() {
 	limiter, err := gopherpace.New(gopherpace.WithRefillRate(10), gopherpace.WithBucketSize(1))
 	if err != nil {
@@ -36,4 +39,26 @@ func ExampleRateLimiter() {
 	// Output:
 	// 200 Retry-After=""
 	// 429 Retry-After="1"
+}
+
+// Behind load balancers in 10.0.0.0/8, key by the address they forward.
+// Build returns configuration errors instead of panicking.
+func ExampleBuild() {
+	limiter, err := gopherpace.New(gopherpace.WithRefillRate(10), gopherpace.WithBucketSize(20))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer limiter.Close()
+
+	mw, err := echopace.Build(limiter, echopace.WithTrustedProxies(netip.MustParsePrefix("10.0.0.0/8")))
+	if err != nil {
+		log.Fatal(err)
+	}
+	e := echo.New()
+	e.Use(mw)
+
+	_, err = echopace.Build(nil)
+	fmt.Println(err)
+	// Output:
+	// echopace: nil Limiter
 }

@@ -2,41 +2,52 @@ package echopace
 
 import (
 	"errors"
-	"time"
+	"net/http"
 
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
 	gopherpace "github.com/pedreviljoen/gopherpace/core"
-	"github.com/pedreviljoen/gopherpace/core/headers"
+	"github.com/pedreviljoen/gopherpace/core/adapter"
 )
 
-// RateLimiter limits requests with l, one bucket per c.RealIP(). It panics
-// if l is nil, as Echo's own RateLimiter does on a nil store.
-func RateLimiter(l *gopherpace.Limiter) echo.MiddlewareFunc {
-	return RateLimiterWithConfig(Config{Limiter: l})
-}
+// ContextKey is the Echo context key of the Decision
+// (WithDecisionInContext).
+const ContextKey = "gopherpace.decision"
 
-// RateLimiterWithConfig is RateLimiter with a Config. It panics on an
-// invalid Config, in Echo's style; ToMiddleware returns the error instead.
-func RateLimiterWithConfig(cfg Config) echo.MiddlewareFunc {
-	mw, err := cfg.ToMiddleware()
+// ErrRateLimitExceeded is the default answer to a denial.
+var ErrRateLimitExceeded = echo.NewHTTPError(http.StatusTooManyRequests, "rate limit exceeded")
+
+// RateLimiter returns Echo middleware that limits requests with l, for
+// inline use as Echo's own RateLimiter:
+//
+//	e.Use(echopace.RateLimiter(limiter))
+//
+// It panics on a nil Limiter or an invalid option, as Echo's own does on a
+// nil store; Build returns the error instead.
+func RateLimiter(l *gopherpace.Limiter, opts ...Option) echo.MiddlewareFunc {
+	mw, err := Build(l, opts...)
 	if err != nil {
 		panic(err)
 	}
 	return mw
 }
 
-// ToMiddleware checks the Config and builds the middleware.
-func (cfg Config) ToMiddleware() (echo.MiddlewareFunc, error) {
-	cfg, err := cfg.withDefaults()
+// Build is RateLimiter, returning an error naming every invalid option
+// instead of panicking.
+func Build(l *gopherpace.Limiter, opts ...Option) (echo.MiddlewareFunc, error) {
+	m := &rateLimiter{}
+	for _, o := range opts {
+		if o == nil {
+			m.cfg.require(false, "nil Option")
+			continue
+		}
+		o(&m.cfg)
+	}
+	g, err := adapter.Configure(l, "echopace", m.cfg.shared, m.cfg.problems...)
 	if err != nil {
 		return nil, err
 	}
-	r, err := headers.New(cfg.Headers, cfg.PolicyName)
-	if err != nil {
-		return nil, errors.New("echopace: " + err.Error())
-	}
-	m := &rateLimiter{cfg: cfg, headers: r}
+	m.gate = g
 	// Echo v4 builds the middleware chain for every request, so this
 	// closure is allocated per request; it holds only two words.
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
@@ -45,38 +56,87 @@ func (cfg Config) ToMiddleware() (echo.MiddlewareFunc, error) {
 }
 
 type rateLimiter struct {
-	cfg     Config
-	headers headers.Renderer
+	cfg  config
+	gate *adapter.Gate
 }
 
 func (m *rateLimiter) serve(c echo.Context, next echo.HandlerFunc) error {
-	cfg := &m.cfg
-	if cfg.Skipper(c) {
+	cfg, g := &m.cfg, m.gate
+	if cfg.skip != nil && cfg.skip(c) {
 		return next(c)
 	}
-	if cfg.BeforeFunc != nil {
-		cfg.BeforeFunc(c)
-	}
-	id, err := cfg.IdentifierExtractor(c)
-	if err != nil {
-		return cfg.ErrorHandler(c, err)
+	var key string
+	var buf [64]byte
+	if cfg.key != nil {
+		var err error
+		if key, err = cfg.key(c); err != nil {
+			return m.fail(c, err)
+		}
+	} else {
+		b, err := g.RequestKey(buf[:0], c.Request())
+		if err != nil {
+			return m.fail(c, err)
+		}
+		key = string(b)
 	}
 	cost := int64(1)
-	if cfg.CostFunc != nil {
-		cost = cfg.CostFunc(c)
+	if cfg.cost != nil {
+		cost = cfg.cost(c)
 	}
-	now := time.Now()
-	d, err := cfg.Limiter.TakeAt(now, id, cost)
+	d, now, err := g.Take(key, cost)
 	if err != nil {
-		return cfg.ErrorHandler(c, err)
+		return m.fail(c, err)
 	}
-	if m.headers.Style() != headers.None || !d.Allowed {
-		m.headers.Set(c.Response().Header(), d, now)
+	if g.HasFields(d) {
+		g.SetHeader(c.Response().Header(), d, now)
+	}
+	if g.DecisionInContext() {
+		c.Set(ContextKey, d)
 	}
 	if !d.Allowed {
-		return cfg.DenyHandler(c, id, d)
+		if cfg.deny != nil {
+			return cfg.deny(c, d)
+		}
+		return ErrRateLimitExceeded
 	}
-	return next(c)
+	err = next(c)
+	if g.Refunds() {
+		g.Refund(key, cost, status(c, err))
+	}
+	return err
+}
+
+func (m *rateLimiter) fail(c echo.Context, err error) error {
+	if m.cfg.onError != nil {
+		return m.cfg.onError(c, err)
+	}
+	code := adapter.Status(err)
+	msg := http.StatusText(code)
+	if code == http.StatusBadRequest {
+		msg = err.Error() // what the client must change
+	}
+	return &echo.HTTPError{Code: code, Message: msg, Internal: err}
+}
+
+// status is the status a request will end with: an error the handler
+// returned decides it (the HTTPErrorHandler writes it after the middleware
+// returns), as an *echo.HTTPError's code or 500.
+func status(c echo.Context, err error) int {
+	if err == nil {
+		return c.Response().Status
+	}
+	var he *echo.HTTPError
+	if errors.As(err, &he) {
+		return he.Code
+	}
+	return http.StatusInternalServerError
+}
+
+// FromContext returns the Decision made for this request, when the
+// middleware runs WithDecisionInContext.
+func FromContext(c echo.Context) (gopherpace.Decision, bool) {
+	d, ok := c.Get(ContextKey).(gopherpace.Decision)
+	return d, ok
 }
 
 // Store adapts a Limiter to Echo's middleware.RateLimiterStore: each Allow

@@ -2,7 +2,8 @@ package echopace
 
 import (
 	"errors"
-	"io"
+	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -13,16 +14,65 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
 	gopherpace "github.com/pedreviljoen/gopherpace/core"
-	"github.com/pedreviljoen/gopherpace/core/headers"
-	"github.com/pedreviljoen/gopherpace/core/memtransport"
+	"github.com/pedreviljoen/gopherpace/core/conformance"
 	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-func limiter(t *testing.T, rate, burst int64, opts ...gopherpace.Option) *gopherpace.Limiter {
+// adapterOptions are this package's options in the conformance suite's terms.
+var adapterOptions = conformance.Options[Option]{
+	GlobalKey:      func() Option { return WithKeyFunc(GlobalKey) },
+	HeaderKey:      func(name string) Option { return WithKeyFunc(HeaderKey(name)) },
+	TrustedProxies: WithTrustedProxies,
+	IPv6Prefix:     WithIPv6Prefix,
+	CostFromHeader: func(name string) Option {
+		return WithCost(func(c echo.Context) int64 { return conformance.Cost(c.Request().Header.Get(name)) })
+	},
+	SkipPath:   func(path string) Option { return WithSkip(func(c echo.Context) bool { return c.Path() == path }) },
+	Refund:     WithRefund,
+	PolicyName: WithPolicyName,
+	Headers:    WithHeaders,
+	DenyHandler: func() Option {
+		return WithDenyHandler(func(c echo.Context, d gopherpace.Decision) error {
+			c.Response().Header().Set("X-Denied-Remaining", fmt.Sprint(d.Remaining))
+			return c.String(http.StatusTooManyRequests, "denied")
+		})
+	},
+	DecisionInContext: WithDecisionInContext,
+}
+
+// newEcho is an Echo app whose IPExtractor trusts X-Forwarded-For from
+// anyone: the adapter must not.
+func newEcho(mw echo.MiddlewareFunc) *echo.Echo {
+	e := echo.New()
+	e.HideBanner, e.HidePort = true, true
+	e.IPExtractor = echo.ExtractIPFromXFFHeader(echo.TrustIPRange(mustCIDR("0.0.0.0/0")))
+	e.Use(mw)
+	e.GET("/", func(c echo.Context) error {
+		if d, ok := FromContext(c); ok {
+			c.Response().Header().Set("X-Remaining", fmt.Sprint(d.Remaining))
+		}
+		return c.String(http.StatusOK, "ok")
+	})
+	// A failure returned as an error: the HTTPErrorHandler writes it after
+	// the middleware has returned, and a refund must still see 500.
+	e.GET("/fail", func(c echo.Context) error { return errors.New("failed") })
+	e.GET("/skip", func(c echo.Context) error { return c.String(http.StatusOK, "ok") })
+	return e
+}
+
+func TestConformance(t *testing.T) {
+	conformance.Run(t, func(t *testing.T, l *gopherpace.Limiter, s conformance.Setup) string {
+		srv := httptest.NewServer(newEcho(RateLimiter(l, conformance.OptionsFor(s, adapterOptions)...)))
+		t.Cleanup(srv.Close)
+		return srv.URL
+	})
+}
+
+func limiter(t *testing.T, rate, burst int64) *gopherpace.Limiter {
 	t.Helper()
-	l, err := gopherpace.New(append([]gopherpace.Option{gopherpace.WithRefillRate(rate), gopherpace.WithBucketSize(burst)}, opts...)...)
+	l, err := gopherpace.New(gopherpace.WithRefillRate(rate), gopherpace.WithBucketSize(burst))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,183 +80,88 @@ func limiter(t *testing.T, rate, burst int64, opts ...gopherpace.Option) *gopher
 	return l
 }
 
-func server(t *testing.T, mw echo.MiddlewareFunc, configure func(*echo.Echo)) *httptest.Server {
-	t.Helper()
-	e := echo.New()
-	if configure != nil {
-		configure(e)
-	}
-	e.Use(mw)
-	ok := func(c echo.Context) error { return c.String(http.StatusOK, "ok") }
-	e.GET("/", ok)
-	e.GET("/big", ok)
-	e.GET("/healthz", ok)
-	srv := httptest.NewServer(e)
-	t.Cleanup(srv.Close)
-	return srv
+func serve(e *echo.Echo, path string) *httptest.ResponseRecorder {
+	w := httptest.NewRecorder()
+	e.ServeHTTP(w, httptest.NewRequest(http.MethodGet, path, nil))
+	return w
 }
 
-func get(t *testing.T, url string, hdr map[string]string) (*http.Response, string) {
-	t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, url, nil)
-	for k, v := range hdr {
-		req.Header.Set(k, v)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	return resp, string(body)
-}
-
-func TestAllowedThenDeniedThroughTheAppErrorHandler(t *testing.T) {
+// A denial is an *echo.HTTPError, so the application's HTTPErrorHandler
+// answers it, with the fields already set.
+func TestDenialGoesThroughTheAppErrorHandler(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		srv := server(t, RateLimiter(limiter(t, 1, 2)), func(e *echo.Echo) {
-			e.HTTPErrorHandler = func(err error, c echo.Context) {
-				var he *echo.HTTPError
-				if errors.As(err, &he) {
-					c.JSON(he.Code, map[string]any{"problem": he.Message})
-				}
+		e := newEcho(RateLimiter(limiter(t, 1, 1)))
+		e.HTTPErrorHandler = func(err error, c echo.Context) {
+			var he *echo.HTTPError
+			if errors.As(err, &he) {
+				_ = c.JSON(he.Code, map[string]any{"problem": he.Message})
 			}
-		})
-		r1, _ := get(t, srv.URL, nil)
-		if r1.StatusCode != 200 || r1.Header.Get("RateLimit") != `"default";r=1;t=1` {
-			t.Fatalf("first: %d %v", r1.StatusCode, r1.Header)
 		}
-		get(t, srv.URL, nil)
-		r3, body := get(t, srv.URL, nil)
-		if r3.StatusCode != 429 || r3.Header.Get("Retry-After") != "1" || !strings.Contains(body, `"problem":"rate limit exceeded"`) {
-			t.Fatalf("third: %d %v %q", r3.StatusCode, r3.Header, body)
+		serve(e, "/")
+		w := serve(e, "/")
+		if w.Code != 429 || w.Header().Get("Retry-After") != "1" || !strings.Contains(w.Body.String(), `"problem":"rate limit exceeded"`) {
+			t.Fatalf("%d %v %q", w.Code, w.Header(), w.Body.String())
 		}
 	})
 }
 
-func TestRealIPKeyAndSpoofing(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		// No IPExtractor: RealIP is the connection's address, whatever the
-		// client claims.
-		srv := server(t, RateLimiter(limiter(t, 1, 1)), nil)
-		a, _ := get(t, srv.URL, map[string]string{"X-Forwarded-For": "198.51.100.1", "X-Real-IP": "198.51.100.1"})
-		b, _ := get(t, srv.URL, map[string]string{"X-Forwarded-For": "198.51.100.2", "X-Real-IP": "198.51.100.2"})
-		if a.StatusCode != 200 || b.StatusCode != 429 {
-			t.Fatalf("codes %d %d: a spoofed header bought a fresh bucket", a.StatusCode, b.StatusCode)
-		}
-		// With an extractor that trusts the loopback proxy, clients count apart.
-		srv2 := server(t, RateLimiter(limiter(t, 1, 1)), func(e *echo.Echo) { e.IPExtractor = echo.ExtractIPFromXFFHeader() })
-		c, _ := get(t, srv2.URL, map[string]string{"X-Forwarded-For": "198.51.100.1"})
-		d, _ := get(t, srv2.URL, map[string]string{"X-Forwarded-For": "198.51.100.2"})
-		if c.StatusCode != 200 || d.StatusCode != 200 {
-			t.Fatalf("codes %d %d: clients behind a trusted proxy share a bucket", c.StatusCode, d.StatusCode)
-		}
-	})
-}
-
-func TestConfigHooks(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		before, denied := 0, ""
-		srv := server(t, RateLimiterWithConfig(Config{
-			Limiter:    limiter(t, 1, 5),
-			Skipper:    func(c echo.Context) bool { return c.Path() == "/healthz" },
-			BeforeFunc: func(echo.Context) { before++ },
-			IdentifierExtractor: func(c echo.Context) (string, error) {
-				if k := c.Request().Header.Get("X-API-Key"); k != "" {
-					return k, nil
-				}
-				return "", errors.New("no key")
-			},
-			CostFunc: func(c echo.Context) int64 {
-				if c.Path() == "/big" {
-					return 4
-				}
-				return 1
-			},
-			DenyHandler: func(c echo.Context, id string, d gopherpace.Decision) error {
-				denied = id
-				return c.String(http.StatusServiceUnavailable, "later")
-			},
-			Headers: headers.Legacy,
-		}), nil)
-		key := map[string]string{"X-API-Key": "k1"}
-		if r, _ := get(t, srv.URL+"/", nil); r.StatusCode != 403 {
-			t.Fatalf("extractor error: %d", r.StatusCode)
-		}
-		r, _ := get(t, srv.URL+"/big", key)
-		if r.StatusCode != 200 || r.Header.Get("X-RateLimit-Remaining") != "1" {
-			t.Fatalf("cost 4: %d %v", r.StatusCode, r.Header)
-		}
-		if r, _ := get(t, srv.URL+"/big", key); r.StatusCode != 503 || denied != "k1" {
-			t.Fatalf("deny: %d %q", r.StatusCode, denied)
-		}
-		if r, _ := get(t, srv.URL+"/healthz", key); r.StatusCode != 200 || r.Header.Get("X-RateLimit-Limit") != "" {
-			t.Fatalf("skipped: %d", r.StatusCode)
-		}
-		if before != 3 {
-			t.Fatalf("BeforeFunc ran %d times, want 3", before)
-		}
-	})
-}
-
-func TestInvalidConfig(t *testing.T) {
-	if _, err := (Config{}).ToMiddleware(); err == nil {
-		t.Error("missing limiter: no error")
+func TestErrorHandlerSeesTheError(t *testing.T) {
+	var seen error
+	e := newEcho(RateLimiter(limiter(t, 1, 1), WithCost(func(echo.Context) int64 { return 2 }),
+		WithErrorHandler(func(c echo.Context, err error) error {
+			seen = err
+			return c.NoContent(http.StatusRequestEntityTooLarge)
+		})))
+	if w := serve(e, "/"); w.Code != 413 || !errors.Is(seen, gopherpace.ErrCostExceedsLimit) {
+		t.Fatalf("%d, %v; want the handler's 413 for ErrCostExceedsLimit", w.Code, seen)
 	}
+}
+
+func TestInvalidOptions(t *testing.T) {
 	l := limiter(t, 1, 1)
-	if _, err := (Config{Limiter: l, Headers: 9}).ToMiddleware(); err == nil {
-		t.Error("bad header style: no error")
+	invalid := map[string][]Option{
+		"nil key": {WithKeyFunc(nil)}, "nil cost": {WithCost(nil)}, "nil skip": {WithSkip(nil)},
+		"nil deny": {WithDenyHandler(nil)}, "nil error": {WithErrorHandler(nil)}, "nil refund": {WithRefund(nil)},
+		"style": {WithHeaders(9)}, "policy": {WithPolicyName("")}, "nil option": {nil},
+		"IPv6 prefix": {WithIPv6Prefix(-1)},
 	}
-	if _, err := (Config{Limiter: l, PolicyName: "a\nb"}).ToMiddleware(); err == nil {
-		t.Error("bad policy name: no error")
+	conformance.RejectsInvalidOptions(t, "echopace", invalid,
+		func(opts ...Option) error { _, err := Build(l, opts...); return err },
+		func(opts ...Option) { RateLimiter(l, opts...) })
+	if _, err := Build(nil); err == nil {
+		t.Error("nil limiter: no error")
 	}
-	defer func() {
-		if recover() == nil {
-			t.Error("RateLimiter(nil) did not panic like Echo's RateLimiter(nil store)")
-		}
-	}()
-	RateLimiter(nil)
 }
 
 func TestStoreDropsIntoEchosOwnMiddleware(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		mw := middleware.RateLimiterWithConfig(middleware.RateLimiterConfig{Store: NewStore(limiter(t, 1, 1))})
-		srv := server(t, mw, nil)
-		a, _ := get(t, srv.URL, nil)
-		b, _ := get(t, srv.URL, nil)
-		if a.StatusCode != 200 || b.StatusCode != 429 {
-			t.Fatalf("codes %d %d", a.StatusCode, b.StatusCode)
+		e := newEcho(middleware.RateLimiterWithConfig(middleware.RateLimiterConfig{Store: NewStore(limiter(t, 1, 1))}))
+		if a, b := serve(e, "/").Code, serve(e, "/").Code; a != 200 || b != 429 {
+			t.Fatalf("codes %d %d", a, b)
 		}
 	})
 }
 
-func TestClusteredLimiter(t *testing.T) {
-	net := memtransport.New(memtransport.WithRealTime())
-	ta, _ := net.Join("a")
-	tb, _ := net.Join("b")
-	la := limiter(t, 1, 2, gopherpace.WithTransport(ta))
-	lb := limiter(t, 1, 2, gopherpace.WithTransport(tb))
-	global := func(echo.Context) (string, error) { return "", nil }
-	srvA := server(t, RateLimiterWithConfig(Config{Limiter: la, IdentifierExtractor: global}), nil)
-	srvB := server(t, RateLimiterWithConfig(Config{Limiter: lb, IdentifierExtractor: global}), nil)
-	deadline := time.Now().Add(5 * time.Second)
-	for la.Stats().HeardNodes < 2 || lb.Stats().HeardNodes < 2 {
-		if time.Now().After(deadline) {
-			t.Fatal("the nodes never heard each other")
+func mustCIDR(s string) *net.IPNet {
+	_, n, err := net.ParseCIDR(s)
+	if err != nil {
+		panic(err)
+	}
+	return n
+}
+
+// In a synctest bubble the clock is virtual: the bucket refills exactly
+// when its rate says, with no sleeping in real time.
+func TestRefillsWithVirtualTime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEcho(RateLimiter(limiter(t, 2, 1)))
+		codes := []int{serve(e, "/").Code, serve(e, "/").Code}
+		time.Sleep(499 * time.Millisecond)
+		codes = append(codes, serve(e, "/").Code)
+		time.Sleep(time.Millisecond) // one token at 2/s after 500ms
+		codes = append(codes, serve(e, "/").Code)
+		if fmt.Sprint(codes) != "[200 429 429 200]" {
+			t.Fatalf("codes %v, want [200 429 429 200]", codes)
 		}
-		time.Sleep(time.Millisecond)
-	}
-	for range 2 {
-		if r, _ := get(t, srvA.URL, nil); r.StatusCode != 200 {
-			t.Fatalf("node a: %d", r.StatusCode)
-		}
-	}
-	for lb.Stats().TokensCharged < 2 {
-		if time.Now().After(deadline) {
-			t.Fatal("node b was never charged node a's tokens")
-		}
-		time.Sleep(time.Millisecond)
-	}
-	if r, _ := get(t, srvB.URL, nil); r.StatusCode != 429 {
-		t.Fatalf("node b admitted after the bucket was spent on a: %d", r.StatusCode)
-	}
+	})
 }

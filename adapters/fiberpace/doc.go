@@ -1,19 +1,25 @@
 // Package fiberpace is Fiber v2 middleware for a gopherpace Limiter,
-// standalone or clustered, with a Config that mirrors Fiber's own limiter
-// middleware (Next, KeyGenerator, LimitReached, SkipFailedRequests,
-// SkipSuccessfulRequests) so that switching is a small change.
+// standalone or clustered, used as Fiber's own limiter is:
 //
-//	h, err := fiberpace.New(limiter)
-//	if err != nil { ... }
-//	app.Use(h)
+//	app.Use(fiberpace.New(limiter))
 //
-// By default each client gets its own bucket, keyed by c.IP(): the
-// connection's address unless the app sets ProxyHeader. If it does, also set
-// EnableTrustedProxyCheck and TrustedProxies, or any client can name its
-// own bucket.
+// By default each client gets its own bucket, keyed by the connection's
+// address (IPv6 grouped by /64). Behind a load balancer, name it:
+//
+//	app.Use(fiberpace.New(limiter, fiberpace.WithTrustedProxies(netip.MustParsePrefix("10.0.0.0/8"))))
+//
+// Forwarding fields are then believed from those proxies only, and
+// X-Forwarded-For is walked from the right, so a client that sends its own
+// X-Forwarded-For cannot pick its bucket. Fiber's ProxyHeader and c.IP()
+// are not used: c.IP() takes the leftmost address, which the client
+// writes.
+//
+// Responses carry the draft RateLimit-Policy and RateLimit fields; a
+// denial sets Retry-After too and answers 429. The options and their
+// defaults are those of every gopherpace adapter (docs/adapters.md).
 //
 // fasthttp reuses request buffers once a handler returns. The limiter keeps
-// only a 64-bit hash of each key, never the string; with SkipFailedRequests
-// or SkipSuccessfulRequests the key is copied, because it is needed again
-// after the handler has run.
+// only a 64-bit hash of each key, never the string; with WithRefund a key
+// from WithKeyFunc is copied, because it is needed again after the handler
+// has run.
 package fiberpace

@@ -4,12 +4,16 @@ import (
 	"fmt"
 	"log"
 	"net/http/httptest"
+	"net/netip"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/pedreviljoen/gopherpace/adapters/fiberpace"
 	gopherpace "github.com/pedreviljoen/gopherpace/core"
+	"github.com/pedreviljoen/gopherpace/core/adapter"
 )
 
+// Limit each client to 10 requests a second, one at a time, inline, as
+// Fiber's own limiter is used; failed requests give their token back.
 func ExampleNew() {
 	limiter, err := gopherpace.New(gopherpace.WithRefillRate(10), gopherpace.WithBucketSize(1))
 	if err != nil {
@@ -18,13 +22,7 @@ func ExampleNew() {
 	defer limiter.Close()
 
 	app := fiber.New(fiber.Config{DisableStartupMessage: true})
-	h, err := fiberpace.New(limiter, fiberpace.Config{
-		SkipFailedRequests: true, // failed requests give their token back
-	})
-	if err != nil {
-		log.Fatal(err)
-	}
-	app.Use(h)
+	app.Use(fiberpace.New(limiter, fiberpace.WithRefund(adapter.RefundFailed)))
 	app.Get("/hello", func(c *fiber.Ctx) error { return c.SendString("hello") })
 
 	for range 2 {
@@ -37,4 +35,27 @@ func ExampleNew() {
 	// Output:
 	// 200 Retry-After=""
 	// 429 Retry-After="1"
+}
+
+// Behind load balancers in 10.0.0.0/8, key by the address they forward:
+// no Fiber ProxyHeader setting is needed. Build returns configuration
+// errors instead of panicking.
+func ExampleBuild() {
+	limiter, err := gopherpace.New(gopherpace.WithRefillRate(10), gopherpace.WithBucketSize(20))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer limiter.Close()
+
+	h, err := fiberpace.Build(limiter, fiberpace.WithTrustedProxies(netip.MustParsePrefix("10.0.0.0/8")))
+	if err != nil {
+		log.Fatal(err)
+	}
+	app := fiber.New(fiber.Config{DisableStartupMessage: true})
+	app.Use(h)
+
+	_, err = fiberpace.Build(limiter, fiberpace.WithPolicyName(""))
+	fmt.Println(err)
+	// Output:
+	// fiberpace: policy name must be 1-64 printable ASCII characters
 }

@@ -2,66 +2,126 @@ package fiberpace
 
 import (
 	"errors"
+	"net/netip"
 	"strings"
-	"time"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/gofiber/fiber/v2/utils"
 	gopherpace "github.com/pedreviljoen/gopherpace/core"
-	"github.com/pedreviljoen/gopherpace/core/headers"
+	"github.com/pedreviljoen/gopherpace/core/adapter"
+	"github.com/pedreviljoen/gopherpace/core/clientip"
 )
 
-// New returns middleware that limits requests with l.
-func New(l *gopherpace.Limiter, config ...Config) (fiber.Handler, error) {
-	if l == nil {
-		return nil, errors.New("fiberpace: nil Limiter")
+// ContextKey is the c.Locals key of the Decision (WithDecisionInContext).
+const ContextKey = "gopherpace.decision"
+
+// New returns Fiber middleware that limits requests with l, for inline use
+// as Fiber's own limiter:
+//
+//	app.Use(fiberpace.New(limiter))
+//
+// It panics on a nil Limiter or an invalid option, as a misconfigured
+// server should not start; Build returns the error instead.
+func New(l *gopherpace.Limiter, opts ...Option) fiber.Handler {
+	h, err := Build(l, opts...)
+	if err != nil {
+		panic(err)
 	}
-	cfg, err := configure(config)
+	return h
+}
+
+// Build is New, returning an error naming every invalid option instead of
+// panicking.
+func Build(l *gopherpace.Limiter, opts ...Option) (fiber.Handler, error) {
+	var cfg config
+	for _, o := range opts {
+		if o == nil {
+			cfg.require(false, "nil Option")
+			continue
+		}
+		o(&cfg)
+	}
+	g, err := adapter.Configure(l, "fiberpace", cfg.shared, cfg.problems...)
 	if err != nil {
 		return nil, err
 	}
-	h, err := headers.New(cfg.Headers, cfg.PolicyName)
-	if err != nil {
-		return nil, errors.New("fiberpace: " + err.Error())
+	return func(c *fiber.Ctx) error { return serve(g, &cfg, c) }, nil
+}
+
+func serve(g *adapter.Gate, cfg *config, c *fiber.Ctx) error {
+	if cfg.skip != nil && cfg.skip(c) {
+		return c.Next()
 	}
-	refunds := cfg.SkipFailedRequests || cfg.SkipSuccessfulRequests
-	return func(c *fiber.Ctx) error {
-		if cfg.Next != nil && cfg.Next(c) {
-			return c.Next()
+	var key string
+	var buf [64]byte
+	if cfg.key != nil {
+		var err error
+		if key, err = cfg.key(c); err != nil {
+			return fail(cfg, c, err)
 		}
-		key := cfg.KeyGenerator(c)
-		if refunds {
-			// The key is used again after the handler, by which time fasthttp
-			// may have reused the bytes behind it. (The limiter itself keeps
-			// only a hash of the key, never the string.)
+		if g.Refunds() {
+			// The key is used again after the handler; fasthttp may have
+			// reused the bytes behind a key read from the request by then.
 			key = strings.Clone(key)
 		}
-		cost := int64(1)
-		if cfg.Cost != nil {
-			cost = cfg.Cost(c)
+	} else {
+		peer, ok := netip.AddrFromSlice(c.Context().RemoteIP())
+		if !ok {
+			return fail(cfg, c, clientip.ErrNoClientIP)
 		}
-		now := time.Now()
-		d, err := l.TakeAt(now, key, cost)
-		if err != nil {
-			return cfg.ErrorHandler(c, err)
+		key = string(g.ClientKeyAddr(buf[:0], peer, func() ([]string, string) { return forwarded(c) }))
+	}
+	cost := int64(1)
+	if cfg.cost != nil {
+		cost = cfg.cost(c)
+	}
+	d, now, err := g.Take(key, cost)
+	if err != nil {
+		return fail(cfg, c, err)
+	}
+	if g.HasFields(d) {
+		var f adapter.Fields
+		g.Render(&f, d, now)
+		h := &c.Response().Header
+		for i := range f.Len() {
+			// The names are canonical already; fasthttp copies both.
+			h.SetCanonical(utils.UnsafeBytes(f.Name(i)), utils.UnsafeBytes(f.Value(i)))
 		}
-		if h.Style() != headers.None || !d.Allowed {
-			var buf [headers.MaxFields]headers.Field
-			for _, f := range h.Append(buf[:0], d, now) {
-				c.Set(f.Name, f.Value)
-			}
+	}
+	if g.DecisionInContext() {
+		c.Locals(ContextKey, d)
+	}
+	if !d.Allowed {
+		if cfg.deny != nil {
+			return cfg.deny(c, d)
 		}
-		if !d.Allowed {
-			return cfg.LimitReached(c)
-		}
-		err = c.Next()
-		if refunds {
-			failed := status(c, err) >= fiber.StatusBadRequest
-			if failed && cfg.SkipFailedRequests || !failed && cfg.SkipSuccessfulRequests {
-				l.Refund(key, cost)
-			}
-		}
-		return err
-	}, nil
+		return c.SendStatus(fiber.StatusTooManyRequests)
+	}
+	err = c.Next()
+	if g.Refunds() {
+		g.Refund(key, cost, status(c, err))
+	}
+	return err
+}
+
+// forwarded reads every X-Forwarded-For field, in order, and X-Real-IP.
+func forwarded(c *fiber.Ctx) (xff []string, realIP string) {
+	for _, v := range c.Request().Header.PeekAll(fiber.HeaderXForwardedFor) {
+		xff = append(xff, string(v))
+	}
+	return xff, c.Get("X-Real-IP")
+}
+
+func fail(cfg *config, c *fiber.Ctx, err error) error {
+	if cfg.onError != nil {
+		return cfg.onError(c, err)
+	}
+	code := adapter.Status(err)
+	msg := "rate limiter error"
+	if code == fiber.StatusBadRequest {
+		msg = err.Error() // what the client must change
+	}
+	return fiber.NewError(code, msg)
 }
 
 // status is the response status a request will end with: an error that
@@ -76,4 +136,11 @@ func status(c *fiber.Ctx, err error) int {
 		return fe.Code
 	}
 	return fiber.StatusInternalServerError
+}
+
+// FromContext returns the Decision made for this request, when the
+// middleware runs WithDecisionInContext.
+func FromContext(c *fiber.Ctx) (gopherpace.Decision, bool) {
+	d, ok := c.Locals(ContextKey).(gopherpace.Decision)
+	return d, ok
 }

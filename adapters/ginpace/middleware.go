@@ -1,67 +1,83 @@
 package ginpace
 
 import (
-	"errors"
 	"net/http"
-	"time"
 
 	"github.com/gin-gonic/gin"
 	gopherpace "github.com/pedreviljoen/gopherpace/core"
+	"github.com/pedreviljoen/gopherpace/core/adapter"
 	"github.com/pedreviljoen/gopherpace/core/headers"
 )
 
 // ContextKey is the Gin context key of the Decision (WithDecisionInContext).
 const ContextKey = "gopherpace.decision"
 
-// New returns Gin middleware that limits requests with l.
-func New(l *gopherpace.Limiter, opts ...Option) (gin.HandlerFunc, error) {
-	if l == nil {
-		return nil, errors.New("ginpace: nil Limiter")
+// New returns Gin middleware that limits requests with l, for inline use:
+//
+//	r.Use(ginpace.New(limiter))
+//
+// It panics on a nil Limiter or an invalid option, as a misconfigured
+// server should not start; Build returns the error instead.
+func New(l *gopherpace.Limiter, opts ...Option) gin.HandlerFunc {
+	h, err := Build(l, opts...)
+	if err != nil {
+		panic(err)
 	}
-	cfg := config{key: ClientIPKey}
+	return h
+}
+
+// Build is New, returning an error naming every invalid option instead of
+// panicking.
+func Build(l *gopherpace.Limiter, opts ...Option) (gin.HandlerFunc, error) {
+	var cfg config
 	for _, o := range opts {
 		if o == nil {
-			return nil, errors.New("ginpace: nil Option")
+			cfg.require(false, "nil Option")
+			continue
 		}
 		o(&cfg)
 	}
-	if len(cfg.errs) > 0 {
-		return nil, errors.Join(cfg.errs...)
-	}
-	r, err := headers.New(cfg.style, cfg.policy)
+	g, err := adapter.Configure(l, "ginpace", cfg.shared, cfg.problems...)
 	if err != nil {
-		return nil, errors.New("ginpace: " + err.Error())
+		return nil, err
 	}
-	return func(c *gin.Context) { serve(l, &cfg, r, c) }, nil
+	return func(c *gin.Context) { serve(g, &cfg, c) }, nil
 }
 
-func serve(l *gopherpace.Limiter, cfg *config, r headers.Renderer, c *gin.Context) {
+func serve(g *adapter.Gate, cfg *config, c *gin.Context) {
 	if cfg.skip != nil && cfg.skip(c) {
 		c.Next()
 		return
 	}
-	key, err := cfg.key(c)
-	if err != nil {
-		fail(cfg, c, err)
-		return
+	var key string
+	var buf [64]byte
+	if cfg.key != nil {
+		var err error
+		if key, err = cfg.key(c); err != nil {
+			fail(cfg, c, err)
+			return
+		}
+	} else {
+		b, err := g.RequestKey(buf[:0], c.Request)
+		if err != nil {
+			fail(cfg, c, err)
+			return
+		}
+		key = string(b)
 	}
 	cost := int64(1)
 	if cfg.cost != nil {
 		cost = cfg.cost(c)
 	}
-	now := time.Now()
-	d, err := l.TakeAt(now, key, cost)
+	d, now, err := g.Take(key, cost)
 	if err != nil {
 		fail(cfg, c, err)
 		return
 	}
-	if r.Style() != headers.None || !d.Allowed {
-		var buf [headers.MaxFields]headers.Field
-		for _, f := range r.Append(buf[:0], d, now) {
-			c.Header(f.Name, f.Value)
-		}
+	if g.HasFields(d) {
+		g.SetHeader(c.Writer.Header(), d, now)
 	}
-	if cfg.inContext {
+	if g.DecisionInContext() {
 		c.Set(ContextKey, d)
 	}
 	if !d.Allowed {
@@ -76,6 +92,9 @@ func serve(l *gopherpace.Limiter, cfg *config, r headers.Renderer, c *gin.Contex
 		return
 	}
 	c.Next()
+	if g.Refunds() {
+		g.Refund(key, cost, c.Writer.Status())
+	}
 }
 
 func fail(cfg *config, c *gin.Context, err error) {
@@ -84,7 +103,12 @@ func fail(cfg *config, c *gin.Context, err error) {
 		return
 	}
 	_ = c.Error(err)
-	c.AbortWithStatus(http.StatusInternalServerError)
+	code := adapter.Status(err)
+	msg := http.StatusText(code)
+	if code == http.StatusBadRequest {
+		msg = err.Error() // what the client must change
+	}
+	c.AbortWithStatusJSON(code, gin.H{"error": msg})
 }
 
 // FromContext returns the Decision made for this request, when the

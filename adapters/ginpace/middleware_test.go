@@ -1,9 +1,8 @@
 package ginpace
 
 import (
-	"encoding/json"
 	"errors"
-	"io"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -12,8 +11,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 	gopherpace "github.com/pedreviljoen/gopherpace/core"
-	"github.com/pedreviljoen/gopherpace/core/headers"
-	"github.com/pedreviljoen/gopherpace/core/memtransport"
+	"github.com/pedreviljoen/gopherpace/core/conformance"
 	"go.uber.org/goleak"
 )
 
@@ -22,9 +20,58 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-func limiter(t *testing.T, rate, burst int64, opts ...gopherpace.Option) *gopherpace.Limiter {
+// adapterOptions are this package's options in the conformance suite's terms.
+var adapterOptions = conformance.Options[Option]{
+	GlobalKey:      func() Option { return WithKeyFunc(GlobalKey) },
+	HeaderKey:      func(name string) Option { return WithKeyFunc(HeaderKey(name)) },
+	TrustedProxies: WithTrustedProxies,
+	IPv6Prefix:     WithIPv6Prefix,
+	CostFromHeader: func(name string) Option {
+		return WithCost(func(c *gin.Context) int64 { return conformance.Cost(c.GetHeader(name)) })
+	},
+	SkipPath: func(path string) Option {
+		return WithSkip(func(c *gin.Context) bool { return c.Request.URL.Path == path })
+	},
+	Refund:     WithRefund,
+	PolicyName: WithPolicyName,
+	Headers:    WithHeaders,
+	DenyHandler: func() Option {
+		return WithDenyHandler(func(c *gin.Context, d gopherpace.Decision) {
+			c.Header("X-Denied-Remaining", fmt.Sprint(d.Remaining))
+			c.AbortWithStatus(http.StatusTooManyRequests)
+			c.Writer.WriteString("denied")
+		})
+	},
+	DecisionInContext: WithDecisionInContext,
+}
+
+// engine is a Gin engine as gin.New makes it, which trusts forwarding
+// fields from every peer: the adapter must not.
+func engine(l *gopherpace.Limiter, opts ...Option) *gin.Engine {
+	r := gin.New()
+	r.Use(New(l, opts...))
+	r.GET("/", func(c *gin.Context) {
+		if d, ok := FromContext(c); ok {
+			c.Header("X-Remaining", fmt.Sprint(d.Remaining))
+		}
+		c.String(http.StatusOK, "ok")
+	})
+	r.GET("/fail", func(c *gin.Context) { c.String(http.StatusInternalServerError, "failed") })
+	r.GET("/skip", func(c *gin.Context) { c.String(http.StatusOK, "ok") })
+	return r
+}
+
+func TestConformance(t *testing.T) {
+	conformance.Run(t, func(t *testing.T, l *gopherpace.Limiter, s conformance.Setup) string {
+		srv := httptest.NewServer(engine(l, conformance.OptionsFor(s, adapterOptions)...))
+		t.Cleanup(srv.Close)
+		return srv.URL
+	})
+}
+
+func limiter(t *testing.T, rate, burst int64) *gopherpace.Limiter {
 	t.Helper()
-	l, err := gopherpace.New(append([]gopherpace.Option{gopherpace.WithRefillRate(rate), gopherpace.WithBucketSize(burst)}, opts...)...)
+	l, err := gopherpace.New(gopherpace.WithRefillRate(rate), gopherpace.WithBucketSize(burst))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,197 +79,53 @@ func limiter(t *testing.T, rate, burst int64, opts ...gopherpace.Option) *gopher
 	return l
 }
 
-// server runs a real gin engine with the middleware behind an httptest
-// server. configure may set trusted proxies and more.
-func server(t *testing.T, l *gopherpace.Limiter, configure func(*gin.Engine), opts ...Option) *httptest.Server {
-	t.Helper()
-	r := gin.New()
-	if configure != nil {
-		configure(r)
+func TestErrorHandlerSeesTheError(t *testing.T) {
+	var seen error
+	r := engine(limiter(t, 1, 1), WithCost(func(*gin.Context) int64 { return 2 }),
+		WithErrorHandler(func(c *gin.Context, err error) {
+			seen = err
+			c.AbortWithStatus(http.StatusRequestEntityTooLarge)
+		}))
+	w := httptest.NewRecorder()
+	r.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/", nil))
+	if w.Code != 413 || !errors.Is(seen, gopherpace.ErrCostExceedsLimit) {
+		t.Fatalf("%d, %v; want the handler's 413 for ErrCostExceedsLimit", w.Code, seen)
 	}
-	mw, err := New(l, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.Use(mw)
-	handler := func(c *gin.Context) {
-		if d, ok := FromContext(c); ok {
-			c.Header("X-Test-Remaining", string(rune('0'+d.Remaining)))
-		}
-		c.String(http.StatusOK, "ok")
-	}
-	r.GET("/", handler)
-	r.GET("/big", handler)
-	r.GET("/healthz", handler)
-	srv := httptest.NewServer(r)
-	t.Cleanup(srv.Close)
-	return srv
 }
 
-func get(t *testing.T, url string, hdr map[string]string) (*http.Response, string) {
-	t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, url, nil)
-	for k, v := range hdr {
-		req.Header.Set(k, v)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	return resp, string(body)
-}
-
-func TestAllowedThenDeniedWithHeaders(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) { // time stands still: no refill
-		srv := server(t, limiter(t, 1, 2), nil, WithPolicyName("per-ip"))
-		r1, _ := get(t, srv.URL, nil)
-		if r1.StatusCode != 200 || r1.Header.Get("RateLimit-Policy") != `"per-ip";q=2;w=2` || r1.Header.Get("RateLimit") != `"per-ip";r=1;t=1` {
-			t.Fatalf("first: %d %v", r1.StatusCode, r1.Header)
-		}
-		get(t, srv.URL, nil)
-		r3, body := get(t, srv.URL, nil)
-		if r3.StatusCode != 429 || r3.Header.Get("Retry-After") != "1" || r3.Header.Get("RateLimit") != `"per-ip";r=0;t=1` {
-			t.Fatalf("third: %d %v", r3.StatusCode, r3.Header)
-		}
-		var msg struct {
-			Error      string `json:"error"`
-			RetryAfter int64  `json:"retry_after_seconds"`
-		}
-		if err := json.Unmarshal([]byte(body), &msg); err != nil || msg.Error != "rate limit exceeded" || msg.RetryAfter != 1 {
-			t.Fatalf("body %q: %v", body, err)
-		}
-	})
-}
-
-func TestRetryAfterRoundsUp(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		// 2 tokens/s, bucket 3, every request costs 3: after the first, the
-		// next needs 1.5 s of refill, sent as Retry-After: 2.
-		srv := server(t, limiter(t, 2, 3), nil, WithCost(func(*gin.Context) int64 { return 3 }))
-		get(t, srv.URL, nil)
-		r, _ := get(t, srv.URL, nil)
-		if r.StatusCode != 429 || r.Header.Get("Retry-After") != "2" {
-			t.Fatalf("%d Retry-After %q, want 429 and 2 (1.5 s rounded up)", r.StatusCode, r.Header.Get("Retry-After"))
-		}
-	})
-}
-
-func TestSpoofedForwardedForDoesNotChangeTheKey(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		untrusted := func(r *gin.Engine) { r.SetTrustedProxies(nil) }
-		srv := server(t, limiter(t, 1, 1), untrusted)
-		a, _ := get(t, srv.URL, map[string]string{"X-Forwarded-For": "198.51.100.1"})
-		b, _ := get(t, srv.URL, map[string]string{"X-Forwarded-For": "198.51.100.2"})
-		if a.StatusCode != 200 || b.StatusCode != 429 {
-			t.Fatalf("codes %d %d: a spoofed X-Forwarded-For bought a fresh bucket", a.StatusCode, b.StatusCode)
-		}
-		// A trusted proxy's header does choose the bucket.
-		trusted := func(r *gin.Engine) { r.SetTrustedProxies([]string{"127.0.0.1"}) }
-		srv2 := server(t, limiter(t, 1, 1), trusted)
-		c, _ := get(t, srv2.URL, map[string]string{"X-Forwarded-For": "198.51.100.1"})
-		d, _ := get(t, srv2.URL, map[string]string{"X-Forwarded-For": "198.51.100.2"})
-		if c.StatusCode != 200 || d.StatusCode != 200 {
-			t.Fatalf("codes %d %d: clients behind a trusted proxy share a bucket", c.StatusCode, d.StatusCode)
-		}
-	})
-}
-
-func TestSkipCostContextAndHandlers(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		denied := 0
-		srv := server(t, limiter(t, 1, 5), nil,
-			WithSkip(func(c *gin.Context) bool { return c.Request.URL.Path == "/healthz" }),
-			WithCost(func(c *gin.Context) int64 {
-				if c.Request.URL.Path == "/big" {
-					return 4
-				}
-				return 1
-			}),
-			WithHeaders(headers.Legacy),
-			WithDecisionInContext(),
-			WithDenyHandler(func(c *gin.Context, d gopherpace.Decision) {
-				denied++
-				c.AbortWithStatus(http.StatusServiceUnavailable)
-			}),
-		)
-		r, _ := get(t, srv.URL+"/big", nil)
-		if r.StatusCode != 200 || r.Header.Get("X-RateLimit-Remaining") != "1" || r.Header.Get("X-Test-Remaining") != "1" {
-			t.Fatalf("cost 4 of 5: %d %v", r.StatusCode, r.Header)
-		}
-		if r, _ := get(t, srv.URL+"/big", nil); r.StatusCode != 503 || denied != 1 {
-			t.Fatalf("custom deny: %d (denied %d)", r.StatusCode, denied)
-		}
-		h, _ := get(t, srv.URL+"/healthz", nil)
-		if h.StatusCode != 200 || h.Header.Get("X-RateLimit-Limit") != "" {
-			t.Fatalf("skipped: %d %v", h.StatusCode, h.Header)
-		}
-	})
-}
-
-func TestErrors(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		srv := server(t, limiter(t, 1, 1), nil, WithKeyFunc(func(*gin.Context) (string, error) { return "", errors.New("no key") }))
-		if r, _ := get(t, srv.URL, nil); r.StatusCode != 500 {
-			t.Fatalf("key error: %d", r.StatusCode)
-		}
-		srv2 := server(t, limiter(t, 1, 1), nil, WithCost(func(*gin.Context) int64 { return 2 }),
-			WithErrorHandler(func(c *gin.Context, err error) {
-				if !errors.Is(err, gopherpace.ErrCostExceedsLimit) {
-					t.Errorf("error %v", err)
-				}
-				c.AbortWithStatus(http.StatusRequestEntityTooLarge)
-			}))
-		if r, _ := get(t, srv2.URL, nil); r.StatusCode != 413 {
-			t.Fatalf("cost error: %d", r.StatusCode)
-		}
-	})
+func TestInvalidOptions(t *testing.T) {
 	l := limiter(t, 1, 1)
-	for name, opts := range map[string][]Option{
+	invalid := map[string][]Option{
 		"nil key": {WithKeyFunc(nil)}, "nil cost": {WithCost(nil)}, "nil skip": {WithSkip(nil)},
-		"nil deny": {WithDenyHandler(nil)}, "nil error": {WithErrorHandler(nil)}, "style": {WithHeaders(9)},
-		"policy": {WithPolicyName("")}, "nil option": {nil},
-	} {
-		if _, err := New(l, opts...); err == nil {
-			t.Errorf("%s: no error", name)
-		}
+		"nil deny": {WithDenyHandler(nil)}, "nil error": {WithErrorHandler(nil)}, "nil refund": {WithRefund(nil)},
+		"style": {WithHeaders(9)}, "policy": {WithPolicyName("")}, "nil option": {nil},
+		"IPv6 prefix": {WithIPv6Prefix(200)},
 	}
-	if _, err := New(nil); err == nil {
+	conformance.RejectsInvalidOptions(t, "ginpace", invalid,
+		func(opts ...Option) error { _, err := Build(l, opts...); return err },
+		func(opts ...Option) { New(l, opts...) })
+	if _, err := Build(nil); err == nil {
 		t.Error("nil limiter: no error")
 	}
 }
 
-// A clustered limiter behind gin: what one node admits is charged on the
-// other. The network runs in real time, as the requests do.
-func TestClusteredLimiter(t *testing.T) {
-	net := memtransport.New(memtransport.WithRealTime())
-	ta, _ := net.Join("a")
-	tb, _ := net.Join("b")
-	la := limiter(t, 1, 2, gopherpace.WithTransport(ta))
-	lb := limiter(t, 1, 2, gopherpace.WithTransport(tb))
-	srvA := server(t, la, nil, WithKeyFunc(GlobalKey))
-	srvB := server(t, lb, nil, WithKeyFunc(GlobalKey))
-	deadline := time.Now().Add(5 * time.Second)
-	// Until a node has heard a peer it spends only its share of the burst.
-	for la.Stats().HeardNodes < 2 || lb.Stats().HeardNodes < 2 {
-		if time.Now().After(deadline) {
-			t.Fatal("the nodes never heard each other")
+// In a synctest bubble the clock is virtual: the bucket refills exactly
+// when its rate says, with no sleeping in real time.
+func TestRefillsWithVirtualTime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := engine(limiter(t, 2, 1))
+		code := func() int {
+			w := httptest.NewRecorder()
+			r.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/", nil))
+			return w.Code
 		}
-		time.Sleep(time.Millisecond)
-	}
-	for range 2 {
-		if r, _ := get(t, srvA.URL, nil); r.StatusCode != 200 {
-			t.Fatalf("node a: %d", r.StatusCode)
+		codes := []int{code(), code()}
+		time.Sleep(499 * time.Millisecond)
+		codes = append(codes, code())
+		time.Sleep(time.Millisecond) // one token at 2/s after 500ms
+		codes = append(codes, code())
+		if fmt.Sprint(codes) != "[200 429 429 200]" {
+			t.Fatalf("codes %v, want [200 429 429 200]", codes)
 		}
-	}
-	for lb.Stats().TokensCharged < 2 {
-		if time.Now().After(deadline) {
-			t.Fatal("node b was never charged node a's tokens")
-		}
-		time.Sleep(time.Millisecond)
-	}
-	if r, _ := get(t, srvB.URL, nil); r.StatusCode != 429 {
-		t.Fatalf("node b admitted after the cluster's bucket was spent on a: %d", r.StatusCode)
-	}
+	})
 }

@@ -2,88 +2,95 @@ package ginpace
 
 import (
 	"errors"
+	"net/netip"
 
 	"github.com/gin-gonic/gin"
 	gopherpace "github.com/pedreviljoen/gopherpace/core"
+	"github.com/pedreviljoen/gopherpace/core/adapter"
 	"github.com/pedreviljoen/gopherpace/core/headers"
 )
 
-// Option configures the middleware; New reports invalid values.
+// Option configures the middleware; New panics and Build returns an error
+// on an invalid one.
 type Option func(*config)
 
-// KeyFunc picks the bucket for a request; "" is the limiter's global bucket.
-type KeyFunc func(c *gin.Context) (string, error)
-
 type config struct {
-	key       KeyFunc
-	cost      func(*gin.Context) int64
-	skip      func(*gin.Context) bool
-	deny      func(*gin.Context, gopherpace.Decision)
-	onError   func(*gin.Context, error)
-	style     headers.Style
-	policy    string
-	inContext bool
-	errs      []error
+	shared   []adapter.Option
+	key      KeyFunc
+	cost     func(*gin.Context) int64
+	skip     func(*gin.Context) bool
+	deny     func(*gin.Context, gopherpace.Decision)
+	onError  func(*gin.Context, error)
+	problems []error
 }
 
-func (c *config) require(ok bool, msg string) {
+func (c *config) require(ok bool, problem string) {
 	if !ok {
-		c.errs = append(c.errs, errors.New("ginpace: "+msg))
+		c.problems = append(c.problems, errors.New(problem))
 	}
 }
 
-// ClientIPKey keys requests by c.ClientIP() (the default).
-func ClientIPKey(c *gin.Context) (string, error) { return c.ClientIP(), nil }
+func shared(o adapter.Option) Option { return func(c *config) { c.shared = append(c.shared, o) } }
 
-// GlobalKey puts every request in the limiter's global bucket.
-func GlobalKey(*gin.Context) (string, error) { return "", nil }
-
-// RouteKey keys requests by client IP and route pattern, so each route has
-// its own budget per client.
-func RouteKey(c *gin.Context) (string, error) { return c.ClientIP() + " " + c.FullPath(), nil }
-
-// WithKeyFunc sets how requests map to buckets. Default: ClientIPKey.
+// WithKeyFunc sets how requests map to buckets. Default: the client's
+// address (see WithTrustedProxies and WithIPv6Prefix).
 func WithKeyFunc(f KeyFunc) Option {
 	return func(c *config) { c.require(f != nil, "nil KeyFunc"); c.key = f }
 }
 
-// WithCost sets how many tokens a request spends. Default: 1.
+// WithTrustedProxies trusts the forwarding fields (X-Forwarded-For, walked
+// from the right, and X-Real-IP) of requests from these networks, for the
+// default key. Without it, the connection's address is the client,
+// whatever Gin's own SetTrustedProxies says.
+func WithTrustedProxies(networks ...netip.Prefix) Option {
+	return shared(adapter.TrustedProxies(networks...))
+}
+
+// WithIPv6Prefix groups IPv6 clients by their first bits bits for the
+// default key. Default: 64.
+func WithIPv6Prefix(bits int) Option { return shared(adapter.IPv6Prefix(bits)) }
+
+// WithCost sets how many tokens a request spends. Default: 1. A cost
+// below 1 or above the bucket size is answered as a bad request.
 func WithCost(f func(*gin.Context) int64) Option {
 	return func(c *config) { c.require(f != nil, "nil cost func"); c.cost = f }
 }
 
-// WithSkip exempts requests for which f returns true.
+// WithSkip exempts requests for which f returns true (health checks, say):
+// they spend nothing and get no fields.
 func WithSkip(f func(*gin.Context) bool) Option {
 	return func(c *config) { c.require(f != nil, "nil skip func"); c.skip = f }
 }
 
-// WithDenyHandler replaces the default denial, which aborts with 429 and
-// {"error": "rate limit exceeded", "retry_after_seconds": N}. Headers are
-// already set; the handler must abort.
+// WithDenyHandler sets what answers a denied request; it must abort. The
+// rate-limit fields and Retry-After are already set. Default: abort with
+// 429 and {"error": "rate limit exceeded", "retry_after_seconds": N}.
 func WithDenyHandler(f func(*gin.Context, gopherpace.Decision)) Option {
 	return func(c *config) { c.require(f != nil, "nil deny handler"); c.deny = f }
 }
 
-// WithErrorHandler replaces the default answer to a key or cost error,
-// which records the error with c.Error and aborts with 500. The handler
-// must abort.
+// WithErrorHandler sets what answers a request whose key or cost the
+// limiter cannot use; it must abort. Default: record the error with
+// c.Error and abort with 400 for the request's own faults (no key, a cost
+// out of range) or 500 otherwise (see adapter.Status), JSON bodied.
 func WithErrorHandler(f func(*gin.Context, error)) Option {
 	return func(c *config) { c.require(f != nil, "nil error handler"); c.onError = f }
 }
 
-// WithHeaders selects the rate-limit headers. Default: headers.Draft.
-func WithHeaders(style headers.Style) Option {
-	return func(c *config) { c.style = style }
-}
+// WithHeaders selects the rate-limit fields of every limited response.
+// Default: headers.Draft.
+func WithHeaders(style headers.Style) Option { return shared(adapter.Headers(style)) }
 
-// WithPolicyName names the policy in the draft headers.
-func WithPolicyName(name string) Option {
-	return func(c *config) {
-		c.require(headers.CheckPolicyName(name) == nil, headers.ErrPolicyName.Error())
-		c.policy = name
-	}
-}
+// WithPolicyName names the policy in the draft fields. Default:
+// headers.DefaultPolicy.
+func WithPolicyName(name string) Option { return shared(adapter.PolicyName(name)) }
+
+// WithRefund gives back a request's tokens when when reports true for its
+// response's status: adapter.RefundFailed, adapter.RefundServerErrors, or
+// a func of your own.
+func WithRefund(when func(status int) bool) Option { return shared(adapter.Refund(when)) }
 
 // WithDecisionInContext stores each request's Decision in the Gin context
-// for FromContext. Gin allocates its key map for it, so it is off by default.
-func WithDecisionInContext() Option { return func(c *config) { c.inContext = true } }
+// for FromContext. Gin allocates its key map for it, so it is off by
+// default.
+func WithDecisionInContext() Option { return shared(adapter.DecisionInContext()) }

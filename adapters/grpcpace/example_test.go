@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log"
 	"net"
+	"net/netip"
 
 	"github.com/pedreviljoen/gopherpace/adapters/grpcpace"
 	gopherpace "github.com/pedreviljoen/gopherpace/core"
@@ -16,6 +17,7 @@ import (
 	"google.golang.org/grpc/test/bufconn"
 )
 
+// One bucket per method, 10 calls a second, one at a time, inline.
 func ExampleUnaryServerInterceptor() {
 	limiter, err := gopherpace.New(gopherpace.WithRefillRate(10), gopherpace.WithBucketSize(1))
 	if err != nil {
@@ -23,11 +25,9 @@ func ExampleUnaryServerInterceptor() {
 	}
 	defer limiter.Close()
 
-	unary, err := grpcpace.UnaryServerInterceptor(limiter, grpcpace.WithKeyFunc(grpcpace.MethodKey))
-	if err != nil {
-		log.Fatal(err)
-	}
-	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(unary))
+	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(
+		grpcpace.UnaryServerInterceptor(limiter, grpcpace.WithKeyFunc(grpcpace.MethodKey)),
+	))
 	healthpb.RegisterHealthServer(srv, health.NewServer())
 	lis := bufconn.Listen(1 << 20)
 	go srv.Serve(lis)
@@ -48,4 +48,27 @@ func ExampleUnaryServerInterceptor() {
 	// Output:
 	// OK
 	// ResourceExhausted
+}
+
+// Behind an Envoy in 10.0.0.0/8 that names callers in x-forwarded-for,
+// key by the caller it names. BuildServer returns configuration errors
+// instead of panicking.
+func ExampleBuildServer() {
+	limiter, err := gopherpace.New(gopherpace.WithRefillRate(100), gopherpace.WithBucketSize(100))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer limiter.Close()
+
+	icpt, err := grpcpace.BuildServer(limiter, grpcpace.WithTrustedProxies(netip.MustParsePrefix("10.0.0.0/8")))
+	if err != nil {
+		log.Fatal(err)
+	}
+	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(icpt.Unary), grpc.ChainStreamInterceptor(icpt.Stream))
+	defer srv.Stop()
+
+	_, err = grpcpace.BuildServer(limiter, grpcpace.WithKeyFunc(nil))
+	fmt.Println(err)
+	// Output:
+	// grpcpace: nil KeyFunc
 }

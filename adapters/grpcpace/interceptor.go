@@ -2,201 +2,302 @@ package grpcpace
 
 import (
 	"context"
-	"errors"
-	"strconv"
+	"net"
+	"net/netip"
 	"strings"
-	"time"
 
 	gopherpace "github.com/pedreviljoen/gopherpace/core"
+	"github.com/pedreviljoen/gopherpace/core/adapter"
 	"github.com/pedreviljoen/gopherpace/core/headers"
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/durationpb"
 )
 
 type interceptor struct {
-	l       *gopherpace.Limiter
+	gate    *adapter.Gate
 	cfg     config
-	headers headers.Renderer
+	server  bool
+	headers bool // server interceptors send header metadata
 }
 
 func build(l *gopherpace.Limiter, server bool, opts []Option) (*interceptor, error) {
-	if l == nil {
-		return nil, errors.New("grpcpace: nil Limiter")
-	}
-	c := config{key: GlobalKey, headers: headers.None, policy: headers.DefaultPolicy}
-	if server {
-		c.key = PeerKey
+	// gRPC's default is no header metadata: it costs allocations per call.
+	c := config{shared: []adapter.Option{adapter.Headers(headers.None)}}
+	if !server {
+		c.key = GlobalKey
 	}
 	for _, o := range opts {
 		if o == nil {
-			return nil, errors.New("grpcpace: nil Option")
+			c.require(false, "nil Option")
+			continue
 		}
 		o(&c)
 	}
-	if !server && (c.perRecv || c.perSend) {
-		c.require(false, "WithPerMessage applies to server streams only")
-	}
-	if len(c.errs) > 0 {
-		return nil, errors.Join(c.errs...)
-	}
-	r, err := headers.New(c.headers, c.policy)
+	g, err := adapter.Configure(l, "grpcpace", c.shared, c.problems...)
 	if err != nil {
-		return nil, errors.New("grpcpace: " + err.Error())
+		return nil, err
 	}
-	return &interceptor{l: l, cfg: c, headers: r}, nil
+	x := &interceptor{gate: g, cfg: c, server: server}
+	x.headers = server && g.HasFields(gopherpace.Decision{Allowed: true})
+	return x, nil
 }
 
-// check decides one call (or message). It returns nil to go ahead, or the
-// status error to return.
-func (x *interceptor) check(ctx context.Context, method string, server bool) error {
-	c := &x.cfg
+// spent is what an admitted call spent, for a refund.
+type spent struct {
+	key  string
+	cost int64
+}
+
+// check decides one call or message. It returns nil to go ahead, or the
+// status error to fail with; for an admitted call it also returns what was
+// spent (when refunds are on) and the context for the handler.
+func (x *interceptor) check(ctx context.Context, method string, perMessage bool) (context.Context, spent, error) {
+	c, g := &x.cfg, x.gate
 	if c.skip != nil && c.skip(ctx, method) {
-		return nil
+		return ctx, spent{}, nil
 	}
-	key, err := c.key(ctx, method)
-	if err != nil {
-		return x.fail(err)
+	var key string
+	var buf [64]byte
+	if c.key != nil {
+		var err error
+		if key, err = c.key(ctx, method); err != nil {
+			return ctx, spent{}, x.fail(err)
+		}
+	} else {
+		b, err := x.peerKey(buf[:0], ctx)
+		if err != nil {
+			return ctx, spent{}, x.fail(err)
+		}
+		key = string(b)
 	}
 	cost := int64(1)
 	if c.cost != nil {
 		cost = c.cost(ctx, method)
 	}
-	now := time.Now()
-	d, err := x.l.TakeAt(now, key, cost)
+	d, now, err := g.Take(key, cost)
 	if err != nil {
-		return x.fail(err)
+		return ctx, spent{}, x.fail(err)
 	}
-	if server && c.headers != headers.None {
+	if x.headers && !perMessage {
 		x.sendHeaders(ctx, d, now)
 	}
-	if d.Allowed {
-		return nil
+	if !d.Allowed {
+		if c.deny != nil {
+			return ctx, spent{}, c.deny(ctx, method, d)
+		}
+		return ctx, spent{}, denied(d, g.PolicyName())
 	}
-	return x.denied(d)
+	var s spent
+	if c.refund != nil && !perMessage {
+		s = spent{strings.Clone(key), cost}
+	}
+	if g.DecisionInContext() && x.server && !perMessage {
+		ctx = context.WithValue(ctx, decisionKey{}, d)
+	}
+	return ctx, s, nil
 }
 
+// peerKey appends the default server key: the caller's address, or the
+// one trusted proxies forwarded; a peer that is not IP (a Unix socket,
+// bufconn) is keyed by its address string.
+func (x *interceptor) peerKey(dst []byte, ctx context.Context) ([]byte, error) {
+	p, ok := peer.FromContext(ctx)
+	if !ok || p.Addr == nil {
+		return dst, errNoPeer
+	}
+	if ta, ok := p.Addr.(*net.TCPAddr); ok {
+		if a, ok := netip.AddrFromSlice(ta.IP); ok {
+			return x.gate.ClientKeyAddr(dst, a, func() ([]string, string) {
+				real := ""
+				if v := metadata.ValueFromIncomingContext(ctx, "x-real-ip"); len(v) > 0 {
+					real = v[0]
+				}
+				return metadata.ValueFromIncomingContext(ctx, "x-forwarded-for"), real
+			}), nil
+		}
+	}
+	return append(dst, p.Addr.String()...), nil
+}
+
+// fail is the status for an error from a key function or the limiter:
+// InvalidArgument for the call's own faults (retrying cannot help), and
+// Internal, or nothing under WithFailOpen, for the rest.
 func (x *interceptor) fail(err error) error {
+	if adapter.ClientFault(err) {
+		return status.Error(codes.InvalidArgument, "rate limit: "+err.Error())
+	}
 	if x.cfg.failOpen {
 		return nil
 	}
-	return status.Error(codes.Unavailable, "rate limiter unavailable: "+err.Error())
+	return status.Error(codes.Internal, "rate limiter: "+err.Error())
 }
 
-// denied builds ResourceExhausted with RetryInfo and a QuotaFailure that
-// names the policy but never the caller's key.
-func (x *interceptor) denied(d gopherpace.Decision) error {
-	st := status.New(codes.ResourceExhausted, "rate limit exceeded")
-	rate := "unlimited"
-	if d.Window > 0 {
-		rate = strconv.FormatInt(d.Limit, 10) + " per " + d.Window.String()
+// refund gives back what an admitted call spent when it ended with a code
+// the refund func picks.
+func (x *interceptor) refund(s spent, err error) {
+	if s.cost > 0 && x.cfg.refund(status.Code(err)) {
+		x.gate.Limiter().Refund(s.key, s.cost)
 	}
-	withDetails, err := st.WithDetails(
-		&errdetails.RetryInfo{RetryDelay: durationpb.New(max(d.RetryAfter, time.Millisecond))},
-		&errdetails.QuotaFailure{Violations: []*errdetails.QuotaFailure_Violation{{
-			Subject:     "policy:" + x.cfg.policy,
-			Description: "rate limit of " + rate + " exceeded",
-		}}},
-	)
-	if err != nil {
-		return st.Err()
-	}
-	return withDetails.Err()
 }
 
-func (x *interceptor) sendHeaders(ctx context.Context, d gopherpace.Decision, now time.Time) {
-	var buf [headers.MaxFields]headers.Field
-	fields := x.headers.Append(buf[:0], d, now)
-	kv := make([]string, 0, 2*len(fields))
-	for _, f := range fields {
-		kv = append(kv, strings.ToLower(f.Name), f.Value)
-	}
-	_ = grpc.SetHeader(ctx, metadata.Pairs(kv...))
+type decisionKey struct{}
+
+// FromContext returns the Decision made for the call whose handler context
+// this is, when the server interceptor runs WithDecisionInContext.
+func FromContext(ctx context.Context) (gopherpace.Decision, bool) {
+	d, ok := ctx.Value(decisionKey{}).(gopherpace.Decision)
+	return d, ok
 }
 
-// UnaryServerInterceptor limits unary calls with l.
-func UnaryServerInterceptor(l *gopherpace.Limiter, opts ...Option) (grpc.UnaryServerInterceptor, error) {
-	x, err := build(l, true, opts)
-	if err != nil {
-		return nil, err
-	}
-	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		if err := x.check(ctx, info.FullMethod, true); err != nil {
-			return nil, err
-		}
-		return handler(ctx, req)
-	}, nil
+// UnaryServerInterceptor limits unary calls with l, for inline use:
+//
+//	grpc.NewServer(grpc.ChainUnaryInterceptor(grpcpace.UnaryServerInterceptor(limiter)))
+//
+// It panics on a nil Limiter or an invalid option; BuildServer returns the
+// error instead.
+func UnaryServerInterceptor(l *gopherpace.Limiter, opts ...Option) grpc.UnaryServerInterceptor {
+	return must(BuildServer(l, opts...)).Unary
 }
 
 // StreamServerInterceptor limits streams with l when they open, and, with
-// WithPerMessage, each message.
-func StreamServerInterceptor(l *gopherpace.Limiter, opts ...Option) (grpc.StreamServerInterceptor, error) {
+// WithPerMessage, each message. It panics as UnaryServerInterceptor does.
+func StreamServerInterceptor(l *gopherpace.Limiter, opts ...Option) grpc.StreamServerInterceptor {
+	return must(BuildServer(l, opts...)).Stream
+}
+
+// UnaryClientInterceptor throttles outgoing unary calls: a denied call
+// fails locally with codes.ResourceExhausted and never leaves the process.
+// It panics on a nil Limiter or an invalid option; BuildClient returns the
+// error instead.
+func UnaryClientInterceptor(l *gopherpace.Limiter, opts ...Option) grpc.UnaryClientInterceptor {
+	return must(BuildClient(l, opts...)).Unary
+}
+
+// StreamClientInterceptor throttles opening outgoing streams. It panics as
+// UnaryClientInterceptor does.
+func StreamClientInterceptor(l *gopherpace.Limiter, opts ...Option) grpc.StreamClientInterceptor {
+	return must(BuildClient(l, opts...)).Stream
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+// ServerInterceptors are a server's unary and stream interceptors for one
+// limiter and one set of options.
+type ServerInterceptors struct {
+	Unary  grpc.UnaryServerInterceptor
+	Stream grpc.StreamServerInterceptor
+}
+
+// BuildServer returns the server interceptors for l, or an error naming
+// every invalid option.
+func BuildServer(l *gopherpace.Limiter, opts ...Option) (ServerInterceptors, error) {
 	x, err := build(l, true, opts)
+	if err != nil {
+		return ServerInterceptors{}, err
+	}
+	return ServerInterceptors{Unary: x.unaryServer, Stream: x.streamServer}, nil
+}
+
+// ClientInterceptors are a client's unary and stream interceptors for one
+// limiter and one set of options.
+type ClientInterceptors struct {
+	Unary  grpc.UnaryClientInterceptor
+	Stream grpc.StreamClientInterceptor
+}
+
+// BuildClient returns the client interceptors for l, or an error naming
+// every invalid option.
+func BuildClient(l *gopherpace.Limiter, opts ...Option) (ClientInterceptors, error) {
+	x, err := build(l, false, opts)
+	if err != nil {
+		return ClientInterceptors{}, err
+	}
+	return ClientInterceptors{Unary: x.unaryClient, Stream: x.streamClient}, nil
+}
+
+func (x *interceptor) unaryServer(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	ctx, s, err := x.check(ctx, info.FullMethod, false)
 	if err != nil {
 		return nil, err
 	}
-	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-		if err := x.check(ss.Context(), info.FullMethod, true); err != nil {
-			return err
-		}
-		if x.cfg.perRecv || x.cfg.perSend {
-			ss = &meteredStream{ServerStream: ss, x: x, method: info.FullMethod}
-		}
-		return handler(srv, ss)
-	}, nil
+	resp, err := handler(ctx, req)
+	if s.cost > 0 {
+		x.refund(s, err)
+	}
+	return resp, err
 }
 
-// meteredStream spends tokens per message.
+func (x *interceptor) streamServer(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	ctx, s, err := x.check(ss.Context(), info.FullMethod, false)
+	if err != nil {
+		return err
+	}
+	if x.cfg.perRecv || x.cfg.perSend || ctx != ss.Context() {
+		ss = &meteredStream{ServerStream: ss, x: x, method: info.FullMethod, ctx: ctx}
+	}
+	err = handler(srv, ss)
+	if s.cost > 0 {
+		x.refund(s, err)
+	}
+	return err
+}
+
+// meteredStream spends tokens per message, and carries the handler's
+// context.
 type meteredStream struct {
 	grpc.ServerStream
 	x      *interceptor
 	method string
+	ctx    context.Context
 }
+
+func (s *meteredStream) Context() context.Context { return s.ctx }
 
 func (s *meteredStream) RecvMsg(m any) error {
 	if err := s.ServerStream.RecvMsg(m); err != nil || !s.x.cfg.perRecv {
 		return err
 	}
-	return s.x.check(s.Context(), s.method, false)
+	_, _, err := s.x.check(s.ctx, s.method, true)
+	return err
 }
 
 func (s *meteredStream) SendMsg(m any) error {
 	if s.x.cfg.perSend {
-		if err := s.x.check(s.Context(), s.method, false); err != nil {
+		if _, _, err := s.x.check(s.ctx, s.method, true); err != nil {
 			return err
 		}
 	}
 	return s.ServerStream.SendMsg(m)
 }
 
-// UnaryClientInterceptor throttles outgoing unary calls: a denied call
-// fails locally with codes.ResourceExhausted and never leaves the process.
-func UnaryClientInterceptor(l *gopherpace.Limiter, opts ...Option) (grpc.UnaryClientInterceptor, error) {
-	x, err := build(l, false, opts)
+func (x *interceptor) unaryClient(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, callOpts ...grpc.CallOption) error {
+	_, s, err := x.check(ctx, method, false)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, callOpts ...grpc.CallOption) error {
-		if err := x.check(ctx, method, false); err != nil {
-			return err
-		}
-		return invoker(ctx, method, req, reply, cc, callOpts...)
-	}, nil
+	err = invoker(ctx, method, req, reply, cc, callOpts...)
+	if s.cost > 0 {
+		x.refund(s, err)
+	}
+	return err
 }
 
-// StreamClientInterceptor throttles opening outgoing streams.
-func StreamClientInterceptor(l *gopherpace.Limiter, opts ...Option) (grpc.StreamClientInterceptor, error) {
-	x, err := build(l, false, opts)
+func (x *interceptor) streamClient(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, callOpts ...grpc.CallOption) (grpc.ClientStream, error) {
+	_, s, err := x.check(ctx, method, false)
 	if err != nil {
 		return nil, err
 	}
-	return func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, callOpts ...grpc.CallOption) (grpc.ClientStream, error) {
-		if err := x.check(ctx, method, false); err != nil {
-			return nil, err
-		}
-		return streamer(ctx, desc, cc, method, callOpts...)
-	}, nil
+	cs, err := streamer(ctx, desc, cc, method, callOpts...)
+	if s.cost > 0 && err != nil {
+		x.refund(s, err) // a stream that never opened
+	}
+	return cs, err
 }

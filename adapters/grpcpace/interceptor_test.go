@@ -2,11 +2,15 @@ package grpcpace
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	gopherpace "github.com/pedreviljoen/gopherpace/core"
@@ -19,6 +23,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 )
 
@@ -85,20 +90,12 @@ func serve(t *testing.T, serverOpts []grpc.ServerOption, dialOpts ...grpc.DialOp
 
 func unaryServer(t *testing.T, l *gopherpace.Limiter, opts ...Option) grpc.ServerOption {
 	t.Helper()
-	u, err := UnaryServerInterceptor(l, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return grpc.ChainUnaryInterceptor(u)
+	return grpc.ChainUnaryInterceptor(UnaryServerInterceptor(l, opts...))
 }
 
 func streamServer(t *testing.T, l *gopherpace.Limiter, opts ...Option) grpc.ServerOption {
 	t.Helper()
-	s, err := StreamServerInterceptor(l, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return grpc.ChainStreamInterceptor(s)
+	return grpc.ChainStreamInterceptor(StreamServerInterceptor(l, opts...))
 }
 
 func call(c testpb.TestServiceClient, ctx context.Context) error {
@@ -140,7 +137,10 @@ func TestUnaryDenialCarriesRetryInfoAndNoKey(t *testing.T) {
 	}
 }
 
-func TestMetadataKeyFailOpenAndUnavailable(t *testing.T) {
+// What a caller cannot fix by retrying fails with a code retry policies
+// do not retry: InvalidArgument for a missing key or a cost out of range;
+// Internal for the server's own faults, unless WithFailOpen.
+func TestMetadataKeyCodesAndFailOpen(t *testing.T) {
 	l := limiter(t, 1, 1)
 	client, svc := serve(t, []grpc.ServerOption{unaryServer(t, l, WithKeyFunc(MetadataKey("x-api-key")))})
 	withKey := func(k string) context.Context {
@@ -155,15 +155,113 @@ func TestMetadataKeyFailOpenAndUnavailable(t *testing.T) {
 	if err := call(client, withKey("alice")); status.Code(err) != codes.ResourceExhausted {
 		t.Fatalf("alice again: %v", err)
 	}
-	if err := call(client, context.Background()); status.Code(err) != codes.Unavailable {
-		t.Fatalf("no key: %v, want Unavailable", err)
+	if err := call(client, context.Background()); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("no key: %v, want InvalidArgument", err)
 	}
-	open, _ := serve(t, []grpc.ServerOption{unaryServer(t, l, WithKeyFunc(MetadataKey("x-api-key")), WithFailOpen())})
+	big, _ := serve(t, []grpc.ServerOption{unaryServer(t, l, WithCost(func(context.Context, string) int64 { return 2 }))})
+	if err := call(big, context.Background()); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("cost above the bucket: %v, want InvalidArgument", err)
+	}
+	down := WithKeyFunc(func(context.Context, string) (string, error) { return "", errors.New("tenant directory down") })
+	closed, _ := serve(t, []grpc.ServerOption{unaryServer(t, l, down)})
+	if err := call(closed, context.Background()); status.Code(err) != codes.Internal {
+		t.Fatalf("server fault: %v, want Internal", err)
+	}
+	open, _ := serve(t, []grpc.ServerOption{unaryServer(t, l, down, WithFailOpen())})
 	if err := call(open, context.Background()); err != nil {
 		t.Fatalf("fail-open: %v", err)
 	}
+	openMissing, _ := serve(t, []grpc.ServerOption{unaryServer(t, l, WithKeyFunc(MetadataKey("x-api-key")), WithFailOpen())})
+	if err := call(openMissing, context.Background()); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("fail-open, no key: %v; the caller's own fault still fails", err)
+	}
 	if got := svc.unary.Load(); got != 2 {
 		t.Fatalf("the first service handled %d calls, want 2", got)
+	}
+}
+
+// Behind an L7 proxy every call comes from the proxy's address; with the
+// proxy trusted, the caller it names in x-forwarded-for is the key, read
+// from the right, and a caller's own entries change nothing.
+func TestTrustedProxyMetadata(t *testing.T) {
+	loopback := netip.MustParsePrefix("127.0.0.0/8")
+	client, _ := serve(t, []grpc.ServerOption{unaryServer(t, limiter(t, 1, 1), WithTrustedProxies(loopback))})
+	from := func(xff ...string) context.Context {
+		md := metadata.MD{}
+		for _, v := range xff {
+			md.Append("x-forwarded-for", v)
+		}
+		return metadata.NewOutgoingContext(context.Background(), md)
+	}
+	if err := call(client, from("198.51.100.1")); err != nil {
+		t.Fatal(err)
+	}
+	if err := call(client, from("198.51.100.2")); err != nil {
+		t.Fatalf("another caller behind the proxy: %v", err)
+	}
+	if err := call(client, from("203.0.113.9, 198.51.100.1")); status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("a caller prepending an address: %v, want its own bucket, spent", err)
+	}
+	if err := call(client, from("2001:db8:1:2::9")); err != nil {
+		t.Fatal(err)
+	}
+	if err := call(client, from("2001:db8:1:2::a")); status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("same IPv6 /64: %v, want ResourceExhausted", err)
+	}
+	// Without the option, the proxy is the caller: one bucket for all.
+	shared, _ := serve(t, []grpc.ServerOption{unaryServer(t, limiter(t, 1, 1))})
+	if err := call(shared, from("198.51.100.1")); err != nil {
+		t.Fatal(err)
+	}
+	if err := call(shared, from("198.51.100.2")); status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("untrusted forwarding metadata changed the key: %v", err)
+	}
+}
+
+func TestRefundDecisionAndDenyHandler(t *testing.T) {
+	l := limiter(t, 1, 1)
+	var seen gopherpace.Decision
+	failing := grpc.ChainUnaryInterceptor(
+		UnaryServerInterceptor(l, WithKeyFunc(GlobalKey), WithDecisionInContext(),
+			WithRefund(func(c codes.Code) bool { return c == codes.Unavailable })),
+		func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, _ grpc.UnaryHandler) (any, error) {
+			seen, _ = FromContext(ctx)
+			return nil, status.Error(codes.Unavailable, "backend down")
+		})
+	client, _ := serve(t, []grpc.ServerOption{failing})
+	for i := range 3 {
+		if err := call(client, context.Background()); status.Code(err) != codes.Unavailable {
+			t.Fatalf("call %d: %v, want the handler's Unavailable, each refunded", i, err)
+		}
+	}
+	if !seen.Allowed || seen.Limit != 1 {
+		t.Fatalf("handler saw Decision %+v", seen)
+	}
+	custom, _ := serve(t, []grpc.ServerOption{unaryServer(t, limiter(t, 1, 1), WithKeyFunc(GlobalKey),
+		WithDenyHandler(func(_ context.Context, method string, d gopherpace.Decision) error {
+			return status.Errorf(codes.Unavailable, "busy; retry in %v", d.RetryAfter.Round(time.Second))
+		}))})
+	call(custom, context.Background())
+	if err := call(custom, context.Background()); status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "retry in 1s") {
+		t.Fatalf("deny handler: %v", err)
+	}
+}
+
+func TestRateDescriptions(t *testing.T) {
+	for _, tc := range []struct {
+		limit  int64
+		window time.Duration
+		want   string
+	}{
+		{3, 3 * time.Second, "1 per second, bursts of 3"},
+		{100, time.Hour, "100 per hour, bursts of 100"},
+		{10, time.Minute, "10 per minute, bursts of 10"},
+		{500, 100 * time.Millisecond, "5000 per second, bursts of 500"},
+		{1, 48 * time.Hour, "0.5 per day, bursts of 1"},
+	} {
+		if got := describeRate(gopherpace.Decision{Limit: tc.limit, Window: tc.window}); got != tc.want {
+			t.Errorf("limit %d over %v: %q, want %q", tc.limit, tc.window, got, tc.want)
+		}
 	}
 }
 
@@ -231,15 +329,11 @@ func TestStreamOpenAndPerMessageLimits(t *testing.T) {
 
 func TestClientInterceptorsThrottleOutgoingCalls(t *testing.T) {
 	l := limiter(t, 1, 1)
-	u, err := UnaryClientInterceptor(l, WithKeyFunc(MethodKey))
+	ci, err := BuildClient(l, WithKeyFunc(MethodKey))
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := StreamClientInterceptor(l, WithKeyFunc(MethodKey))
-	if err != nil {
-		t.Fatal(err)
-	}
-	client, svc := serve(t, nil, grpc.WithUnaryInterceptor(u), grpc.WithStreamInterceptor(s))
+	client, svc := serve(t, nil, grpc.WithUnaryInterceptor(ci.Unary), grpc.WithStreamInterceptor(ci.Stream))
 	if err := call(client, context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -261,16 +355,31 @@ func TestInvalidOptions(t *testing.T) {
 	l := limiter(t, 1, 1)
 	for name, opts := range map[string][]Option{
 		"nil key": {WithKeyFunc(nil)}, "nil cost": {WithCost(nil)}, "nil skip": {WithSkip(nil)},
+		"nil deny": {WithDenyHandler(nil)}, "nil refund": {WithRefund(nil)},
 		"policy": {WithPolicyName("")}, "style": {WithHeaders(9)}, "nil option": {nil},
+		"IPv6 prefix": {WithIPv6Prefix(0)},
 	} {
-		if _, err := UnaryServerInterceptor(l, opts...); err == nil {
-			t.Errorf("%s: no error", name)
+		if _, err := BuildServer(l, opts...); err == nil || !strings.HasPrefix(err.Error(), "grpcpace: ") {
+			t.Errorf("%s: error %v, want one starting grpcpace:", name, err)
+		}
+		if _, err := BuildClient(l, opts...); err == nil {
+			t.Errorf("%s: BuildClient: no error", name)
+		}
+		for _, construct := range []func(){
+			func() { UnaryServerInterceptor(l, opts...) }, func() { StreamServerInterceptor(l, opts...) },
+			func() { UnaryClientInterceptor(l, opts...) }, func() { StreamClientInterceptor(l, opts...) },
+		} {
+			func() {
+				defer func() {
+					if recover() == nil {
+						t.Errorf("%s: an inline constructor did not panic", name)
+					}
+				}()
+				construct()
+			}()
 		}
 	}
-	if _, err := UnaryClientInterceptor(l, WithPerMessage(true, true)); err == nil {
-		t.Error("per-message limits on a client: no error")
-	}
-	if _, err := StreamServerInterceptor(nil); err == nil {
+	if _, err := BuildServer(nil); err == nil {
 		t.Error("nil limiter: no error")
 	}
 }
@@ -304,4 +413,28 @@ func TestClusteredLimiter(t *testing.T) {
 	if err := call(clientB, context.Background()); status.Code(err) != codes.ResourceExhausted {
 		t.Fatalf("node b: %v, want ResourceExhausted after the bucket was spent on a", err)
 	}
+}
+
+// In a synctest bubble the clock is virtual: the bucket refills exactly
+// when its rate says. The interceptor is called as gRPC calls it, with the
+// caller's peer in the context.
+func TestRefillsWithVirtualTime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		icpt := UnaryServerInterceptor(limiter(t, 2, 1))
+		ctx := peer.NewContext(context.Background(), &peer.Peer{Addr: &net.TCPAddr{IP: net.ParseIP("192.0.2.1"), Port: 5000}})
+		info := &grpc.UnaryServerInfo{FullMethod: "/grpc.testing.TestService/UnaryCall"}
+		handler := func(context.Context, any) (any, error) { return nil, nil }
+		code := func() codes.Code {
+			_, err := icpt(ctx, nil, info, handler)
+			return status.Code(err)
+		}
+		got := []codes.Code{code(), code()}
+		time.Sleep(499 * time.Millisecond)
+		got = append(got, code())
+		time.Sleep(time.Millisecond) // one token at 2/s after 500ms
+		got = append(got, code())
+		if fmt.Sprint(got) != "[OK ResourceExhausted ResourceExhausted OK]" {
+			t.Fatalf("codes %v, want [OK ResourceExhausted ResourceExhausted OK]", got)
+		}
+	})
 }

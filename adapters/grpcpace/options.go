@@ -3,87 +3,60 @@ package grpcpace
 import (
 	"context"
 	"errors"
-	"net"
 	"net/netip"
 
-	"github.com/pedreviljoen/gopherpace/core/clientip"
+	gopherpace "github.com/pedreviljoen/gopherpace/core"
+	"github.com/pedreviljoen/gopherpace/core/adapter"
 	"github.com/pedreviljoen/gopherpace/core/headers"
-	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/codes"
 )
 
-// KeyFunc picks the bucket for a call; "" is the limiter's global bucket.
-type KeyFunc func(ctx context.Context, fullMethod string) (string, error)
-
-// ErrMissingKey is returned by MetadataKey when the call lacks the value.
-var ErrMissingKey = errors.New("grpcpace: call has no rate-limit key")
-
-// PeerKey keys calls by the peer's IP address (IPv6 by /64); peers that are
-// not IP (a Unix socket, bufconn) are keyed by their address string.
-func PeerKey(ctx context.Context, _ string) (string, error) {
-	p, ok := peer.FromContext(ctx)
-	if !ok || p.Addr == nil {
-		return "", errors.New("grpcpace: call has no peer")
-	}
-	if ta, ok := p.Addr.(*net.TCPAddr); ok {
-		if a, ok := netip.AddrFromSlice(ta.IP); ok {
-			return clientip.Key(a), nil
-		}
-	}
-	return p.Addr.String(), nil
-}
-
-// MetadataKey keys calls by the first value of an incoming (server) or
-// outgoing (client) metadata key, such as an API key.
-func MetadataKey(name string) KeyFunc {
-	return func(ctx context.Context, _ string) (string, error) {
-		if v := metadata.ValueFromIncomingContext(ctx, name); len(v) > 0 && v[0] != "" {
-			return v[0], nil
-		}
-		if md, ok := metadata.FromOutgoingContext(ctx); ok {
-			if v := md.Get(name); len(v) > 0 && v[0] != "" {
-				return v[0], nil
-			}
-		}
-		return "", ErrMissingKey
-	}
-}
-
-// MethodKey keys calls by full method name: one bucket per method.
-func MethodKey(_ context.Context, fullMethod string) (string, error) { return fullMethod, nil }
-
-// GlobalKey puts every call in the limiter's global bucket.
-func GlobalKey(context.Context, string) (string, error) { return "", nil }
-
-// Option configures an interceptor; the constructors report invalid values.
+// Option configures an interceptor; the constructors panic, and
+// BuildServer and BuildClient return an error, on an invalid one.
 type Option func(*config)
 
 type config struct {
+	shared   []adapter.Option
 	key      KeyFunc
 	cost     func(ctx context.Context, fullMethod string) int64
 	skip     func(ctx context.Context, fullMethod string) bool
+	deny     func(ctx context.Context, fullMethod string, d gopherpace.Decision) error
+	refund   func(codes.Code) bool
 	failOpen bool
 	perRecv  bool
 	perSend  bool
-	policy   string
-	headers  headers.Style
-	errs     []error
+	problems []error
 }
 
-func (c *config) require(ok bool, msg string) {
+func (c *config) require(ok bool, problem string) {
 	if !ok {
-		c.errs = append(c.errs, errors.New("grpcpace: "+msg))
+		c.problems = append(c.problems, errors.New(problem))
 	}
 }
 
-// WithKeyFunc sets how calls map to buckets. Default: PeerKey on servers,
-// GlobalKey on clients.
+func shared(o adapter.Option) Option { return func(c *config) { c.shared = append(c.shared, o) } }
+
+// WithKeyFunc sets how calls map to buckets. Default: the caller's address
+// on servers (see WithTrustedProxies), GlobalKey on clients.
 func WithKeyFunc(f KeyFunc) Option {
 	return func(c *config) { c.require(f != nil, "nil KeyFunc"); c.key = f }
 }
 
+// WithTrustedProxies trusts the x-forwarded-for (walked from the right)
+// and x-real-ip metadata of calls from these networks, for the default
+// server key: an L7 proxy such as Envoy in front of the service names
+// the caller there. Without it, the connection's address is the caller.
+func WithTrustedProxies(networks ...netip.Prefix) Option {
+	return shared(adapter.TrustedProxies(networks...))
+}
+
+// WithIPv6Prefix groups IPv6 callers by their first bits bits for the
+// default server key. Default: 64.
+func WithIPv6Prefix(bits int) Option { return shared(adapter.IPv6Prefix(bits)) }
+
 // WithCost sets how many tokens a call (or, with WithPerMessage, a
-// message) spends. Default: 1.
+// message) spends. Default: 1. A cost below 1 or above the bucket size
+// fails the call with codes.InvalidArgument.
 func WithCost(f func(ctx context.Context, fullMethod string) int64) Option {
 	return func(c *config) { c.require(f != nil, "nil cost func"); c.cost = f }
 }
@@ -93,30 +66,46 @@ func WithSkip(f func(ctx context.Context, fullMethod string) bool) Option {
 	return func(c *config) { c.require(f != nil, "nil skip func"); c.skip = f }
 }
 
-// WithFailOpen lets calls through when the limiter cannot decide (key or
-// cost errors) instead of failing them with codes.Unavailable.
+// WithDenyHandler sets the error a denied call fails with. Default:
+// codes.ResourceExhausted with RetryInfo and QuotaFailure details (see
+// the package doc). Server interceptors have sent the rate-limit header
+// metadata, if any, when it runs.
+func WithDenyHandler(f func(ctx context.Context, fullMethod string, d gopherpace.Decision) error) Option {
+	return func(c *config) { c.require(f != nil, "nil deny handler"); c.deny = f }
+}
+
+// WithRefund gives back a call's tokens when when reports true for the
+// code it ended with (a server handler's, or a client call's); on streams,
+// the code the stream ended with refunds the tokens of its opening.
+func WithRefund(when func(codes.Code) bool) Option {
+	return func(c *config) { c.require(when != nil, "nil refund func"); c.refund = when }
+}
+
+// WithFailOpen lets calls through when the limiter cannot decide: a key
+// function's error other than ErrMissingKey (a caller that is not IP, say).
+// Calls whose key or cost is their own fault still fail with
+// codes.InvalidArgument. Default: such calls fail with codes.Internal.
 func WithFailOpen() Option { return func(c *config) { c.failOpen = true } }
 
 // WithPerMessage makes a server stream also spend tokens for every message
 // it receives (recv) and sends (send), after the check at open. A denied
-// message ends the stream with codes.ResourceExhausted.
+// message ends the stream with codes.ResourceExhausted. Client
+// interceptors ignore it.
 func WithPerMessage(recv, send bool) Option {
 	return func(c *config) { c.perRecv, c.perSend = recv, send }
 }
 
 // WithPolicyName names the policy in QuotaFailure details and draft
-// headers. Default headers.DefaultPolicy.
-func WithPolicyName(name string) Option {
-	return func(c *config) {
-		c.require(headers.CheckPolicyName(name) == nil, headers.ErrPolicyName.Error())
-		c.policy = name
-	}
-}
+// fields. Default: headers.DefaultPolicy.
+func WithPolicyName(name string) Option { return shared(adapter.PolicyName(name)) }
 
 // WithHeaders sends rate-limit fields as response header metadata from
 // server interceptors (lower-case names: ratelimit-policy, ratelimit,
-// retry-after...). Default headers.None: metadata costs an allocation
-// per call.
-func WithHeaders(style headers.Style) Option {
-	return func(c *config) { c.headers = style }
-}
+// retry-after...). Default headers.None: metadata costs allocations on
+// every call.
+func WithHeaders(style headers.Style) Option { return shared(adapter.Headers(style)) }
+
+// WithDecisionInContext puts each call's Decision in the handler's context
+// for FromContext (servers only). It costs an allocation per call, so it
+// is off by default.
+func WithDecisionInContext() Option { return shared(adapter.DecisionInContext()) }

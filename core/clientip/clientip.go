@@ -78,29 +78,105 @@ func Resolve(peer netip.Addr, trusted []netip.Prefix, forwardedFor []string, rea
 	return peer
 }
 
+// DefaultIPv6Prefix is how many leading bits of an IPv6 address name one
+// client: a /64, the block one host or site usually gets.
+const DefaultIPv6Prefix = 64
+
 // Key is the bucket key for a client address: the IPv4 address, or the
 // IPv6 /64 prefix that contains it.
-func Key(addr netip.Addr) string {
-	addr = addr.Unmap()
+func Key(addr netip.Addr) string { return string(AppendKey(nil, addr, DefaultIPv6Prefix)) }
+
+// AppendKey appends the bucket key for addr to dst: the IPv4 address, or
+// the IPv6 prefix of v6Bits bits that contains it ("2001:db8:1:2::/64").
+// Keys fit a 64-byte buffer, so middleware can build them on the stack:
+// a limiter keeps only a hash of a key, never the string.
+func AppendKey(dst []byte, addr netip.Addr, v6Bits int) []byte {
+	addr = addr.Unmap().WithZone("")
 	if addr.Is6() {
-		return netip.PrefixFrom(addr.WithZone(""), 64).Masked().String()
+		p, err := addr.Prefix(v6Bits)
+		if err != nil {
+			p = netip.PrefixFrom(addr, 128)
+		}
+		return p.AppendTo(dst)
 	}
-	return addr.String()
+	return addr.AppendTo(dst)
+}
+
+// Config is where client addresses come from: the proxies whose forwarding
+// fields are trusted, and how IPv6 addresses group into clients. The zero
+// Config trusts no proxy and groups IPv6 by /64.
+type Config struct {
+	// TrustedProxies are the networks of the proxies whose forwarding
+	// fields (X-Forwarded-For, X-Real-IP) name the client. Empty: the
+	// connection's peer is the client, whatever the fields say.
+	TrustedProxies []netip.Prefix
+	// IPv6Prefix is how many leading bits name one IPv6 client; 0 means
+	// DefaultIPv6Prefix. Between 1 and 128.
+	IPv6Prefix int
+}
+
+// Check reports an invalid Config: a prefix length out of range, or a
+// trusted network that is not valid.
+func (c Config) Check() error {
+	if c.IPv6Prefix < 0 || c.IPv6Prefix > 128 {
+		return errors.New("clientip: IPv6 prefix must be between 1 and 128 bits")
+	}
+	for _, p := range c.TrustedProxies {
+		if !p.IsValid() {
+			return errors.New("clientip: invalid trusted proxy network")
+		}
+	}
+	return nil
+}
+
+// AppendKey appends the bucket key of the client behind peer (the
+// connection's address, as "ip:port" or "ip"), given its request's
+// forwarding fields; it fails with ErrNoClientIP when peer is not an IP.
+func (c Config) AppendKey(dst []byte, peer string, forwardedFor []string, realIP string) ([]byte, error) {
+	addr, ok := ParseHost(peer)
+	if !ok {
+		return dst, ErrNoClientIP
+	}
+	return c.AppendKeyAddr(dst, addr, forwardedFor, realIP), nil
+}
+
+// Trusts reports whether peer is one of the trusted proxies, whose
+// forwarding fields name the client: a framework need not read the fields
+// of other peers.
+func (c Config) Trusts(peer netip.Addr) bool {
+	return len(c.TrustedProxies) > 0 && contains(c.TrustedProxies, peer.Unmap().WithZone(""))
+}
+
+// AppendKeyAddr is AppendKey for a peer address already parsed.
+func (c Config) AppendKeyAddr(dst []byte, addr netip.Addr, forwardedFor []string, realIP string) []byte {
+	if len(c.TrustedProxies) > 0 {
+		addr = Resolve(addr, c.TrustedProxies, forwardedFor, realIP)
+	}
+	bits := c.IPv6Prefix
+	if bits == 0 {
+		bits = DefaultIPv6Prefix
+	}
+	return AppendKey(dst, addr, bits)
 }
 
 // ParseHost parses "ip", "ip:port" or "[ipv6]:port", dropping any zone and
-// unmapping IPv4-mapped IPv6 addresses.
+// unmapping IPv4-mapped IPv6 addresses. The port is not checked: only the
+// address names a client.
 func ParseHost(s string) (netip.Addr, bool) {
-	if s == "" {
+	host := s
+	switch last := strings.LastIndexByte(s, ':'); {
+	case s == "":
 		return netip.Addr{}, false
+	case s[0] == '[':
+		end := strings.LastIndexByte(s, ']')
+		if end < 0 || end != len(s)-1 && end != last-1 {
+			return netip.Addr{}, false
+		}
+		host = s[1:end]
+	case last >= 0 && strings.IndexByte(s, ':') == last:
+		host = s[:last] // one colon: "ipv4:port"
 	}
-	if ap, err := netip.ParseAddrPort(s); err == nil {
-		return ap.Addr().Unmap().WithZone(""), true
-	}
-	if strings.HasPrefix(s, "[") && strings.HasSuffix(s, "]") {
-		s = s[1 : len(s)-1]
-	}
-	a, err := netip.ParseAddr(s)
+	a, err := netip.ParseAddr(host)
 	if err != nil {
 		return netip.Addr{}, false
 	}

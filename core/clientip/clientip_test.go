@@ -58,3 +58,58 @@ func TestKeyGroupsIPv6By64(t *testing.T) {
 		t.Fatalf("mapped IPv4 key %q", k)
 	}
 }
+
+func TestParseHost(t *testing.T) {
+	for in, want := range map[string]string{
+		"192.0.2.1":             "192.0.2.1",
+		"192.0.2.1:8080":        "192.0.2.1",
+		"[2001:db8::1]:443":     "2001:db8::1",
+		"[2001:db8::1]":         "2001:db8::1",
+		"2001:db8::1":           "2001:db8::1",
+		"[fe80::1%eth0]:80":     "fe80::1",
+		"::ffff:192.0.2.9":      "192.0.2.9",
+		"[::ffff:192.0.2.9]:1":  "192.0.2.9",
+		"":                      "",
+		"@":                     "",
+		"[2001:db8::1":          "",
+		"[2001:db8::1]x":        "",
+		"[2001:db8::1]:80:90":   "",
+		"example.com:80":        "",
+		"192.0.2.1:80:90":       "",
+		"[192.0.2.1]:80":        "192.0.2.1",
+		" 192.0.2.1":            "",
+		"1.2.3.4.5":             "",
+		"2001:db8::1%eth0":      "2001:db8::1",
+		"[2001:db8::1]:notport": "2001:db8::1",
+	} {
+		got, ok := ParseHost(in)
+		if !ok && want != "" || ok && got.String() != want {
+			t.Errorf("ParseHost(%q) = %v, %v; want %q", in, got, ok, want)
+		}
+	}
+}
+
+// ParseHost agrees with the standard library on every input the standard
+// library accepts, and never accepts what is not an address with, at most,
+// something after it that only a port could be.
+func FuzzParseHost(f *testing.F) {
+	for _, s := range []string{"192.0.2.1:80", "[::1]:443", "::1", "fe80::1%eth0", "[", "1.2.3.4:", ":80"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		got, ok := ParseHost(s)
+		if ap, err := netip.ParseAddrPort(s); err == nil {
+			if want := ap.Addr().Unmap().WithZone(""); !ok || got != want {
+				t.Fatalf("ParseHost(%q) = %v, %v; ParseAddrPort says %v", s, got, ok, want)
+			}
+		}
+		if a, err := netip.ParseAddr(s); err == nil {
+			if want := a.Unmap().WithZone(""); !ok || got != want {
+				t.Fatalf("ParseHost(%q) = %v, %v; ParseAddr says %v", s, got, ok, want)
+			}
+		}
+		if ok && (!got.IsValid() || got.Zone() != "" || got.Is4In6()) {
+			t.Fatalf("ParseHost(%q) = %v: not a plain address", s, got)
+		}
+	})
+}

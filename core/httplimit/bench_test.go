@@ -14,26 +14,31 @@ func (d *discardWriter) Header() http.Header       { return d.h }
 func (*discardWriter) Write(p []byte) (int, error) { return len(p), nil }
 func (*discardWriter) WriteHeader(int)             {}
 
-// BenchmarkMiddleware measures the admit path per header style, over a
-// handler that does nothing.
+// BenchmarkMiddleware measures the admit path per client IP (the default
+// key) in each field style, and with a global key, over a handler that
+// does nothing. bench/ compares it with peer libraries.
 func BenchmarkMiddleware(b *testing.B) {
 	for _, tc := range []struct {
-		name  string
-		style headers.Style
-	}{{"none", headers.None}, {"draft", headers.Draft}, {"legacy", headers.Legacy}, {"both", headers.Both}} {
+		name string
+		opts []Option
+	}{
+		{"per-ip/no-fields", []Option{WithHeaders(headers.None)}},
+		{"per-ip/draft-fields", nil},
+		{"per-ip/legacy-fields", []Option{WithHeaders(headers.Legacy)}},
+		{"per-ip/both", []Option{WithHeaders(headers.Both)}},
+		{"global/no-fields", []Option{WithHeaders(headers.None), WithKeyFunc(GlobalKey)}},
+	} {
 		b.Run(tc.name, func(b *testing.B) {
 			l, err := gopherpace.New(gopherpace.WithRefillRate(1_000_000_000), gopherpace.WithBucketSize(1_000_000_000))
 			if err != nil {
 				b.Fatal(err)
 			}
-			mw, err := New(l, WithHeaders(tc.style))
-			if err != nil {
-				b.Fatal(err)
-			}
+			defer l.Close()
 			served := 0
-			h := mw.Wrap(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { served++ }))
+			h := New(l, tc.opts...)(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { served++ }))
 			w := &discardWriter{h: http.Header{}}
 			r, _ := http.NewRequest(http.MethodGet, "http://example.test/", nil)
+			r.RemoteAddr = "192.0.2.1:1234"
 			b.ReportAllocs()
 			for b.Loop() {
 				h.ServeHTTP(w, r)

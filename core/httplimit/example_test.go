@@ -8,12 +8,12 @@ import (
 	"net/netip"
 
 	gopherpace "github.com/pedreviljoen/gopherpace/core"
+	"github.com/pedreviljoen/gopherpace/core/adapter"
 	"github.com/pedreviljoen/gopherpace/core/httplimit"
 )
 
-// Limit each client IP to 5 requests per second in bursts of 10, trusting
-// X-Forwarded-For only from the load balancers in 10.0.0.0/8, and never
-// limiting the health check.
+// Limit each client to 5 requests per second in bursts of 10, inline. The
+// client is the connection's address: no forwarding field is believed.
 func ExampleNew() {
 	limiter, err := gopherpace.New(gopherpace.WithRefillRate(5), gopherpace.WithBucketSize(10))
 	if err != nil {
@@ -21,17 +21,9 @@ func ExampleNew() {
 	}
 	defer limiter.Close()
 
-	mw, err := httplimit.New(limiter,
-		httplimit.WithKeyFunc(httplimit.ClientIPKey(netip.MustParsePrefix("10.0.0.0/8"))),
-		httplimit.WithSkip(func(r *http.Request) bool { return r.URL.Path == "/healthz" }),
-		httplimit.WithPolicyName("per-ip"),
-	)
-	if err != nil {
-		log.Fatal(err)
-	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "hello") })
-	srv := httptest.NewServer(mw.Wrap(mux))
+	srv := httptest.NewServer(httplimit.New(limiter, httplimit.WithPolicyName("per-client"))(mux))
 	defer srv.Close()
 
 	resp, err := http.Get(srv.URL + "/")
@@ -44,6 +36,50 @@ func ExampleNew() {
 	fmt.Println(resp.Header.Get("RateLimit"))
 	// Output:
 	// 200
-	// "per-ip";q=10;w=2
-	// "per-ip";r=9;t=1
+	// "per-client";q=10;w=2
+	// "per-client";r=9;t=1
+}
+
+// Behind load balancers in 10.0.0.0/8, key by the address they forward;
+// never limit the health check; give back the tokens of server errors.
+// Build returns configuration errors instead of panicking.
+func ExampleBuild() {
+	limiter, err := gopherpace.New(gopherpace.WithRefillRate(5), gopherpace.WithBucketSize(10))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer limiter.Close()
+
+	mw, err := httplimit.Build(limiter,
+		httplimit.WithTrustedProxies(netip.MustParsePrefix("10.0.0.0/8")),
+		httplimit.WithSkip(func(r *http.Request) bool { return r.URL.Path == "/healthz" }),
+		httplimit.WithRefund(adapter.RefundServerErrors),
+	)
+	if err != nil {
+		log.Fatal(err)
+	}
+	handler := mw.Wrap(http.NotFoundHandler())
+	_ = handler
+
+	_, err = httplimit.Build(limiter, httplimit.WithPolicyName("two\nlines"))
+	fmt.Println(err)
+	// Output:
+	// httplimit: policy name must be 1-64 printable ASCII characters
+}
+
+// A key per API key, read from a header; a request without one is
+// answered 400 Bad Request and spends nothing.
+func ExampleHeaderKey() {
+	limiter, err := gopherpace.New(gopherpace.WithRefillRate(100), gopherpace.WithBucketSize(100))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer limiter.Close()
+	h := httplimit.New(limiter, httplimit.WithKeyFunc(httplimit.HeaderKey("X-API-Key")))(http.NotFoundHandler())
+
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/", nil))
+	fmt.Println(w.Code)
+	// Output:
+	// 400
 }

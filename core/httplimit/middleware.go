@@ -2,44 +2,53 @@ package httplimit
 
 import (
 	"context"
-	"errors"
 	"net/http"
-	"time"
 
 	gopherpace "github.com/pedreviljoen/gopherpace/core"
-	"github.com/pedreviljoen/gopherpace/core/headers"
+	"github.com/pedreviljoen/gopherpace/core/adapter"
 )
 
 // Middleware limits the requests that pass through it with one Limiter.
 type Middleware struct {
-	limiter *gopherpace.Limiter
-	cfg     config
-	headers headers.Renderer
+	gate *adapter.Gate
+	cfg  config
 }
 
-// New returns middleware that limits requests with l.
-func New(l *gopherpace.Limiter, opts ...Option) (*Middleware, error) {
-	if l == nil {
-		return nil, errors.New("httplimit: nil Limiter")
+// New returns middleware that limits requests with l, in the shape
+// routers' Use takes:
+//
+//	mux := http.NewServeMux()
+//	handler := httplimit.New(limiter)(mux)
+//
+// It panics on a nil Limiter or an invalid option, as a misconfigured
+// server should not start; Build returns the error instead.
+func New(l *gopherpace.Limiter, opts ...Option) func(http.Handler) http.Handler {
+	m, err := Build(l, opts...)
+	if err != nil {
+		panic(err)
 	}
-	c := config{key: GlobalKey}
+	return m.Wrap
+}
+
+// Build returns the Middleware for l, or an error naming every invalid
+// option.
+func Build(l *gopherpace.Limiter, opts ...Option) (*Middleware, error) {
+	var c config
 	for _, o := range opts {
 		if o == nil {
-			return nil, errors.New("httplimit: nil Option")
+			c.require(false, "nil Option")
+			continue
 		}
 		o(&c)
 	}
-	if len(c.errs) > 0 {
-		return nil, c.errs[0]
-	}
-	r, err := headers.New(c.style, c.policy)
+	g, err := adapter.Configure(l, "httplimit", c.shared, c.problems...)
 	if err != nil {
-		return nil, errors.New("httplimit: " + err.Error())
+		return nil, err
 	}
-	return &Middleware{limiter: l, cfg: c, headers: r}, nil
+	return &Middleware{gate: g, cfg: c}, nil
 }
 
-// Wrap returns next behind the limiter; its signature fits routers' Use.
+// Wrap returns next behind the limiter.
 func (m *Middleware) Wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		m.serve(w, r, next)
@@ -47,28 +56,38 @@ func (m *Middleware) Wrap(next http.Handler) http.Handler {
 }
 
 func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
-	c := &m.cfg
+	c, g := &m.cfg, m.gate
 	if c.skip != nil && c.skip(r) {
 		next.ServeHTTP(w, r)
 		return
 	}
-	key, err := c.key(r)
-	if err != nil {
-		m.fail(w, r, err)
-		return
+	var key string
+	var buf [64]byte
+	if c.key != nil {
+		var err error
+		if key, err = c.key(r); err != nil {
+			m.fail(w, r, err)
+			return
+		}
+	} else {
+		b, err := g.RequestKey(buf[:0], r)
+		if err != nil {
+			m.fail(w, r, err)
+			return
+		}
+		key = string(b)
 	}
 	cost := int64(1)
 	if c.cost != nil {
 		cost = c.cost(r)
 	}
-	now := time.Now()
-	d, err := m.limiter.TakeAt(now, key, cost)
+	d, now, err := g.Take(key, cost)
 	if err != nil {
 		m.fail(w, r, err)
 		return
 	}
-	if m.headers.Style() != headers.None || !d.Allowed {
-		m.headers.Set(w.Header(), d, now)
+	if g.HasFields(d) {
+		g.SetHeader(w.Header(), d, now)
 	}
 	if !d.Allowed {
 		if c.deny != nil {
@@ -78,10 +97,16 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		}
 		return
 	}
-	if c.inContext {
+	if g.DecisionInContext() {
 		r = r.WithContext(context.WithValue(r.Context(), decisionKey{}, d))
 	}
-	next.ServeHTTP(w, r)
+	if !g.Refunds() {
+		next.ServeHTTP(w, r)
+		return
+	}
+	sw := statusWriter{ResponseWriter: w}
+	next.ServeHTTP(&sw, r)
+	g.Refund(key, cost, sw.status())
 }
 
 func (m *Middleware) fail(w http.ResponseWriter, r *http.Request, err error) {
@@ -89,11 +114,12 @@ func (m *Middleware) fail(w http.ResponseWriter, r *http.Request, err error) {
 		m.cfg.onError(w, r, err)
 		return
 	}
-	if errors.Is(err, ErrMissingKey) {
-		http.Error(w, "Bad Request: missing rate-limit key", http.StatusBadRequest)
-		return
+	code := adapter.Status(err)
+	msg := http.StatusText(code)
+	if code == http.StatusBadRequest {
+		msg += ": " + err.Error() // what the client must change
 	}
-	http.Error(w, http.StatusText(http.StatusInternalServerError), http.StatusInternalServerError)
+	http.Error(w, msg, code)
 }
 
 type decisionKey struct{}
@@ -105,7 +131,7 @@ func FromContext(ctx context.Context) (gopherpace.Decision, bool) {
 	return d, ok
 }
 
-// writeDenied answers 429 with a short text body; the headers are set.
+// writeDenied answers 429 with a short text body; the fields are set.
 func writeDenied(w http.ResponseWriter) {
 	hdr := w.Header()
 	hdr["Content-Type"] = []string{"text/plain; charset=utf-8"}

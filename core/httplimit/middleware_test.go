@@ -6,15 +6,63 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"net/netip"
 	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	gopherpace "github.com/pedreviljoen/gopherpace/core"
+	"github.com/pedreviljoen/gopherpace/core/adapter"
+	"github.com/pedreviljoen/gopherpace/core/conformance"
 	"github.com/pedreviljoen/gopherpace/core/headers"
 )
+
+// adapterOptions are this package's options in the conformance suite's terms.
+var adapterOptions = conformance.Options[Option]{
+	GlobalKey:      func() Option { return WithKeyFunc(GlobalKey) },
+	HeaderKey:      func(name string) Option { return WithKeyFunc(HeaderKey(name)) },
+	TrustedProxies: WithTrustedProxies,
+	IPv6Prefix:     WithIPv6Prefix,
+	CostFromHeader: func(name string) Option {
+		return WithCost(func(r *http.Request) int64 { return conformance.Cost(r.Header.Get(name)) })
+	},
+	SkipPath:   func(path string) Option { return WithSkip(func(r *http.Request) bool { return r.URL.Path == path }) },
+	Refund:     WithRefund,
+	PolicyName: WithPolicyName,
+	Headers:    WithHeaders,
+	DenyHandler: func() Option {
+		return WithDenyHandler(func(w http.ResponseWriter, r *http.Request, d gopherpace.Decision) {
+			w.Header().Set("X-Denied-Remaining", fmt.Sprint(d.Remaining))
+			w.WriteHeader(http.StatusTooManyRequests)
+			io.WriteString(w, "denied")
+		})
+	},
+	DecisionInContext: WithDecisionInContext,
+}
+
+// app serves the routes every conformance server has.
+func app() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /", func(w http.ResponseWriter, r *http.Request) {
+		if d, ok := FromContext(r.Context()); ok {
+			w.Header().Set("X-Remaining", fmt.Sprint(d.Remaining))
+		}
+		io.WriteString(w, "ok")
+	})
+	mux.HandleFunc("GET /fail", func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "failed", http.StatusInternalServerError)
+	})
+	mux.HandleFunc("GET /skip", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
+	return mux
+}
+
+func TestConformance(t *testing.T) {
+	conformance.Run(t, func(t *testing.T, l *gopherpace.Limiter, s conformance.Setup) string {
+		srv := httptest.NewServer(New(l, conformance.OptionsFor(s, adapterOptions)...)(app()))
+		t.Cleanup(srv.Close)
+		return srv.URL
+	})
+}
 
 func newLimiter(t *testing.T, rate, burst int64) *gopherpace.Limiter {
 	t.Helper()
@@ -26,71 +74,11 @@ func newLimiter(t *testing.T, rate, burst int64) *gopherpace.Limiter {
 	return l
 }
 
-func serve(t *testing.T, l *gopherpace.Limiter, opts ...Option) *httptest.Server {
-	t.Helper()
-	m, err := New(l, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
-	srv := httptest.NewServer(m.Wrap(ok))
-	t.Cleanup(srv.Close)
-	return srv
-}
-
-func get(t *testing.T, url string, hdr map[string]string) *http.Response {
-	t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, url, nil)
-	for k, v := range hdr {
-		req.Header.Set(k, v)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	return resp
-}
-
-func TestMiddlewareAllowsThenDenies(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		l := newLimiter(t, 1, 2)
-		srv := serve(t, l)
-		for i, want := range []int{200, 200, 429} {
-			resp := get(t, srv.URL, nil)
-			if resp.StatusCode != want {
-				t.Fatalf("request %d: %d, want %d", i, resp.StatusCode, want)
-			}
-			if got := resp.Header.Get("RateLimit-Policy"); got != `"default";q=2;w=2` {
-				t.Fatalf("request %d: RateLimit-Policy %q", i, got)
-			}
-			switch i {
-			case 0:
-				if got := resp.Header.Get("RateLimit"); got != `"default";r=1;t=1` {
-					t.Fatalf("RateLimit %q", got)
-				}
-			case 2:
-				if got := resp.Header.Get("RateLimit"); got != `"default";r=0;t=1` {
-					t.Fatalf("RateLimit %q", got)
-				}
-				if got := resp.Header.Get("Retry-After"); got != "1" {
-					t.Fatalf("Retry-After %q", got)
-				}
-			}
-		}
-	})
-}
-
 // Time in a synctest bubble stands still while real sockets are open, so
 // the refill test drives the handler directly and lets virtual time pass.
-func TestMiddlewareRefillsWithVirtualTime(t *testing.T) {
+func TestRefillsWithVirtualTime(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m, err := New(newLimiter(t, 2, 1))
-		if err != nil {
-			t.Fatal(err)
-		}
-		h := m.Wrap(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+		h := New(newLimiter(t, 2, 1), WithKeyFunc(GlobalKey))(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 		code := func() int {
 			w := httptest.NewRecorder()
 			h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/", nil))
@@ -107,139 +95,113 @@ func TestMiddlewareRefillsWithVirtualTime(t *testing.T) {
 	})
 }
 
-func TestClientIPKeyIgnoresSpoofFromUntrustedPeer(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		// The test client connects from 127.0.0.1, which is not trusted
-		// here: every spoofed X-Forwarded-For lands in the same bucket.
-		srv := serve(t, newLimiter(t, 1, 2), WithKeyFunc(ClientIPKey(netip.MustParsePrefix("10.0.0.0/8"))))
-		var codes []int
-		for i := range 3 {
-			codes = append(codes, get(t, srv.URL, map[string]string{"X-Forwarded-For": fmt.Sprintf("192.0.2.%d", i)}).StatusCode)
-		}
-		if codes[2] != 429 {
-			t.Fatalf("codes %v: spoofed X-Forwarded-For escaped the limit", codes)
-		}
-	})
-}
-
-func TestClientIPKeyHonoursTrustedProxy(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		srv := serve(t, newLimiter(t, 1, 1), WithKeyFunc(ClientIPKey(netip.MustParsePrefix("127.0.0.0/8"))))
-		a := get(t, srv.URL, map[string]string{"X-Forwarded-For": "192.0.2.1"}).StatusCode
-		a2 := get(t, srv.URL, map[string]string{"X-Forwarded-For": "192.0.2.1"}).StatusCode
-		b := get(t, srv.URL, map[string]string{"X-Forwarded-For": "192.0.2.2"}).StatusCode
-		if a != 200 || a2 != 429 || b != 200 {
-			t.Fatalf("a=%d a2=%d b=%d; want a trusted proxy's clients in separate buckets", a, a2, b)
-		}
-	})
-}
-
-func TestHeaderKeyCostSkipAndErrors(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		srv := serve(t, newLimiter(t, 1, 10),
-			WithKeyFunc(HeaderKey("X-API-Key")),
-			WithCost(func(r *http.Request) int64 {
-				if r.URL.Path == "/big" {
-					return 10
-				}
-				if r.URL.Path == "/huge" {
-					return 11
-				}
-				return 1
-			}),
-			WithSkip(func(r *http.Request) bool { return r.URL.Path == "/healthz" }),
-			WithHeaders(headers.Legacy),
-		)
-		key := map[string]string{"X-API-Key": "k1"}
-		if c := get(t, srv.URL+"/", nil).StatusCode; c != 400 {
-			t.Fatalf("missing key: %d, want 400", c)
-		}
-		if c := get(t, srv.URL+"/huge", key).StatusCode; c != 500 {
-			t.Fatalf("cost above the bucket: %d, want 500", c)
-		}
-		resp := get(t, srv.URL+"/big", key)
-		if resp.StatusCode != 200 || resp.Header.Get("X-RateLimit-Remaining") != "0" || resp.Header.Get("X-RateLimit-Limit") != "10" {
-			t.Fatalf("cost 10: %d %v", resp.StatusCode, resp.Header)
-		}
-		if resp.Header.Get("RateLimit") != "" {
-			t.Fatal("draft header in legacy style")
-		}
-		if c := get(t, srv.URL+"/", key).StatusCode; c != 429 {
-			t.Fatalf("after spending the bucket: %d, want 429", c)
-		}
-		h := get(t, srv.URL+"/healthz", key)
-		if h.StatusCode != 200 || h.Header.Get("X-RateLimit-Limit") != "" {
-			t.Fatalf("skipped request: %d %v", h.StatusCode, h.Header)
-		}
-		if c := get(t, srv.URL+"/", map[string]string{"X-API-Key": "k2"}).StatusCode; c != 200 {
-			t.Fatalf("another key: %d, want 200", c)
-		}
-	})
-}
-
-func TestCustomHandlersAndContext(t *testing.T) {
+func TestErrorHandlerAndServerFaults(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := newLimiter(t, 1, 1)
-		m, err := New(l,
-			WithHeaders(headers.None),
-			WithDecisionInContext(),
-			WithDenyHandler(func(w http.ResponseWriter, r *http.Request, d gopherpace.Decision) {
-				if w.Header().Get("Retry-After") != "1" {
-					t.Errorf("Retry-After not set before the deny handler")
-				}
-				w.WriteHeader(http.StatusServiceUnavailable)
-			}),
+		broken := errors.New("no tenant")
+		var seen error
+		h := New(l,
+			WithKeyFunc(func(r *http.Request) (string, error) { return "", broken }),
 			WithErrorHandler(func(w http.ResponseWriter, r *http.Request, err error) {
+				seen = err
 				w.WriteHeader(http.StatusTeapot)
 			}),
-			WithKeyFunc(func(r *http.Request) (string, error) {
-				if r.URL.Path == "/bad" {
-					return "", errors.New("no key")
-				}
-				return "", nil
-			}),
-		)
+		)(app())
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/", nil))
+		if w.Code != http.StatusTeapot || seen != broken {
+			t.Fatalf("custom error handler: %d, %v", w.Code, seen)
+		}
+		// The default answer to an error that is not the client's is 500,
+		// without the error's text; a peer that is not IP is such an error.
+		h = New(l, WithKeyFunc(func(*http.Request) (string, error) { return "", broken }))(app())
+		w = httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/", nil))
+		if w.Code != 500 || strings.Contains(w.Body.String(), "tenant") {
+			t.Fatalf("key error: %d %q; want 500 without the error's text", w.Code, w.Body.String())
+		}
+		r := httptest.NewRequest(http.MethodGet, "/", nil)
+		r.RemoteAddr = "@" // a Unix socket peer
+		w = httptest.NewRecorder()
+		New(l)(app()).ServeHTTP(w, r)
+		if w.Code != 500 {
+			t.Fatalf("non-IP peer: %d, want 500", w.Code)
+		}
+	})
+}
+
+// The status a refund sees is the final one, past informational ones,
+// and the middleware keeps the writer's Flush reachable.
+func TestRefundSeesTheFinalStatus(t *testing.T) {
+	l := newLimiter(t, 1, 1)
+	h := New(l, WithKeyFunc(GlobalKey), WithRefund(adapter.RefundFailed))(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusEarlyHints) // informational: not the status
+		w.WriteHeader(http.StatusNotFound)
+		if err := http.NewResponseController(w).Flush(); err != nil {
+			t.Errorf("Flush through the middleware: %v", err)
+		}
+	}))
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	for i := range 3 {
+		resp, err := http.Get(srv.URL)
 		if err != nil {
 			t.Fatal(err)
 		}
-		srv := httptest.NewServer(m.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			d, ok := FromContext(r.Context())
-			if !ok || !d.Allowed || d.Limit != 1 {
-				t.Errorf("decision in context: %+v %v", d, ok)
-			}
-		})))
-		defer srv.Close()
-		first := get(t, srv.URL, nil)
-		if first.StatusCode != 200 || first.Header.Get("RateLimit") != "" {
-			t.Fatalf("first: %d %v", first.StatusCode, first.Header)
-		}
-		if c := get(t, srv.URL, nil).StatusCode; c != 503 {
-			t.Fatalf("custom deny: %d", c)
-		}
-		if c := get(t, srv.URL+"/bad", nil).StatusCode; c != 418 {
-			t.Fatalf("custom error: %d", c)
-		}
-	})
-}
-
-func TestNewRejectsBadOptions(t *testing.T) {
-	l := newLimiter(t, 1, 1)
-	for name, opts := range map[string][]Option{
-		"nil key":    {WithKeyFunc(nil)},
-		"nil cost":   {WithCost(nil)},
-		"nil skip":   {WithSkip(nil)},
-		"nil deny":   {WithDenyHandler(nil)},
-		"nil error":  {WithErrorHandler(nil)},
-		"bad style":  {WithHeaders(99)},
-		"bad policy": {WithPolicyName("new\nline")},
-		"nil option": {nil},
-		"empty name": {WithPolicyName("")},
-	} {
-		if _, err := New(l, opts...); err == nil {
-			t.Errorf("%s: no error", name)
+		resp.Body.Close()
+		if resp.StatusCode != 404 {
+			t.Fatalf("request %d: %d, want every 404 refunded and served", i, resp.StatusCode)
 		}
 	}
-	if _, err := New(nil); err == nil || !strings.Contains(err.Error(), "nil Limiter") {
+}
+
+func TestInvalidOptions(t *testing.T) {
+	l := newLimiter(t, 1, 1)
+	invalid := map[string][]Option{
+		"nil key":       {WithKeyFunc(nil)},
+		"nil cost":      {WithCost(nil)},
+		"nil skip":      {WithSkip(nil)},
+		"nil deny":      {WithDenyHandler(nil)},
+		"nil error":     {WithErrorHandler(nil)},
+		"nil refund":    {WithRefund(nil)},
+		"bad style":     {WithHeaders(99)},
+		"bad policy":    {WithPolicyName("new\nline")},
+		"empty policy":  {WithPolicyName("")},
+		"nil option":    {nil},
+		"IPv6 prefix 0": {WithIPv6Prefix(0)},
+		"IPv6 /129":     {WithIPv6Prefix(129)},
+	}
+	conformance.RejectsInvalidOptions(t, "httplimit", invalid,
+		func(opts ...Option) error { _, err := Build(l, opts...); return err },
+		func(opts ...Option) { New(l, opts...) })
+	if _, err := Build(nil); err == nil || !strings.Contains(err.Error(), "nil Limiter") {
 		t.Errorf("nil limiter: %v", err)
+	}
+	// Every bad option is reported at once.
+	_, err := Build(l, WithCost(nil), WithPolicyName(""))
+	if err == nil || !strings.Contains(err.Error(), "cost") || !strings.Contains(err.Error(), "policy") {
+		t.Errorf("two bad options: %v", err)
+	}
+}
+
+// The middleware never allocates for its key or decision, and the fields
+// of a limited response cost one allocation.
+func TestAllocations(t *testing.T) {
+	l, err := gopherpace.New(gopherpace.WithRefillRate(1e9), gopherpace.WithBucketSize(1e9))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	for _, tc := range []struct {
+		style headers.Style
+		want  float64
+	}{{headers.None, 0}, {headers.Draft, 1}, {headers.Legacy, 1}, {headers.Both, 1}} {
+		h := New(l, WithHeaders(tc.style))(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+		w := &discardWriter{h: http.Header{}}
+		r := httptest.NewRequest(http.MethodGet, "/", nil)
+		r.RemoteAddr = "[2001:db8:1:2:3:4:5:6]:443"
+		if got := testing.AllocsPerRun(200, func() { h.ServeHTTP(w, r) }); got > tc.want {
+			t.Errorf("style %d: %.1f allocations per request, want at most %.0f", tc.style, got, tc.want)
+		}
 	}
 }

@@ -3,80 +3,91 @@ package httplimit
 import (
 	"errors"
 	"net/http"
+	"net/netip"
 
 	gopherpace "github.com/pedreviljoen/gopherpace/core"
+	"github.com/pedreviljoen/gopherpace/core/adapter"
 	"github.com/pedreviljoen/gopherpace/core/headers"
 )
 
-// Option configures a Middleware; New reports invalid values as errors.
+// Option configures the middleware; New panics and Build returns an error
+// on an invalid one.
 type Option func(*config)
 
 type config struct {
-	key       KeyFunc
-	cost      func(*http.Request) int64
-	skip      func(*http.Request) bool
-	deny      func(http.ResponseWriter, *http.Request, gopherpace.Decision)
-	onError   func(http.ResponseWriter, *http.Request, error)
-	style     headers.Style
-	policy    string
-	inContext bool
-	errs      []error
+	shared   []adapter.Option
+	key      KeyFunc
+	cost     func(*http.Request) int64
+	skip     func(*http.Request) bool
+	deny     func(http.ResponseWriter, *http.Request, gopherpace.Decision)
+	onError  func(http.ResponseWriter, *http.Request, error)
+	problems []error
 }
 
-func (c *config) require(ok bool, msg string) {
+func (c *config) require(ok bool, problem string) {
 	if !ok {
-		c.errs = append(c.errs, errors.New("httplimit: "+msg))
+		c.problems = append(c.problems, errors.New(problem))
 	}
 }
 
-// WithKeyFunc sets how requests map to buckets. Default: GlobalKey.
+func shared(o adapter.Option) Option { return func(c *config) { c.shared = append(c.shared, o) } }
+
+// WithKeyFunc sets how requests map to buckets. Default: the client's
+// address (see WithTrustedProxies and WithIPv6Prefix).
 func WithKeyFunc(f KeyFunc) Option {
 	return func(c *config) { c.require(f != nil, "nil KeyFunc"); c.key = f }
 }
 
-// WithCost sets how many tokens a request spends. Default: 1.
+// WithTrustedProxies trusts the forwarding fields (X-Forwarded-For, walked
+// from the right, and X-Real-IP) of requests from these networks, for the
+// default key. Without it, the connection's address is the client.
+func WithTrustedProxies(networks ...netip.Prefix) Option {
+	return shared(adapter.TrustedProxies(networks...))
+}
+
+// WithIPv6Prefix groups IPv6 clients by their first bits bits for the
+// default key. Default: 64.
+func WithIPv6Prefix(bits int) Option { return shared(adapter.IPv6Prefix(bits)) }
+
+// WithCost sets how many tokens a request spends. Default: 1. A cost
+// below 1 or above the bucket size is answered as a bad request.
 func WithCost(f func(*http.Request) int64) Option {
 	return func(c *config) { c.require(f != nil, "nil cost func"); c.cost = f }
 }
 
-// WithSkip exempts requests for which f returns true (health checks, say);
-// they spend nothing and get no headers.
+// WithSkip exempts requests for which f returns true (health checks, say):
+// they spend nothing and get no fields.
 func WithSkip(f func(*http.Request) bool) Option {
 	return func(c *config) { c.require(f != nil, "nil skip func"); c.skip = f }
 }
 
 // WithDenyHandler sets what answers a denied request. The rate-limit
-// headers and Retry-After are already set on w when it runs. Default: 429
+// fields and Retry-After are already set on w when it runs. Default: 429
 // with a short text body.
 func WithDenyHandler(f func(http.ResponseWriter, *http.Request, gopherpace.Decision)) Option {
 	return func(c *config) { c.require(f != nil, "nil deny handler"); c.deny = f }
 }
 
-// WithErrorHandler sets what answers a request whose key or cost could not
-// be worked out. Default: 400 for ErrMissingKey, 500 otherwise.
+// WithErrorHandler sets what answers a request whose key or cost the
+// limiter cannot use. Default: 400 for the request's own faults (no key, a
+// cost out of range), 500 otherwise (see adapter.Status).
 func WithErrorHandler(f func(http.ResponseWriter, *http.Request, error)) Option {
 	return func(c *config) { c.require(f != nil, "nil error handler"); c.onError = f }
 }
 
-// WithHeaders selects the rate-limit headers sent on every limited
-// response. Default: headers.Draft.
-func WithHeaders(style headers.Style) Option {
-	return func(c *config) { c.style = style }
-}
+// WithHeaders selects the rate-limit fields of every limited response.
+// Default: headers.Draft.
+func WithHeaders(style headers.Style) Option { return shared(adapter.Headers(style)) }
 
-// WithPolicyName names the policy in the draft headers. Default:
+// WithPolicyName names the policy in the draft fields. Default:
 // headers.DefaultPolicy.
-func WithPolicyName(name string) Option {
-	return func(c *config) {
-		if err := headers.CheckPolicyName(name); err != nil {
-			c.errs = append(c.errs, errors.New("httplimit: "+err.Error()))
-		}
-		c.policy = name
-	}
-}
+func WithPolicyName(name string) Option { return shared(adapter.PolicyName(name)) }
+
+// WithRefund gives back a request's tokens when when reports true for its
+// response's status: adapter.RefundFailed, adapter.RefundServerErrors, or
+// a func of your own.
+func WithRefund(when func(status int) bool) Option { return shared(adapter.Refund(when)) }
 
 // WithDecisionInContext makes the Decision available to handlers through
 // FromContext. It costs an allocation per request, so it is off by default.
-func WithDecisionInContext() Option {
-	return func(c *config) { c.inContext = true }
-}
+func WithDecisionInContext() Option { return shared(adapter.DecisionInContext()) }

@@ -15,6 +15,7 @@ import (
 	"github.com/pedreviljoen/gopherpace/adapters/echopace"
 	gopherpace "github.com/pedreviljoen/gopherpace/core"
 	"github.com/pedreviljoen/gopherpace/examples/internal/burst"
+	"github.com/pedreviljoen/gopherpace/examples/internal/signals"
 )
 
 func main() {
@@ -34,10 +35,9 @@ func run(addr string, serve bool, out io.Writer) error {
 	defer limiter.Close()
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
-	// RealIP is the connection's address unless an IPExtractor is set; behind
-	// a load balancer use echo.ExtractIPFromXFFHeader(echo.TrustIPRange(...)).
-	e.IPExtractor = echo.ExtractIPDirect()
-	e.Use(echopace.RateLimiterWithConfig(echopace.Config{Limiter: limiter, PolicyName: "per-ip"}))
+	// Each client is the connection's address. Behind a load balancer add
+	// echopace.WithTrustedProxies(its networks...).
+	e.Use(echopace.RateLimiter(limiter, echopace.WithPolicyName("per-ip")))
 	e.GET("/hello", func(c echo.Context) error { return c.String(http.StatusOK, "hello\n") })
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -48,7 +48,8 @@ func run(addr string, serve bool, out io.Writer) error {
 	go srv.Serve(ln)
 	if serve {
 		fmt.Fprintln(out, "serving on", ln.Addr())
-		select {}
+		signals.Wait() // then the deferred Closes run
+		return nil
 	}
 	return burst.Run(out, "http://"+ln.Addr().String()+"/hello", 5)
 }

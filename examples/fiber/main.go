@@ -15,6 +15,8 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/pedreviljoen/gopherpace/adapters/fiberpace"
 	gopherpace "github.com/pedreviljoen/gopherpace/core"
+	"github.com/pedreviljoen/gopherpace/core/adapter"
+	"github.com/pedreviljoen/gopherpace/examples/internal/signals"
 )
 
 func main() {
@@ -33,11 +35,10 @@ func run(addr string, serve bool, out io.Writer) error {
 	}
 	defer limiter.Close()
 	app := fiber.New(fiber.Config{DisableStartupMessage: true})
-	h, err := fiberpace.New(limiter, fiberpace.Config{SkipFailedRequests: true, PolicyName: "per-ip"})
-	if err != nil {
-		return err
-	}
-	app.Use(h)
+	// Each client is the connection's address. Behind a load balancer add
+	// fiberpace.WithTrustedProxies(its networks...). Failed requests give
+	// their token back.
+	app.Use(fiberpace.New(limiter, fiberpace.WithRefund(adapter.RefundFailed), fiberpace.WithPolicyName("per-ip")))
 	app.Get("/hello", func(c *fiber.Ctx) error { return c.SendString("hello\n") })
 	app.Get("/broken", func(c *fiber.Ctx) error { return fiber.ErrBadGateway })
 	ln, err := net.Listen("tcp", addr)
@@ -48,7 +49,8 @@ func run(addr string, serve bool, out io.Writer) error {
 	defer app.Shutdown()
 	if serve {
 		fmt.Fprintln(out, "serving on", ln.Addr())
-		select {}
+		signals.Wait() // then the deferred Closes run
+		return nil
 	}
 	base := "http://" + ln.Addr().String()
 	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}

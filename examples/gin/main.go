@@ -15,6 +15,7 @@ import (
 	"github.com/pedreviljoen/gopherpace/adapters/ginpace"
 	gopherpace "github.com/pedreviljoen/gopherpace/core"
 	"github.com/pedreviljoen/gopherpace/examples/internal/burst"
+	"github.com/pedreviljoen/gopherpace/examples/internal/signals"
 )
 
 func main() {
@@ -34,16 +35,9 @@ func run(addr string, serve bool, out io.Writer) error {
 	defer limiter.Close()
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
-	// Clients connect directly here; behind a load balancer list its
-	// addresses instead, or every client could choose its own bucket.
-	if err := r.SetTrustedProxies(nil); err != nil {
-		return err
-	}
-	mw, err := ginpace.New(limiter, ginpace.WithPolicyName("per-ip"))
-	if err != nil {
-		return err
-	}
-	r.Use(mw)
+	// Each client is the connection's address. Behind a load balancer add
+	// ginpace.WithTrustedProxies(its networks...).
+	r.Use(ginpace.New(limiter, ginpace.WithPolicyName("per-ip")))
 	r.GET("/hello", func(c *gin.Context) { c.String(http.StatusOK, "hello\n") })
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -54,7 +48,8 @@ func run(addr string, serve bool, out io.Writer) error {
 	go srv.Serve(ln)
 	if serve {
 		fmt.Fprintln(out, "serving on", ln.Addr())
-		select {}
+		signals.Wait() // then the deferred Closes run
+		return nil
 	}
 	return burst.Run(out, "http://"+ln.Addr().String()+"/hello", 5)
 }

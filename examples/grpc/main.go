@@ -35,11 +35,9 @@ func run(addr string, out io.Writer) error {
 		return err
 	}
 	defer limiter.Close()
-	unary, err := grpcpace.UnaryServerInterceptor(limiter, grpcpace.WithPolicyName("per-peer"))
-	if err != nil {
-		return err
-	}
-	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(unary))
+	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(
+		grpcpace.UnaryServerInterceptor(limiter, grpcpace.WithPolicyName("per-peer")),
+	))
 	healthpb.RegisterHealthServer(srv, health.NewServer())
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {

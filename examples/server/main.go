@@ -144,12 +144,11 @@ func serve(ctx context.Context, cfg config, ready chan<- [2]string) error {
 		return err
 	}
 	defer limiter.Close() // before tr.Close: says goodbye to the peers
-	mw, err := httplimit.New(limiter)
-	if err != nil {
-		return err
-	}
+	// One cluster-wide bucket for /work, whoever calls it, so that the
+	// demo shows the limit holding across replicas.
+	limited := httplimit.New(limiter, httplimit.WithKeyFunc(httplimit.GlobalKey))
 	mux := http.NewServeMux()
-	mux.Handle("/work", mw.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	mux.Handle("/work", limited(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintln(w, "done")
 	})))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "ok") })

@@ -6,6 +6,7 @@ package render
 import (
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"time"
 )
 
@@ -70,77 +71,28 @@ type Field struct{ Name, Value string }
 type fieldType interface{ ~struct{ Name, Value string } }
 
 // Policy is a style and a policy name, with the name's sf-string quoted
-// once rather than on every request.
+// once rather than on every request, and the RateLimit-Policy value of the
+// last (limit, window) rendered kept for the next request: for one limiter
+// it never changes.
 type Policy struct {
 	Style  Style
 	quoted string // the name as an RFC 8941 sf-string
+	memo   *atomic.Pointer[policyValue]
+}
+
+type policyValue struct {
+	limit  int64
+	window time.Duration
+	value  string
 }
 
 // NewPolicy prepares style and name; name must already be valid.
 func NewPolicy(style Style, name string) Policy {
-	return Policy{Style: style, quoted: string(appendSFString(nil, name))}
+	return Policy{Style: style, quoted: string(appendSFString(nil, name)), memo: new(atomic.Pointer[policyValue])}
 }
 
 // DefaultName names a policy that was given no name.
 const DefaultName = "default"
-
-// Append appends q's fields to dst. now is read only for the legacy
-// X-RateLimit-Reset, an absolute time.
-//
-// Every value is rendered into one buffer and converted to a string once;
-// the fields' values are slices of it, so a request's headers cost one
-// allocation, however many fields there are.
-func Append[F fieldType](dst []F, p Policy, q Quota, now time.Time) []F {
-	quoted := p.quoted
-	if quoted == "" {
-		quoted = `"` + DefaultName + `"`
-	}
-	var scratch [320]byte
-	b := scratch[:0]
-	var names [MaxFields]string
-	var ends [MaxFields]int
-	n := 0
-	field := func(name string) {
-		names[n], ends[n] = name, len(b)
-		n++
-	}
-	if !q.Allowed {
-		b = strconv.AppendInt(b, RetryAfterSeconds(q.RetryAfter), 10)
-		field(RetryAfter)
-	}
-	if p.Style == Draft || p.Style == Both {
-		b = appendPolicyField(b, quoted, q)
-		field(RateLimitPolicy)
-		b = appendLimitField(b, quoted, q)
-		field(RateLimit)
-	}
-	if p.Style == Legacy || p.Style == Both {
-		b = strconv.AppendInt(b, q.Limit, 10)
-		field(XLimit)
-		b = strconv.AppendInt(b, q.Remaining, 10)
-		field(XRemaining)
-		b = strconv.AppendInt(b, now.Add(q.ResetAfter+time.Second-1).Unix(), 10)
-		field(XReset)
-	}
-	values, start := string(b), 0
-	for i := range n {
-		dst = append(dst, F{names[i], values[start:ends[i]]})
-		start = ends[i]
-	}
-	return dst
-}
-
-// SetHeader writes q's fields into h (an http.Header's map), replacing
-// earlier values, with one backing array for every field's []string.
-func (p Policy) SetHeader(h map[string][]string, q Quota, now time.Time) {
-	var buf [MaxFields]Field
-	fields := Append(buf[:0], p, q, now)
-	values := make([]string, len(fields))
-	for i, f := range fields {
-		values[i] = f.Value
-		h[f.Name] = values[i : i+1 : i+1]
-	}
-}
 
 // RetryAfterSeconds is the Retry-After delay-seconds for d: whole seconds
 // rounded up, and at least 1 so that a client never retries at once.

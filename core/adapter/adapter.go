@@ -1,0 +1,199 @@
+// Package adapter is the half of every gopherpace framework adapter that
+// does not depend on the framework: the settings they share, their
+// defaults and checks, the decision, the response fields and what each
+// error answers. The httplimit package and the Gin, Echo, Fiber and gRPC
+// adapters are built on it, so they behave alike; docs/adapters.md has the
+// contract as a table, and package conformance tests it.
+//
+// Applications use an adapter, never this package.
+package adapter
+
+import (
+	"errors"
+	"net/http"
+	"net/netip"
+	"time"
+
+	gopherpace "github.com/pedreviljoen/gopherpace/core"
+	"github.com/pedreviljoen/gopherpace/core/clientip"
+	"github.com/pedreviljoen/gopherpace/core/headers"
+	"github.com/pedreviljoen/gopherpace/core/internal/render"
+)
+
+// ErrMissingKey is what a key function returns for a request that lacks
+// the value it keys on (a header, say). Adapters answer it as a client
+// error (400, or InvalidArgument over gRPC), and it spends nothing.
+var ErrMissingKey = errors.New("gopherpace: request has no rate-limit key")
+
+// Settings are the options every adapter has, whatever its framework. The
+// zero Settings are the defaults: client keys from the connection's
+// address (no trusted proxies, IPv6 grouped by /64), the draft fields for
+// the policy "default", no refunds, and the Decision kept from handlers.
+type Settings struct {
+	// ClientIP is where client addresses come from, for the default key.
+	ClientIP clientip.Config
+	// Headers selects the rate-limit fields; Retry-After goes out on every
+	// denial whatever the style.
+	Headers headers.Style
+	// Policy names the policy in the draft fields (and in gRPC's
+	// QuotaFailure); "" is headers.DefaultPolicy.
+	Policy string
+	// Refund, if set, reports whether a response with this status gives
+	// its tokens back (see RefundFailed).
+	Refund func(status int) bool
+	// DecisionInContext makes each request's Decision available to the
+	// handlers after the limiter.
+	DecisionInContext bool
+}
+
+// RefundFailed gives back the tokens of responses with status 400 or
+// above: only requests that succeed count.
+func RefundFailed(status int) bool { return status >= 400 }
+
+// RefundServerErrors gives back the tokens of responses with status 500
+// or above, so that a failing backend does not also cost clients their
+// quota.
+func RefundServerErrors(status int) bool { return status >= 500 }
+
+// A Gate is an adapter's limiter with its settings checked and its fields
+// prepared. It is immutable and safe for concurrent use.
+type Gate struct {
+	l      *gopherpace.Limiter
+	ip     clientip.Config
+	policy render.Policy
+	style  headers.Style
+	name   string
+	refund func(int) bool
+	inCtx  bool
+}
+
+// New checks s and returns the Gate for l. Its errors say what is wrong
+// without a package prefix: adapters add their own.
+func New(l *gopherpace.Limiter, s Settings) (*Gate, error) {
+	if l == nil {
+		return nil, errors.New("nil Limiter")
+	}
+	if err := s.ClientIP.Check(); err != nil {
+		return nil, err
+	}
+	if s.Headers > headers.None {
+		return nil, errors.New("unknown header style")
+	}
+	name := s.Policy
+	if name == "" {
+		name = headers.DefaultPolicy
+	}
+	if err := headers.CheckPolicyName(name); err != nil {
+		return nil, err
+	}
+	return &Gate{
+		l: l, ip: s.ClientIP, policy: render.NewPolicy(render.Style(s.Headers), name), style: s.Headers,
+		name: name, refund: s.Refund, inCtx: s.DecisionInContext,
+	}, nil
+}
+
+// Limiter is the gate's limiter.
+func (g *Gate) Limiter() *gopherpace.Limiter { return g.l }
+
+// PolicyName is the policy's name as the fields send it.
+func (g *Gate) PolicyName() string { return g.name }
+
+// DecisionInContext reports whether handlers are to see the Decision.
+func (g *Gate) DecisionInContext() bool { return g.inCtx }
+
+// Take spends cost tokens of key's bucket now, waiting out the few
+// milliseconds of a hold as Limiter.Take does, and returns the decision
+// and the time it was made at (for the fields; the clock is read once).
+// Its errors are the limiter's cost errors.
+func (g *Gate) Take(key string, cost int64) (gopherpace.Decision, time.Time, error) {
+	return g.l.TakeTimed(key, cost)
+}
+
+// Refund gives back cost tokens of key's bucket when the gate refunds
+// responses with this status.
+func (g *Gate) Refund(key string, cost int64, status int) {
+	if g.refund != nil && g.refund(status) {
+		g.l.Refund(key, cost)
+	}
+}
+
+// Refunds reports whether the gate refunds any response: an adapter must
+// then keep the key and cost until the response is known.
+func (g *Gate) Refunds() bool { return g.refund != nil }
+
+// HasFields reports whether d gets any response fields: every denial
+// does (Retry-After), an admit only unless the style is headers.None.
+func (g *Gate) HasFields(d gopherpace.Decision) bool {
+	return !d.Allowed || g.style != headers.None
+}
+
+// SetHeader writes d's fields, decided at now, into h, replacing earlier
+// values; it costs one allocation.
+func (g *Gate) SetHeader(h http.Header, d gopherpace.Decision, now time.Time) {
+	g.policy.SetHeader(h, render.Quota(d), now)
+}
+
+// Fields holds one response's fields, rendered without allocating: for
+// frameworks whose headers are not an http.Header. Declare it on the
+// stack and fill it with Gate.Render.
+type Fields struct{ f render.Fields }
+
+// Render renders d's fields, decided at now, into f.
+func (g *Gate) Render(f *Fields, d gopherpace.Decision, now time.Time) {
+	f.f.Render(g.policy, render.Quota(d), now)
+}
+
+// Len is the number of fields.
+func (f *Fields) Len() int { return f.f.Len() }
+
+// Name is field i's canonical name ("Ratelimit-Policy").
+func (f *Fields) Name(i int) string { return f.f.Name(i) }
+
+// Value is field i's value. It may point into f: valid until f is
+// rendered again or goes away, so a framework must copy it, as
+// fasthttp's header setters do.
+func (f *Fields) Value(i int) string { return f.f.Value(i) }
+
+// ClientKey appends the default key of a request to dst: the client's
+// address (see clientip.Config.AppendKey) from the connection's peer
+// ("ip:port") and the forwarding fields, read only from trusted proxies.
+// Keys fit a 64-byte buffer on the stack.
+func (g *Gate) ClientKey(dst []byte, peer string, forwardedFor []string, realIP string) ([]byte, error) {
+	return g.ip.AppendKey(dst, peer, forwardedFor, realIP)
+}
+
+// ClientKeyAddr is ClientKey for a peer address already parsed; fields
+// reads the forwarding fields (X-Forwarded-For, every one in order, and
+// X-Real-IP) and is called only for a trusted peer.
+func (g *Gate) ClientKeyAddr(dst []byte, peer netip.Addr, fields func() (forwardedFor []string, realIP string)) []byte {
+	if !g.ip.Trusts(peer) {
+		return g.ip.AppendKeyAddr(dst, peer, nil, "")
+	}
+	xff, real := fields()
+	return g.ip.AppendKeyAddr(dst, peer, xff, real)
+}
+
+// RequestKey is ClientKey for an *http.Request.
+func (g *Gate) RequestKey(dst []byte, r *http.Request) ([]byte, error) {
+	if len(g.ip.TrustedProxies) == 0 {
+		return g.ip.AppendKey(dst, r.RemoteAddr, nil, "")
+	}
+	return g.ip.AppendKey(dst, r.RemoteAddr, r.Header.Values("X-Forwarded-For"), r.Header.Get("X-Real-IP"))
+}
+
+// Status is the HTTP status that answers an error from a key function or
+// from Take: 400 Bad Request for what the request itself got wrong (no
+// key, a cost below 1 or above the bucket size), 500 for the rest (a peer
+// address that is not IP, which is the server's setup).
+func Status(err error) int {
+	if ClientFault(err) {
+		return http.StatusBadRequest
+	}
+	return http.StatusInternalServerError
+}
+
+// ClientFault reports whether err is the request's fault: no key, or a
+// cost the bucket can never grant. Retrying the same request cannot help.
+func ClientFault(err error) bool {
+	return errors.Is(err, ErrMissingKey) || errors.Is(err, gopherpace.ErrInvalidCost) || errors.Is(err, gopherpace.ErrCostExceedsLimit)
+}

@@ -1,0 +1,111 @@
+package adapter
+
+import (
+	"errors"
+	"net/netip"
+
+	gopherpace "github.com/pedreviljoen/gopherpace/core"
+	"github.com/pedreviljoen/gopherpace/core/headers"
+)
+
+// An Option sets one of the Settings every adapter shares, or says why it
+// cannot. Each adapter wraps these in its own option type under the same
+// names (WithTrustedProxies, WithIPv6Prefix...), so that the checks and
+// the defaults are written once.
+type Option func(*Settings) error
+
+// TrustedProxies trusts the forwarding fields of requests from these
+// networks: the load balancers and proxies in front of the service.
+// X-Forwarded-For is walked from the right, so a client cannot pick its
+// own key by sending one.
+func TrustedProxies(networks ...netip.Prefix) Option {
+	return func(s *Settings) error {
+		for _, p := range networks {
+			if !p.IsValid() {
+				return errors.New("invalid trusted proxy network")
+			}
+			s.ClientIP.TrustedProxies = append(s.ClientIP.TrustedProxies, p.Masked())
+		}
+		return nil
+	}
+}
+
+// IPv6Prefix groups IPv6 clients by their first bits bits, 1 to 128; the
+// default is clientip.DefaultIPv6Prefix (a /64).
+func IPv6Prefix(bits int) Option {
+	return func(s *Settings) error {
+		if bits < 1 || bits > 128 {
+			return errors.New("IPv6 prefix must be between 1 and 128 bits")
+		}
+		s.ClientIP.IPv6Prefix = bits
+		return nil
+	}
+}
+
+// Headers selects the rate-limit fields sent with every limited response.
+func Headers(style headers.Style) Option {
+	return func(s *Settings) error {
+		if style > headers.None {
+			return errors.New("unknown header style")
+		}
+		s.Headers = style
+		return nil
+	}
+}
+
+// PolicyName names the policy in the draft fields.
+func PolicyName(name string) Option {
+	return func(s *Settings) error {
+		if err := headers.CheckPolicyName(name); err != nil {
+			return err
+		}
+		s.Policy = name
+		return nil
+	}
+}
+
+// Refund gives back a request's tokens when when(status) reports true for
+// its response's status (RefundFailed, RefundServerErrors, or your own).
+func Refund(when func(status int) bool) Option {
+	return func(s *Settings) error {
+		if when == nil {
+			return errors.New("nil refund func")
+		}
+		s.Refund = when
+		return nil
+	}
+}
+
+// DecisionInContext makes each request's Decision available to the
+// handlers after the limiter.
+func DecisionInContext() Option {
+	return func(s *Settings) error {
+		s.DecisionInContext = true
+		return nil
+	}
+}
+
+// Configure applies opts to the default Settings and returns the Gate
+// for l. problems are the adapter's own complaints about its options; every
+// error, theirs and these, is reported at once, each starting with prefix
+// (the adapter's package name).
+func Configure(l *gopherpace.Limiter, prefix string, opts []Option, problems ...error) (*Gate, error) {
+	var s Settings
+	errs := make([]error, 0, len(problems))
+	for _, p := range problems {
+		errs = append(errs, errors.New(prefix+": "+p.Error()))
+	}
+	for _, o := range opts {
+		if err := o(&s); err != nil {
+			errs = append(errs, errors.New(prefix+": "+err.Error()))
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	g, err := New(l, s)
+	if err != nil {
+		return nil, errors.New(prefix + ": " + err.Error())
+	}
+	return g, nil
+}

@@ -1,0 +1,242 @@
+package conformance
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	gopherpace "github.com/pedreviljoen/gopherpace/core"
+	"github.com/pedreviljoen/gopherpace/core/headers"
+	"github.com/pedreviljoen/gopherpace/core/memtransport"
+)
+
+// Every case spends a bucket that refills at one token a second within a
+// few milliseconds, so refill never blurs what it checks.
+
+var loopback = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}
+
+var cases = []testCase{
+	{"the default key is the client's address, whatever it claims", func(t *testing.T, server Server) {
+		url := server(t, limiter(t, 2), Setup{})
+		for i, want := range []int{200, 200, 429} {
+			// Without trusted proxies a forwarded address is ignored.
+			resp := get(t, url+"/", "X-Forwarded-For", fmt.Sprint("198.51.100.", i), "X-Real-IP", fmt.Sprint("198.51.100.", 10+i))
+			expect(t, resp, want)
+		}
+	}},
+	{"behind a trusted proxy the forwarded address is the key, walked from the right", func(t *testing.T, server Server) {
+		url := server(t, limiter(t, 1), Setup{TrustedProxies: loopback})
+		// A client that prepends addresses only adds to the left.
+		for i, want := range []int{200, 429, 429, 429} {
+			expect(t, get(t, url+"/", "X-Forwarded-For", fmt.Sprintf("203.0.113.%d, 198.51.100.7", i)), want)
+		}
+		// A proxy that adds a field of its own instead of appending: the
+		// last field's last address is still the client.
+		expect(t, get(t, url+"/", "X-Forwarded-For", "203.0.113.50", "X-Forwarded-For", "198.51.100.7"), 429)
+		expect(t, get(t, url+"/", "X-Forwarded-For", "198.51.100.7", "X-Forwarded-For", "203.0.113.51"), 200)
+		expect(t, get(t, url+"/", "X-Forwarded-For", "198.51.100.8"), 200) // another client
+		expect(t, get(t, url+"/", "X-Real-IP", "198.51.100.9"), 200)       // and another
+	}},
+	{"IPv6 clients are grouped by /64, or the prefix configured", func(t *testing.T, server Server) {
+		url := server(t, limiter(t, 1), Setup{TrustedProxies: loopback})
+		expect(t, get(t, url+"/", "X-Forwarded-For", "2001:db8:1:2::1"), 200)
+		expect(t, get(t, url+"/", "X-Forwarded-For", "2001:db8:1:2:aaaa::99"), 429) // same /64
+		expect(t, get(t, url+"/", "X-Forwarded-For", "2001:db8:1:3::1"), 200)       // next /64
+		url = server(t, limiter(t, 1), Setup{TrustedProxies: loopback, IPv6Prefix: 128})
+		expect(t, get(t, url+"/", "X-Forwarded-For", "2001:db8:1:2::1"), 200)
+		expect(t, get(t, url+"/", "X-Forwarded-For", "2001:db8:1:2::2"), 200)
+	}},
+	{"draft fields on every response; 429 with Retry-After on a denial", func(t *testing.T, server Server) {
+		url := server(t, limiter(t, 2), Setup{Policy: "per-client"})
+		first := get(t, url+"/")
+		expect(t, first, 200)
+		header(t, first, "RateLimit-Policy", `"per-client";q=2;w=2`)
+		header(t, first, "RateLimit", `"per-client";r=1;t=1`)
+		header(t, first, "Retry-After", "")
+		get(t, url+"/")
+		denied := get(t, url+"/")
+		expect(t, denied, 429)
+		header(t, denied, "Retry-After", "1")
+		header(t, denied, "RateLimit", `"per-client";r=0;t=1`)
+	}},
+	{"no fields when asked for none, but Retry-After on a denial; legacy fields when asked for", func(t *testing.T, server Server) {
+		url := server(t, limiter(t, 1), Setup{Headers: headers.None})
+		ok := get(t, url+"/")
+		header(t, ok, "RateLimit", "")
+		header(t, ok, "RateLimit-Policy", "")
+		denied := get(t, url+"/")
+		expect(t, denied, 429)
+		header(t, denied, "Retry-After", "1")
+		url = server(t, limiter(t, 3), Setup{Headers: headers.Legacy})
+		legacy := get(t, url+"/")
+		header(t, legacy, "X-RateLimit-Limit", "3")
+		header(t, legacy, "X-RateLimit-Remaining", "2")
+		header(t, legacy, "RateLimit", "")
+	}},
+	{"the deny handler answers with the Decision", func(t *testing.T, server Server) {
+		url := server(t, limiter(t, 1), Setup{DenyHandler: true})
+		get(t, url+"/")
+		denied := get(t, url+"/")
+		expect(t, denied, 429)
+		header(t, denied, "X-Denied-Remaining", "0")
+		header(t, denied, "Retry-After", "1") // set before the handler ran
+		if denied.body != "denied" {
+			t.Fatalf("body %q, want the deny handler's", denied.body)
+		}
+	}},
+	{"handlers see the Decision when asked to", func(t *testing.T, server Server) {
+		url := server(t, limiter(t, 3), Setup{DecisionInContext: true})
+		header(t, get(t, url+"/"), "X-Remaining", "2")
+		header(t, get(t, url+"/"), "X-Remaining", "1")
+	}},
+	{"a global key puts every client in one bucket", func(t *testing.T, server Server) {
+		url := server(t, limiter(t, 2), Setup{Key: KeyGlobal, TrustedProxies: loopback})
+		expect(t, get(t, url+"/", "X-Forwarded-For", "198.51.100.1"), 200)
+		expect(t, get(t, url+"/", "X-Forwarded-For", "198.51.100.2"), 200)
+		expect(t, get(t, url+"/", "X-Forwarded-For", "198.51.100.3"), 429)
+	}},
+	{"a header key: one bucket per value, and a missing key is 400", func(t *testing.T, server Server) {
+		url := server(t, limiter(t, 1), Setup{Key: KeyHeader, KeyHeader: "X-API-Key"})
+		expect(t, get(t, url+"/", "X-API-Key", "tenant-a"), 200)
+		expect(t, get(t, url+"/", "X-API-Key", "tenant-a"), 429)
+		expect(t, get(t, url+"/", "X-API-Key", "tenant-b"), 200)
+		expect(t, get(t, url+"/"), 400)
+	}},
+	{"a request may cost several tokens; a cost the bucket cannot grant is 400 and spends nothing", func(t *testing.T, server Server) {
+		url := server(t, limiter(t, 5), Setup{CostHeader: "X-Cost"})
+		expect(t, get(t, url+"/", "X-Cost", "3"), 200)
+		expect(t, get(t, url+"/", "X-Cost", "3"), 429)
+		expect(t, get(t, url+"/", "X-Cost", "6"), 400)
+		expect(t, get(t, url+"/", "X-Cost", "0"), 400)
+		expect(t, get(t, url+"/", "X-Cost", "2"), 200)
+		expect(t, get(t, url+"/"), 429)
+	}},
+	{"skipped requests spend nothing and carry no fields", func(t *testing.T, server Server) {
+		url := server(t, limiter(t, 1), Setup{SkipPath: "/skip"})
+		for range 3 {
+			r := get(t, url+"/skip")
+			expect(t, r, 200)
+			header(t, r, "RateLimit", "")
+		}
+		expect(t, get(t, url+"/"), 200)
+		expect(t, get(t, url+"/"), 429)
+	}},
+	{"responses from a status on give their tokens back", func(t *testing.T, server Server) {
+		url := server(t, limiter(t, 2), Setup{RefundFrom: 500})
+		for range 4 {
+			expect(t, get(t, url+"/fail"), 500) // each refunded
+		}
+		expect(t, get(t, url+"/"), 200)
+		expect(t, get(t, url+"/"), 200)
+		expect(t, get(t, url+"/"), 429)
+		// Without refunds a failure spends like any request.
+		url = server(t, limiter(t, 1), Setup{})
+		expect(t, get(t, url+"/fail"), 500)
+		expect(t, get(t, url+"/"), 429)
+	}},
+	{"clustered: a limit spent through one node is spent for the others", func(t *testing.T, server Server) {
+		net := memtransport.New(memtransport.WithRealTime())
+		var urls []string
+		var lims []*gopherpace.Limiter
+		for _, name := range []string{"a", "b"} {
+			tr, err := net.Join(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			lims = append(lims, limiter(t, 4, gopherpace.WithTransport(tr)))
+		}
+		for _, l := range lims {
+			urls = append(urls, server(t, l, Setup{Key: KeyGlobal}))
+		}
+		for deadline := time.Now().Add(5 * time.Second); lims[1].Stats().HeardNodes < 2; time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal("the nodes never heard each other")
+			}
+		}
+		for range 4 {
+			expect(t, get(t, urls[0]+"/"), 200)
+		}
+		// Node b denies once a's report has arrived (a few milliseconds).
+		for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+			if r := get(t, urls[1]+"/"); r.status == 429 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("node b still admits after node a spent the cluster's bucket")
+			}
+		}
+	}},
+}
+
+// limiter is a limiter refilling at one token a second, with a bucket of
+// burst, that the test closes.
+func limiter(t *testing.T, burst int64, opts ...gopherpace.Option) *gopherpace.Limiter {
+	t.Helper()
+	l, err := gopherpace.New(append([]gopherpace.Option{gopherpace.WithRefillRate(1), gopherpace.WithBucketSize(burst)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l
+}
+
+type response struct {
+	status int
+	header http.Header
+	body   string
+}
+
+var client = &http.Client{Timeout: 10 * time.Second}
+
+// get requests url with the header fields given as name, value pairs; a
+// name given twice sends two fields.
+func get(t *testing.T, url string, fields ...string) response {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(fields); i += 2 {
+		req.Header.Add(fields[i], fields[i+1])
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return response{resp.StatusCode, resp.Header, strings.TrimSpace(string(body))}
+}
+
+func expect(t *testing.T, r response, status int) {
+	t.Helper()
+	if r.status != status {
+		t.Fatalf("status %d, want %d (headers %v, body %q)", r.status, status, r.header, r.body)
+	}
+}
+
+// header checks a response field; want "" means absent.
+func header(t *testing.T, r response, name, want string) {
+	t.Helper()
+	if got := r.header.Get(name); got != want {
+		t.Fatalf("%s: %q, want %q (status %d, headers %v)", name, got, want, r.status, r.header)
+	}
+}
+
+// Cost parses a CostHeader value; adapters' cost functions use it. A
+// missing or unparsable value costs 1; the limiter rejects a cost below 1.
+func Cost(value string) int64 {
+	if value == "" {
+		return 1
+	}
+	n, err := strconv.ParseInt(value, 10, 64)
+	if err != nil {
+		return 1
+	}
+	return n
+}

@@ -1,0 +1,92 @@
+// Package conformance is the contract every gopherpace HTTP adapter keeps,
+// as a test suite: the httplimit middleware and the Gin, Echo and Fiber
+// adapters each run it against a real server of their framework. It is for
+// adapter authors' tests; applications never need it.
+//
+// The contract (docs/adapters.md has it as a table):
+//   - The default key is the client's address: the connection's peer, or,
+//     behind proxies the adapter was told to trust, the forwarded address,
+//     walked from the right; IPv6 clients are grouped by /64.
+//   - Allowed responses carry the RateLimit-Policy and RateLimit fields
+//     (draft style, the default); a denial is 429 with Retry-After and the
+//     same fields.
+//   - A missing key, or a cost the bucket can never grant, is 400; it spends
+//     nothing.
+//   - Skipped requests spend nothing and carry no fields.
+//   - A request may cost several tokens, and responses may give their
+//     tokens back by status (refunds).
+//   - The Decision is available to the deny handler, and to handlers when
+//     asked for.
+//   - Clustered, a limit spent through one node's server is spent for
+//     every node's.
+package conformance
+
+import (
+	"net/netip"
+	"testing"
+
+	gopherpace "github.com/pedreviljoen/gopherpace/core"
+	"github.com/pedreviljoen/gopherpace/core/headers"
+)
+
+// Key is where a request's bucket key comes from.
+type Key int
+
+const (
+	// KeyClientIP keys by the client's address (the default).
+	KeyClientIP Key = iota
+	// KeyGlobal puts every request in the limiter's global bucket.
+	KeyGlobal
+	// KeyHeader keys by the request header named in Setup.KeyHeader; a
+	// request without it is a key error (400).
+	KeyHeader
+)
+
+// Setup is one configuration of the adapter under test, in terms every
+// adapter has an option for. The zero Setup is the adapter's defaults.
+type Setup struct {
+	Key       Key
+	KeyHeader string // for KeyHeader
+	// TrustedProxies and IPv6Prefix configure client addresses (see
+	// package clientip); zero values are the defaults.
+	TrustedProxies []netip.Prefix
+	IPv6Prefix     int
+	// CostHeader, if set, names a request header holding the cost as a
+	// decimal integer; requests without it cost 1.
+	CostHeader string
+	// SkipPath, if set, is a path whose requests skip the limiter.
+	SkipPath string
+	// RefundFrom, if set, gives back the tokens of responses with this
+	// status or above.
+	RefundFrom int
+	// Headers and Policy select the rate-limit fields.
+	Headers headers.Style
+	Policy  string
+	// DenyHandler installs a deny handler that answers 429 with the body
+	// "denied" and "X-Denied-Remaining: <Decision.Remaining>".
+	DenyHandler bool
+	// DecisionInContext makes the Decision available to handlers; the
+	// handler of "/" then answers with "X-Remaining: <Decision.Remaining>".
+	DecisionInContext bool
+}
+
+// A Server starts l behind the adapter under test, configured by s, on a
+// real listener on loopback, and returns its base URL ("http://ip:port");
+// it stops the server when t ends. It serves:
+//
+//	GET /      200 "ok"
+//	GET /fail  500
+//	GET /skip  200 "ok"
+type Server func(t *testing.T, l *gopherpace.Limiter, s Setup) (url string)
+
+// Run runs the whole suite against server.
+func Run(t *testing.T, server Server) {
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) { c.run(t, server) })
+	}
+}
+
+type testCase struct {
+	name string
+	run  func(t *testing.T, server Server)
+}

@@ -1,0 +1,83 @@
+package conformance
+
+import (
+	"net/netip"
+	"strings"
+	"testing"
+
+	"github.com/pedreviljoen/gopherpace/core/headers"
+)
+
+// Options are an adapter's option constructors, in the terms of a Setup,
+// so that OptionsFor can turn any Setup into the adapter's options. Every
+// field is required.
+type Options[O any] struct {
+	GlobalKey         func() O
+	HeaderKey         func(name string) O
+	TrustedProxies    func(...netip.Prefix) O
+	IPv6Prefix        func(bits int) O
+	CostFromHeader    func(name string) O // cost Cost(the request's value of the header)
+	SkipPath          func(path string) O // skip requests for this path
+	Refund            func(when func(status int) bool) O
+	PolicyName        func(string) O
+	Headers           func(headers.Style) O
+	DenyHandler       func() O // answers as Setup.DenyHandler says
+	DecisionInContext func() O
+}
+
+// OptionsFor returns the options that configure an adapter as s says.
+func OptionsFor[O any](s Setup, o Options[O]) []O {
+	opts := []O{o.Headers(s.Headers)}
+	switch s.Key {
+	case KeyGlobal:
+		opts = append(opts, o.GlobalKey())
+	case KeyHeader:
+		opts = append(opts, o.HeaderKey(s.KeyHeader))
+	}
+	if len(s.TrustedProxies) > 0 {
+		opts = append(opts, o.TrustedProxies(s.TrustedProxies...))
+	}
+	if s.IPv6Prefix > 0 {
+		opts = append(opts, o.IPv6Prefix(s.IPv6Prefix))
+	}
+	if s.CostHeader != "" {
+		opts = append(opts, o.CostFromHeader(s.CostHeader))
+	}
+	if s.SkipPath != "" {
+		opts = append(opts, o.SkipPath(s.SkipPath))
+	}
+	if s.RefundFrom > 0 {
+		from := s.RefundFrom
+		opts = append(opts, o.Refund(func(status int) bool { return status >= from }))
+	}
+	if s.Policy != "" {
+		opts = append(opts, o.PolicyName(s.Policy))
+	}
+	if s.DenyHandler {
+		opts = append(opts, o.DenyHandler())
+	}
+	if s.DecisionInContext {
+		opts = append(opts, o.DecisionInContext())
+	}
+	return opts
+}
+
+// RejectsInvalidOptions checks an adapter's handling of bad options: for
+// each named set in invalid, build returns an error starting with
+// prefix+": ", and inline (the constructor for inline use) panics.
+func RejectsInvalidOptions[O any](t *testing.T, prefix string, invalid map[string][]O, build func(...O) error, inline func(...O)) {
+	t.Helper()
+	for name, opts := range invalid {
+		if err := build(opts...); err == nil || !strings.HasPrefix(err.Error(), prefix+": ") {
+			t.Errorf("%s: error %v, want one starting %s:", name, err, prefix)
+		}
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("%s: the inline constructor did not panic", name)
+				}
+			}()
+			inline(opts...)
+		}()
+	}
+}
