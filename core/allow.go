@@ -13,13 +13,21 @@ import "time"
 // rather than refuse a request while the cluster has tokens; AllowAt does
 // not wait.
 func (l *Limiter) Allow() (bool, time.Duration) {
+	var ok bool
+	var retry time.Duration
 	if l.eng == nil {
-		return l.allowNanos(int64(time.Since(l.epoch)))
-	}
-	ok, retry, held := l.eng.allow(int64(time.Since(l.epoch)))
-	for deadline := time.Now().Add(maxHold); held && time.Now().Before(deadline); {
-		time.Sleep(retry)
+		ok, retry = l.allowNanos(int64(time.Since(l.epoch)))
+	} else {
+		var held bool
 		ok, retry, held = l.eng.allow(int64(time.Since(l.epoch)))
+		for deadline := time.Now().Add(maxHold); held && time.Now().Before(deadline); {
+			time.Sleep(retry)
+			ok, retry, held = l.eng.allow(int64(time.Since(l.epoch)))
+		}
+	}
+	if !ok && l.shadow != nil {
+		l.noteShadowDenial()
+		return true, 0
 	}
 	return ok, retry
 }
@@ -29,7 +37,12 @@ const maxHold = 10 * time.Millisecond
 
 // AllowAt is Allow at the given time.
 func (l *Limiter) AllowAt(now time.Time) (bool, time.Duration) {
-	return l.allowNanos(l.nanos(now))
+	ok, retry := l.allowNanos(l.nanos(now))
+	if !ok && l.shadow != nil {
+		l.noteShadowDenial()
+		return true, 0
+	}
+	return ok, retry
 }
 
 func (l *Limiter) allowNanos(now int64) (bool, time.Duration) {

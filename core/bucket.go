@@ -179,3 +179,10 @@ func empty(tat *atomic.Int64, p *policy, now int64) {
 		}
 	}
 }
+
+// refill makes a plain word full at any time, unless the store has evicted
+// it (a missing key is full anyway).
+func refill(tat *atomic.Int64) {
+	for old := tat.Load(); old != evicted && !tat.CompareAndSwap(old, neverUsed); old = reread(tat) {
+	}
+}

@@ -2,6 +2,7 @@ package gopherpace
 
 import (
 	"math"
+	"math/bits"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -160,15 +161,15 @@ func TestNewPolicyValidation(t *testing.T) {
 		{10, -1, "must be >= 1"},
 		{1, 2_000_000_000, "would take more than"},
 	} {
-		_, err := newPolicy(tc.rate, tc.burst)
+		_, err := newPolicy(tc.rate, time.Second, tc.burst)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("newPolicy(%d, %d) = %v, want error containing %q", tc.rate, tc.burst, err, tc.want)
 		}
 	}
-	if _, err := newPolicy(1, 1_000_000_000); err != nil {
+	if _, err := newPolicy(1, time.Second, 1_000_000_000); err != nil {
 		t.Errorf("a burst of 1e9 at 1/s should be accepted: %v", err)
 	}
-	if _, err := newPolicy(1_000_000_000, 1_000_000_000); err != nil {
+	if _, err := newPolicy(1_000_000_000, time.Second, 1_000_000_000); err != nil {
 		t.Errorf("1e9/s with a burst of 1e9 should be accepted: %v", err)
 	}
 }
@@ -194,14 +195,18 @@ func TestBucketConcurrentAdmitsExactlyBurst(t *testing.T) {
 	}
 }
 
-// FuzzBucketNeverExceedsRate feeds arbitrary (time step, cost) sequences,
-// including steps back in time, and checks the admitted total never exceeds
-// B + R·t, t being the furthest time reached.
+// FuzzBucketNeverExceedsRate feeds arbitrary rates over any period and
+// arbitrary (time step, cost) sequences, including steps back in time, and
+// checks the admitted total never exceeds B + tokens·t/per, t being the
+// span of times reached.
 func FuzzBucketNeverExceedsRate(f *testing.F) {
-	f.Add(int64(7), int64(3), []byte{0, 1, 2, 255, 9, 0, 0, 3})
-	f.Add(int64(1_000_000), int64(1000), []byte{1, 1, 1, 1, 200, 7})
-	f.Fuzz(func(t *testing.T, rate, burst int64, steps []byte) {
-		p, err := newPolicy(rate, burst)
+	f.Add(int64(7), int64(1_000_000), int64(3), []byte{0, 1, 2, 255, 9, 0, 0, 3})
+	f.Add(int64(1_000_000), int64(1_000_000), int64(1000), []byte{1, 1, 1, 1, 200, 7})
+	f.Add(int64(100), int64(3_600_000_000), int64(100), []byte{127, 1, 127, 1, 127, 99, 128, 5})
+	f.Add(int64(1000), int64(86_400_000_000), int64(10), []byte{127, 1, 127, 1, 1, 9})
+	f.Fuzz(func(t *testing.T, tokens, perMicros, burst int64, steps []byte) {
+		per := time.Duration(perMicros) * time.Microsecond
+		p, err := newPolicy(tokens, per, burst)
 		if err != nil {
 			return
 		}
@@ -218,11 +223,11 @@ func FuzzBucketNeverExceedsRate(f *testing.F) {
 				admitted += n
 			}
 			// The bucket starts full at 0: at most B, plus the refill of
-			// the span of times passed.
-			span := furthest - earliest
-			bound := p.burst + span/int64(time.Second)*rate + (span%int64(time.Second))*rate/int64(time.Second)
-			if admitted > bound {
-				t.Fatalf("rate %d burst %d: admitted %d over times %v..%v, bound %d", rate, burst, admitted, time.Duration(earliest), time.Duration(furthest), bound)
+			// the span of times passed, tokens·span/per rounded down.
+			hi, lo := bits.Mul64(uint64(furthest-earliest), uint64(tokens))
+			refill, _ := bits.Div64(hi, lo, uint64(per))
+			if bound := p.burst + int64(refill); admitted > bound {
+				t.Fatalf("%d per %v, burst %d: admitted %d over times %v..%v, bound %d", tokens, per, burst, admitted, time.Duration(earliest), time.Duration(furthest), bound)
 			}
 			if earliest > -p.tolerance && furthest <= 0 && admitted > p.burst {
 				t.Fatalf("admitted %d > burst %d before time advanced, with time back less than a window", admitted, p.burst)
@@ -237,7 +242,7 @@ func TestTokensInDividesExactly(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	rates := []int64{1, 3, 7, 1000, 999_983, 1_000_000_000}
 	for range 200 {
-		rates = append(rates, 1+rng.Int64N(maxRate))
+		rates = append(rates, 1+rng.Int64N(int64(time.Second)))
 	}
 	for _, rate := range rates {
 		p := mustPolicy(t, rate, 1)

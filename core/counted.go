@@ -285,6 +285,16 @@ func (c *countedBucket) debit(p *policy, now, n, maxDebt int64) {
 	})
 }
 
+// reset makes the bucket full at now, keeping the unreported count; false
+// when the word was handed back (the limiter is closing).
+func (c *countedBucket) reset(p *policy, now int64) bool {
+	if c.word.Load()&countMask == handedBack {
+		return false
+	}
+	c.update(now, p, func(_, count int64) (int64, int64) { return 0, count })
+	return true
+}
+
 // empty spends every token left, for a node that joined a running cluster.
 func (c *countedBucket) empty(p *policy, now int64) {
 	c.update(now, p, func(a, count int64) (int64, int64) { return max(a, p.tolerance), count })

@@ -215,7 +215,7 @@ func FuzzCountedDecidesLikeBucket(f *testing.F) {
 	f.Add(int64(3), int64(5), []byte{0, 1, 2, 3, 4, 5, 6, 7, 8, 9})
 	f.Add(int64(1000), int64(100), []byte{255, 255, 0, 0, 77, 3, 200, 1})
 	f.Fuzz(func(t *testing.T, rate, burst int64, ops []byte) {
-		p, err := newPolicy(rate, burst)
+		p, err := newPolicy(rate, time.Second, burst)
 		if err != nil || p.tolerance > maxClusteredTolerance {
 			return
 		}

@@ -10,8 +10,13 @@ import (
 // to answer it: HTTP 429 with Retry-After and RateLimit headers (see the
 // headers package), or a gRPC RetryInfo.
 type Decision struct {
-	// Allowed reports whether the tokens were granted (and spent).
+	// Allowed reports whether the tokens were granted (and spent), or, in
+	// shadow mode, let through.
 	Allowed bool
+	// Shadowed reports a request that the limit denied and shadow mode
+	// (WithShadowMode) let through: Allowed is true, nothing was spent,
+	// and RetryAfter and Remaining describe the denial.
+	Shadowed bool
 	// Limit is the bucket size: the most tokens that can be spent at once.
 	Limit int64
 	// Remaining is how many whole tokens are left after this decision.

@@ -160,7 +160,7 @@ func (e *engine) rebalance(now int64) {
 	// of load, say) drains instead of idling: a quarter more at the gate,
 	// nothing extra at empty. The emptiest replica decides, so every node
 	// scales its share alike.
-	share := float64(p.rate) * d / demand
+	share := p.perSecond() * d / demand
 	if emptiest > 0 {
 		share *= 1 + drainGain*float64(emptiest*p.interval)/float64(q.gate)
 	}

@@ -23,7 +23,7 @@ func newTestLimiter(t testing.TB, opts ...Option) *Limiter {
 
 func mustPolicy(t testing.TB, rate, burst int64) *policy {
 	t.Helper()
-	p, err := newPolicy(rate, burst)
+	p, err := newPolicy(rate, time.Second, burst)
 	if err != nil {
 		t.Fatal(err)
 	}

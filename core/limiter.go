@@ -52,6 +52,7 @@ type Limiter struct {
 	leases     *leases // nil when the bucket is too small to lease
 	release    func()  // frees the limiter ID on the transport
 	closeOnce  sync.Once
+	shadow     *shadowing // nil unless WithShadowMode
 }
 
 // New returns a Limiter configured by opts. WithRefillRate is required.
@@ -67,7 +68,7 @@ func New(opts ...Option) (*Limiter, error) {
 	if err := c.finish(); err != nil {
 		return nil, err
 	}
-	def, err := newPolicy(c.rate, c.burst)
+	def, err := newPolicy(c.rate, c.per, c.burst)
 	if err != nil {
 		return nil, err
 	}
@@ -79,7 +80,7 @@ func New(opts ...Option) (*Limiter, error) {
 		log:        c.logger.With("component", "gopherpace"),
 	}
 	for _, o := range c.overrides {
-		p, err := newPolicy(o.rate, o.burst)
+		p, err := newPolicy(o.tokens, o.per, o.burst)
 		if err != nil {
 			return nil, fmt.Errorf("override %q: %w", o.key, err)
 		}
@@ -88,14 +89,17 @@ func New(opts ...Option) (*Limiter, error) {
 		}
 		l.pols.overrides[hashKey(l.hashSecret, o.key)] = p
 	}
+	if c.shadow {
+		l.shadow = &shadowing{}
+	}
 	l.global.init()
 	l.leases = newLeases(def)
 	if c.transport == nil {
 		l.keys = newStore[plainEntry](c.maxKeys)
 	} else {
 		if def.tolerance > maxClusteredTolerance {
-			return nil, errorf("bucket size %d at %d/s takes %v to refill, over the %v a clustered limiter allows: lower the bucket size or raise the rate",
-				def.burst, def.rate, time.Duration(def.tolerance), time.Duration(maxClusteredTolerance))
+			return nil, errorf("bucket size %d at %d per %v takes %v to refill, over the %v a clustered limiter allows: lower the bucket size or raise the rate",
+				def.burst, def.tokens, def.per, time.Duration(def.tolerance), time.Duration(maxClusteredTolerance))
 		}
 		release, err := register(c.transport, c.limiterID)
 		if err != nil {
@@ -115,7 +119,7 @@ func New(opts ...Option) (*Limiter, error) {
 		}, &c)
 		l.eng.start()
 	}
-	l.log.Debug("limiter created", "node", l.name, "rate", def.rate, "burst", def.burst, "clustered", l.eng != nil)
+	l.log.Debug("limiter created", "node", l.name, "rate", def.tokens, "per", def.per, "burst", def.burst, "clustered", l.eng != nil)
 	return l, nil
 }
 
@@ -126,8 +130,16 @@ func (l *Limiter) nanos(now time.Time) int64 { return clampNanos(now.Sub(l.epoch
 
 func clampNanos(d time.Duration) int64 { return min(max(int64(d), -maxNow), maxNow) }
 
-// RefillRate is the configured refill rate in tokens per second.
-func (l *Limiter) RefillRate() int64 { return l.pols.def.rate }
+// RefillRate is the default policy's rate in whole tokens per second,
+// rounded down: 0 for rates below one a second (see Rate).
+func (l *Limiter) RefillRate() int64 {
+	return int64(float64(l.pols.def.tokens) * float64(time.Second) / float64(l.pols.def.per))
+}
+
+// Rate is the default policy's rate as configured: tokens per period.
+func (l *Limiter) Rate() (tokens int64, per time.Duration) {
+	return l.pols.def.tokens, l.pols.def.per
+}
 
 // BucketSize is the configured bucket size in tokens.
 func (l *Limiter) BucketSize() int64 { return l.pols.def.burst }

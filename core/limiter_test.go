@@ -16,7 +16,7 @@ func TestNewValidation(t *testing.T) {
 		opts []Option
 		want string
 	}{
-		{"no rate", nil, "WithRefillRate is required"},
+		{"no rate", nil, "WithRate (or WithRefillRate) is required"},
 		{"zero rate", []Option{WithRefillRate(0)}, "must be > 0"},
 		{"negative rate", []Option{WithRefillRate(-1)}, "must be > 0"},
 		{"absurd rate", []Option{WithRefillRate(1 << 40)}, "above the maximum"},

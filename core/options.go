@@ -13,7 +13,8 @@ import (
 type Option func(*config)
 
 type config struct {
-	rate       int64
+	rate       int64         // tokens per period
+	per        time.Duration // the period
 	rateSet    bool
 	burst      int64
 	burstSet   bool
@@ -21,6 +22,7 @@ type config struct {
 	logger     *slog.Logger
 	maxKeys    int64
 	hashSecret uint64
+	shadow     bool
 	overrides  []override
 	errs       []error
 
@@ -135,23 +137,33 @@ func WithLimiterID(id string) Option {
 }
 
 type override struct {
-	key         string
-	rate, burst int64
+	key          string
+	tokens, burst int64
+	per          time.Duration
 }
 
 // DefaultMaxKeys is the default cap on live keyed buckets (about 40 MB).
 const DefaultMaxKeys = 1 << 20
 
-// WithRefillRate sets the refill rate in whole tokens per second: the
-// sustained number of requests allowed per second, across the whole cluster
-// when clustering is on. Required; must be between 1 and 1e9.
+// WithRate sets the sustained rate: tokens per period, for any period
+// from a microsecond to 30 days, such as WithRate(100, time.Hour). It is
+// the rate across the whole cluster when clustering is on. In any span t
+// a bucket admits at most tokens·t/per plus its bucket size. Required
+// (or WithRefillRate); tokens must be at least 1 and at most one per
+// nanosecond of the period.
+func WithRate(tokens int64, per time.Duration) Option {
+	return func(c *config) { c.rate, c.per, c.rateSet = tokens, per, true }
+}
+
+// WithRefillRate sets the rate in whole tokens per second: WithRate(n,
+// time.Second). n must be between 1 and 1e9.
 func WithRefillRate(tokensPerSecond int64) Option {
-	return func(c *config) { c.rate, c.rateSet = tokensPerSecond, true }
+	return WithRate(tokensPerSecond, time.Second)
 }
 
 // WithBucketSize sets the bucket capacity in whole tokens: the largest burst
-// allowed at once. Defaults to the refill rate (one second of traffic); must
-// be at least 1.
+// allowed at once. Defaults to the tokens of one period (WithRate(100,
+// time.Hour): 100; WithRefillRate(50): 50); must be at least 1.
 func WithBucketSize(tokens int64) Option {
 	return func(c *config) { c.burst, c.burstSet = tokens, true }
 }
@@ -189,16 +201,31 @@ func WithMaxKeys(n int64) Option {
 	return func(c *config) { c.maxKeys = n }
 }
 
-// WithOverride gives one key its own rate and bucket size instead of the
-// limiter's defaults, e.g. a paying tenant. The same validation applies.
+// WithOverride gives one key its own rate, in tokens per second, and
+// bucket size instead of the limiter's defaults, e.g. a paying tenant. The
+// same validation applies.
 func WithOverride(key string, tokensPerSecond, bucketSize int64) Option {
+	return WithOverrideRate(key, tokensPerSecond, time.Second, bucketSize)
+}
+
+// WithOverrideRate is WithOverride with the rate over any period, as
+// WithRate takes it: WithOverrideRate("tenant-a", 10000, time.Hour, 500).
+func WithOverrideRate(key string, tokens int64, per time.Duration, bucketSize int64) Option {
 	return func(c *config) {
 		if key == "" {
 			c.errs = append(c.errs, errorf("override key must not be empty (the global bucket uses the limiter's own rate)"))
 		}
-		c.overrides = append(c.overrides, override{key, tokensPerSecond, bucketSize})
+		c.overrides = append(c.overrides, override{key: key, tokens: tokens, per: per, burst: bucketSize})
 	}
 }
+
+// WithShadowMode makes the limiter decide, count and gossip as usual but
+// never deny: a request over the limit is let through with
+// Decision.Shadowed set, spends nothing, and is counted in
+// Stats.ShadowDenials; an INFO record at most every 30 s says how many.
+// Use it to try a limit on real traffic before enforcing it. Adapters let
+// such requests through, with the fields of the denial.
+func WithShadowMode() Option { return func(c *config) { c.shadow = true } }
 
 // WithKeyHashSecret sets the secret mixed into the 64-bit hash that
 // identifies keys. Every node of a cluster must use the same one. Set a
@@ -222,7 +249,7 @@ func (c *config) finish() error {
 		return c.errs[0]
 	}
 	if !c.rateSet {
-		return errorf("WithRefillRate is required: the sustained rate in tokens per second, such as WithRefillRate(100)")
+		return errorf("WithRate (or WithRefillRate) is required: the sustained rate, such as WithRate(100, time.Hour) or WithRefillRate(100)")
 	}
 	if !c.burstSet {
 		c.burst = c.rate

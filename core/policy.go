@@ -8,26 +8,31 @@ import (
 	"time"
 )
 
-// maxRate is the largest refill rate accepted: one token per nanosecond. Above
-// it the emission interval would round to zero.
-const maxRate = int64(time.Second)
+// The periods a rate may be given over: a microsecond to 30 days.
+const (
+	minPeriod = time.Microsecond
+	maxPeriod = 30 * 24 * time.Hour
+)
 
 // maxTolerance bounds burst×interval so that every sum of a state word, a
 // timestamp and a cost stays far from int64 overflow (2^60 ns ≈ 36 years).
 const maxTolerance = int64(1) << 60
 
-// policy is the GCRA form of a (rate, burst) pair, in integer nanoseconds.
+// policy is the GCRA form of a rate (tokens per period) and a burst, in
+// integer nanoseconds.
 //
-// interval is the emission interval 1s/rate, rounded up so that the bucket
-// never refills faster than the configured rate; tolerance is burst×interval,
-// the furthest the theoretical arrival time may run ahead of now.
+// interval is the emission interval per/tokens, rounded up so that the
+// bucket never refills faster than the configured rate; tolerance is
+// burst×interval, the furthest the theoretical arrival time may run ahead
+// of now.
 //
 // When clustered, the engine moves two more fields as membership changes:
 // localCap, the most tokens this node may admit before its peers have been
 // told, and flushAt, the count of unreported tokens that triggers an early
 // flush.
 type policy struct {
-	rate      int64
+	tokens    int64 // per period
+	per       time.Duration
 	burst     int64
 	interval  int64
 	tolerance int64
@@ -41,26 +46,32 @@ type policy struct {
 	flushAt  atomic.Int64
 }
 
-func newPolicy(rate, burst int64) (*policy, error) {
-	if rate <= 0 {
-		return nil, errorf("refill rate must be > 0 tokens per second, got %d", rate)
-	}
-	if rate > maxRate {
-		return nil, errorf("refill rate %d/s is above the maximum of %d/s (one token a nanosecond)", rate, maxRate)
-	}
-	if burst < 1 {
+func newPolicy(tokens int64, per time.Duration, burst int64) (*policy, error) {
+	switch {
+	case per < minPeriod || per > maxPeriod:
+		return nil, errorf("rate period %v is outside %v to %v: express the rate over a period in that range", per, minPeriod, maxPeriod)
+	case tokens <= 0 && per == time.Second:
+		return nil, errorf("refill rate must be > 0 tokens per second, got %d", tokens)
+	case tokens <= 0:
+		return nil, errorf("rate must be > 0 tokens per %v, got %d", per, tokens)
+	case tokens > int64(per):
+		return nil, errorf("rate %d per %v is above the maximum of one token a nanosecond: lower the tokens or lengthen the period", tokens, per)
+	case burst < 1:
 		return nil, errorf("bucket size must be >= 1 token, got %d", burst)
 	}
-	interval := (int64(time.Second) + rate - 1) / rate
+	interval := (int64(per) + tokens - 1) / tokens
 	if burst > maxTolerance/interval {
-		return nil, errorf("bucket size %d at %d/s would take more than %v to refill: lower the bucket size or raise the rate", burst, rate, time.Duration(maxTolerance))
+		return nil, errorf("bucket size %d at %d per %v would take more than %v to refill: lower the bucket size or raise the rate", burst, tokens, per, time.Duration(maxTolerance))
 	}
-	p := &policy{rate: rate, burst: burst, interval: interval, tolerance: burst * interval, recip: math.MaxUint64 / uint64(interval)}
+	p := &policy{tokens: tokens, per: per, burst: burst, interval: interval, tolerance: burst * interval, recip: math.MaxUint64 / uint64(interval)}
 	p.ceiling = p.tolerance
 	p.localCap.Store(math.MaxInt64)
 	p.flushAt.Store(math.MaxInt64)
 	return p, nil
 }
+
+// perSecond is the rate in tokens per second.
+func (p *policy) perSecond() float64 { return float64(p.tokens) / p.per.Seconds() }
 
 // tokensIn is x/unit rounded down, for x >= 0: the whole tokens that x
 // nanoseconds buy. A 64-bit division costs tens of cycles, most of a

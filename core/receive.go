@@ -178,7 +178,7 @@ func (e *engine) globalCharge(s *stream, f *frame, wasVisible bool) int64 {
 // reordered in flight ever differ by.
 func (e *engine) reorderSlack() uint64 {
 	p := e.pols.def
-	perInterval := uint64(p.rate) * uint64(e.interval) / uint64(time.Second)
+	perInterval := uint64(e.interval / p.interval)
 	return min(uint64(p.burst)+perInterval, math.MaxUint64/2)
 }
 

@@ -46,6 +46,10 @@ type Stats struct {
 	// KeysDropped counts peers' keyed counts dropped because this node's
 	// store was at its key cap.
 	KeysDropped uint64
+
+	// ShadowDenials counts the requests that shadow mode (WithShadowMode)
+	// let through because the limit denied them.
+	ShadowDenials uint64
 }
 
 // Stats returns a snapshot of the limiter's state.
@@ -56,6 +60,9 @@ func (l *Limiter) Stats() Stats {
 		now, tat = l.eng.fillStats(&s)
 	} else {
 		s.LiveKeys, s.OverflowDecisions = l.keys.len(), l.keys.overflowCount()
+	}
+	if l.shadow != nil {
+		s.ShadowDenials = uint64(l.shadow.denials.load())
 	}
 	p := l.pols.def
 	tat = max(tat, now)

@@ -25,6 +25,9 @@ func (l *Limiter) TakeTimed(key string, n int64) (d Decision, at time.Time, err 
 // TakeAt is Take at the given time. It never waits.
 func (l *Limiter) TakeAt(now time.Time, key string, n int64) (d Decision, err error) {
 	_, err = l.take(&d, l.nanos(now), key, n)
+	if !d.Allowed && err == nil && l.shadow != nil {
+		l.letThrough(&d)
+	}
 	return
 }
 
@@ -40,6 +43,9 @@ func (l *Limiter) takeNow(d *Decision, key string, n int64) (time.Time, error) {
 			now = int64(time.Since(l.epoch))
 			held, err = l.take(d, now, key, n)
 		}
+	}
+	if !d.Allowed && err == nil && l.shadow != nil {
+		l.letThrough(d)
 	}
 	return l.epoch.Add(time.Duration(now)), err
 }

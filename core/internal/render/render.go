@@ -14,6 +14,7 @@ import (
 // converts to it at no cost.
 type Quota struct {
 	Allowed    bool
+	Shadowed   bool
 	Limit      int64
 	Remaining  int64
 	RetryAfter time.Duration

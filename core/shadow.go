@@ -1,0 +1,41 @@
+package gopherpace
+
+import (
+	"sync/atomic"
+	"time"
+)
+
+// Shadow mode (WithShadowMode): every decision is made as usual, and a
+// denial is turned into a pass at the last step, spending nothing.
+
+// shadowing counts the denials let through, and spaces the records that
+// say so.
+type shadowing struct {
+	denials stripedCounter
+	logged  atomic.Int64 // denials counted at the last record
+	lastLog atomic.Int64 // ns since the epoch
+}
+
+// shadowLogEvery spaces the INFO records of shadow mode.
+const shadowLogEvery = int64(30 * time.Second)
+
+// letThrough turns the denial in d into a pass, counts it, and says so at
+// most every shadowLogEvery.
+func (l *Limiter) letThrough(d *Decision) {
+	d.Allowed, d.Shadowed = true, true
+	l.noteShadowDenial()
+}
+
+func (l *Limiter) noteShadowDenial() {
+	s := l.shadow
+	s.denials.add(1)
+	now := int64(time.Since(l.epoch))
+	last := s.lastLog.Load()
+	if last != 0 && now-last < shadowLogEvery || !s.lastLog.CompareAndSwap(last, now) {
+		return
+	}
+	total := s.denials.load()
+	p := l.pols.def
+	l.log.Info("shadow mode: let requests over the limit through", "node", l.name,
+		"let through", total-s.logged.Swap(total), "rate", p.tokens, "per", p.per, "burst", p.burst)
+}
