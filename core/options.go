@@ -137,9 +137,9 @@ func WithLimiterID(id string) Option {
 }
 
 type override struct {
-	key          string
+	key           string
 	tokens, burst int64
-	per          time.Duration
+	per           time.Duration
 }
 
 // DefaultMaxKeys is the default cap on live keyed buckets (about 40 MB).
