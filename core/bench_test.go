@@ -102,3 +102,32 @@ func BenchmarkDecode1000Keys(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/1000, "ns/key")
 }
+
+// BenchmarkLimits: a keyed Take from one limiter, and from two combined
+// (each keyed), on the admit path.
+func BenchmarkLimits(b *testing.B) {
+	newL := func() *Limiter {
+		l, err := New(WithRate(1_000_000_000, time.Second), WithBucketSize(1_000_000_000))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { l.Close() })
+		return l
+	}
+	b.Run("one", func(b *testing.B) {
+		l := newL()
+		for b.Loop() {
+			l.TakeTimed("198.51.100.1", 1)
+		}
+	})
+	b.Run("two", func(b *testing.B) {
+		ls, err := Combine(newL(), newL())
+		if err != nil {
+			b.Fatal(err)
+		}
+		keys := []string{"198.51.100.1", "api-key"}
+		for b.Loop() {
+			ls.TakeAll(keys, 1, nil)
+		}
+	})
+}

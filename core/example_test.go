@@ -1,8 +1,11 @@
 package gopherpace_test
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"log"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"time"
@@ -81,4 +84,95 @@ func ExampleLimiter_TakeAt() {
 	// tenant-a allowed=true remaining=190/200
 	// tenant-b allowed=true remaining=0/10
 	// tenant-b again: allowed=false retry after 100ms
+}
+
+// "100 per hour": the hour's tokens at once, then one every 36 seconds.
+func ExampleWithRate() {
+	limiter, err := gopherpace.New(gopherpace.WithRate(100, time.Hour))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer limiter.Close()
+	t0 := time.Unix(1_700_000_000, 0)
+	admitted := 0
+	for range 150 {
+		if d, _ := limiter.TakeAt(t0, "api-key", 1); d.Allowed {
+			admitted++
+		}
+	}
+	d, _ := limiter.TakeAt(t0, "api-key", 1)
+	fmt.Println(admitted, d.RetryAfter)
+	// Output: 100 36s
+}
+
+// Two limits together: 2 a second per IP and 3 an hour per API key. A
+// request either one denies spends from neither.
+func ExampleCombine() {
+	perIP, _ := gopherpace.New(gopherpace.WithRate(2, time.Second))
+	perKey, _ := gopherpace.New(gopherpace.WithRate(3, time.Hour))
+	defer perIP.Close()
+	defer perKey.Close()
+	both, err := gopherpace.Combine(perIP, perKey)
+	if err != nil {
+		log.Fatal(err)
+	}
+	t0 := time.Unix(1_700_000_000, 0)
+	for _, ip := range []string{"198.51.100.1", "198.51.100.1", "198.51.100.1", "198.51.100.2", "198.51.100.3"} {
+		d, _ := both.TakeAt(t0, []string{ip, "key-a"}, 1)
+		fmt.Println(ip, d.Allowed, d.Limit)
+	}
+	// Output:
+	// 198.51.100.1 true 2
+	// 198.51.100.1 true 2
+	// 198.51.100.1 false 2
+	// 198.51.100.2 true 3
+	// 198.51.100.3 false 3
+}
+
+// Wait for a token instead of failing.
+func ExampleLimiter_Wait() {
+	limiter, _ := gopherpace.New(gopherpace.WithRate(100, time.Second), gopherpace.WithBucketSize(1))
+	defer limiter.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	for range 3 {
+		if err := limiter.Wait(ctx, "", 1); err != nil {
+			log.Fatal(err)
+		}
+	}
+	fmt.Println("3 calls, the last two 10 ms apart")
+	// Output: 3 calls, the last two 10 ms apart
+}
+
+// Read a bucket without spending from it, and refill it.
+func ExampleLimiter_PeekAt() {
+	limiter, _ := gopherpace.New(gopherpace.WithRate(5, time.Minute))
+	defer limiter.Close()
+	t0 := time.Unix(1_700_000_000, 0)
+	limiter.TakeAt(t0, "tenant", 5)
+	d := limiter.PeekAt(t0, "tenant")
+	fmt.Println(d.Allowed, d.Remaining, d.RetryAfter)
+	limiter.ResetAt(t0, "tenant")
+	fmt.Println(limiter.PeekAt(t0, "tenant").Remaining)
+	// Output:
+	// false 0 12s
+	// 5
+}
+
+// Shadow mode lets everything through and says what it would have denied.
+func ExampleWithShadowMode() {
+	limiter, _ := gopherpace.New(gopherpace.WithRate(1, time.Second), gopherpace.WithShadowMode(),
+		gopherpace.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	defer limiter.Close()
+	t0 := time.Unix(1_700_000_000, 0)
+	for range 3 {
+		d, _ := limiter.TakeAt(t0, "k", 1)
+		fmt.Println(d.Allowed, d.Shadowed)
+	}
+	fmt.Println(limiter.Stats().ShadowDenials)
+	// Output:
+	// true false
+	// true true
+	// true true
+	// 2
 }

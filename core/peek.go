@@ -13,12 +13,13 @@ import (
 // (when not allowed) how long until one frees up, and ResetAfter how long
 // until the bucket is full. A key never used, or whose bucket has
 // refilled and been dropped, reads as a full bucket.
-func (l *Limiter) Peek(key string) Decision { return l.peek(int64(time.Since(l.epoch)), key) }
+func (l *Limiter) Peek(key string) Decision { return l.peek(int64(time.Since(l.epoch)), key, 1) }
 
 // PeekAt is Peek at the given time.
-func (l *Limiter) PeekAt(now time.Time, key string) Decision { return l.peek(l.nanos(now), key) }
+func (l *Limiter) PeekAt(now time.Time, key string) Decision { return l.peek(l.nanos(now), key, 1) }
 
-func (l *Limiter) peek(now int64, key string) Decision {
+// peek reads key's bucket as an n-token take would find it at now.
+func (l *Limiter) peek(now int64, key string, n int64) Decision {
 	p, tat := l.pols.def, int64(neverUsed)
 	if key == "" {
 		switch {
@@ -52,7 +53,7 @@ func (l *Limiter) peek(now int64, key string) Decision {
 	}
 	var d Decision
 	base := max(tat, now)
-	if next := base + p.interval; next-now > p.tolerance {
+	if next := base + costOf(n, p.interval, p.ceiling+p.tolerance); next-now > p.tolerance {
 		p.fillDenied(&d, base, now, next, p.interval)
 		return d
 	}

@@ -65,30 +65,40 @@ func (m *rateLimiter) serve(c echo.Context, next echo.HandlerFunc) error {
 	if cfg.skip != nil && cfg.skip(c) {
 		return next(c)
 	}
-	var key string
-	var buf [64]byte
+	var req adapter.Request
 	if cfg.key != nil {
 		var err error
-		if key, err = cfg.key(c); err != nil {
+		if req.Keys[0], err = cfg.key(c); err != nil {
 			return m.fail(c, err)
 		}
 	} else {
+		var buf [64]byte
 		b, err := g.RequestKey(buf[:0], c.Request())
 		if err != nil {
 			return m.fail(c, err)
 		}
-		key = string(b)
+		req.Keys[0] = string(b)
 	}
-	cost := int64(1)
+	for i, also := range cfg.also {
+		req.Keys[i+1] = req.Keys[0]
+		if also != nil {
+			k, err := also(c)
+			if err != nil {
+				return m.fail(c, err)
+			}
+			req.Keys[i+1] = k
+		}
+	}
+	req.Cost = 1
 	if cfg.cost != nil {
-		cost = cfg.cost(c)
+		req.Cost = cfg.cost(c)
 	}
-	d, now, err := g.Take(key, cost)
-	if err != nil {
+	if err := g.Decide(&req); err != nil {
 		return m.fail(c, err)
 	}
+	d := req.Decision()
 	if g.HasFields(d) {
-		g.SetHeader(c.Response().Header(), d, now)
+		g.SetHeaders(c.Response().Header(), &req)
 	}
 	if g.DecisionInContext() {
 		c.Set(ContextKey, d)
@@ -99,9 +109,9 @@ func (m *rateLimiter) serve(c echo.Context, next echo.HandlerFunc) error {
 		}
 		return ErrRateLimitExceeded
 	}
-	err = next(c)
+	err := next(c)
 	if g.Refunds() {
-		g.Refund(key, cost, status(c, err))
+		g.Settle(&req, status(c, err))
 	}
 	return err
 }

@@ -40,6 +40,9 @@ var adapterOptions = conformance.Options[Option]{
 		})
 	},
 	DecisionInContext: WithDecisionInContext,
+	AlsoFromHeader: func(l *gopherpace.Limiter, name, policy string) Option {
+		return WithAlso(l, HeaderKey(name), policy)
+	},
 }
 
 // newEcho is an Echo app whose IPExtractor trusts X-Forwarded-For from

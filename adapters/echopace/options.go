@@ -17,6 +17,7 @@ type Option func(*config)
 type config struct {
 	shared   []adapter.Option
 	key      KeyFunc
+	also     []KeyFunc // the keys of further limits, in order
 	cost     func(echo.Context) int64
 	skip     func(echo.Context) bool
 	deny     func(echo.Context, gopherpace.Decision) error
@@ -36,6 +37,18 @@ func shared(o adapter.Option) Option { return func(c *config) { c.shared = appen
 // address (see WithTrustedProxies and WithIPv6Prefix).
 func WithKeyFunc(f KeyFunc) Option {
 	return func(c *config) { c.require(f != nil, "nil KeyFunc"); c.key = f }
+}
+
+// WithAlso makes every request pass l too, all or nothing, keyed by key
+// (nil: the same key as the middleware's own limit), its policy named
+// policy in the draft fields, which then list every policy: 10 a second
+// per client and 100 an hour per API key, say. A request either limit
+// denies spends from neither. Up to three.
+func WithAlso(l *gopherpace.Limiter, key KeyFunc, policy string) Option {
+	return func(c *config) {
+		c.shared = append(c.shared, adapter.Also(l, policy))
+		c.also = append(c.also, key)
+	}
 }
 
 // WithTrustedProxies trusts the forwarding fields (X-Forwarded-For, walked

@@ -52,36 +52,48 @@ func serve(g *adapter.Gate, cfg *config, c *fiber.Ctx) error {
 	if cfg.skip != nil && cfg.skip(c) {
 		return c.Next()
 	}
-	var key string
-	var buf [64]byte
+	var req adapter.Request
 	if cfg.key != nil {
 		var err error
-		if key, err = cfg.key(c); err != nil {
+		if req.Keys[0], err = cfg.key(c); err != nil {
 			return fail(cfg, c, err)
-		}
-		if g.Refunds() {
-			// The key is used again after the handler; fasthttp may have
-			// reused the bytes behind a key read from the request by then.
-			key = strings.Clone(key)
 		}
 	} else {
 		peer, ok := netip.AddrFromSlice(c.Context().RemoteIP())
 		if !ok {
 			return fail(cfg, c, clientip.ErrNoClientIP)
 		}
-		key = string(g.ClientKeyAddr(buf[:0], peer, func() ([]string, string) { return forwarded(c) }))
+		var buf [64]byte
+		req.Keys[0] = string(g.ClientKeyAddr(buf[:0], peer, func() ([]string, string) { return forwarded(c) }))
 	}
-	cost := int64(1)
+	for i, also := range cfg.also {
+		req.Keys[i+1] = req.Keys[0]
+		if also != nil {
+			k, err := also(c)
+			if err != nil {
+				return fail(cfg, c, err)
+			}
+			req.Keys[i+1] = k
+		}
+	}
+	if g.Refunds() {
+		// The keys are used again after the handler; fasthttp may have
+		// reused the bytes behind a key read from the request by then.
+		for i := range g.Limits() {
+			req.Keys[i] = strings.Clone(req.Keys[i])
+		}
+	}
+	req.Cost = 1
 	if cfg.cost != nil {
-		cost = cfg.cost(c)
+		req.Cost = cfg.cost(c)
 	}
-	d, now, err := g.Take(key, cost)
-	if err != nil {
+	if err := g.Decide(&req); err != nil {
 		return fail(cfg, c, err)
 	}
+	d := req.Decision()
 	if g.HasFields(d) {
 		var f adapter.Fields
-		g.Render(&f, d, now)
+		g.RenderRequest(&f, &req)
 		h := &c.Response().Header
 		for i := range f.Len() {
 			// The names are canonical already; fasthttp copies both.
@@ -97,9 +109,9 @@ func serve(g *adapter.Gate, cfg *config, c *fiber.Ctx) error {
 		}
 		return c.SendStatus(fiber.StatusTooManyRequests)
 	}
-	err = c.Next()
+	err := c.Next()
 	if g.Refunds() {
-		g.Refund(key, cost, status(c, err))
+		g.Settle(&req, status(c, err))
 	}
 	return err
 }

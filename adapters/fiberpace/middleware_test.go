@@ -48,6 +48,9 @@ var adapterOptions = conformance.Options[Option]{
 		})
 	},
 	DecisionInContext: WithDecisionInContext,
+	AlsoFromHeader: func(l *gopherpace.Limiter, name, policy string) Option {
+		return WithAlso(l, HeaderKey(name), policy)
+	},
 }
 
 // newApp is a Fiber app configured as the Fiber docs suggest behind a

@@ -49,33 +49,44 @@ func serve(g *adapter.Gate, cfg *config, c *gin.Context) {
 		c.Next()
 		return
 	}
-	var key string
-	var buf [64]byte
+	var req adapter.Request
 	if cfg.key != nil {
 		var err error
-		if key, err = cfg.key(c); err != nil {
+		if req.Keys[0], err = cfg.key(c); err != nil {
 			fail(cfg, c, err)
 			return
 		}
 	} else {
+		var buf [64]byte
 		b, err := g.RequestKey(buf[:0], c.Request)
 		if err != nil {
 			fail(cfg, c, err)
 			return
 		}
-		key = string(b)
+		req.Keys[0] = string(b)
 	}
-	cost := int64(1)
+	for i, also := range cfg.also {
+		req.Keys[i+1] = req.Keys[0]
+		if also != nil {
+			k, err := also(c)
+			if err != nil {
+				fail(cfg, c, err)
+				return
+			}
+			req.Keys[i+1] = k
+		}
+	}
+	req.Cost = 1
 	if cfg.cost != nil {
-		cost = cfg.cost(c)
+		req.Cost = cfg.cost(c)
 	}
-	d, now, err := g.Take(key, cost)
-	if err != nil {
+	if err := g.Decide(&req); err != nil {
 		fail(cfg, c, err)
 		return
 	}
+	d := req.Decision()
 	if g.HasFields(d) {
-		g.SetHeader(c.Writer.Header(), d, now)
+		g.SetHeaders(c.Writer.Header(), &req)
 	}
 	if g.DecisionInContext() {
 		c.Set(ContextKey, d)
@@ -93,7 +104,7 @@ func serve(g *adapter.Gate, cfg *config, c *gin.Context) {
 	}
 	c.Next()
 	if g.Refunds() {
-		g.Refund(key, cost, c.Writer.Status())
+		g.Settle(&req, c.Writer.Status())
 	}
 }
 

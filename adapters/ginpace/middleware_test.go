@@ -43,6 +43,9 @@ var adapterOptions = conformance.Options[Option]{
 		})
 	},
 	DecisionInContext: WithDecisionInContext,
+	AlsoFromHeader: func(l *gopherpace.Limiter, name, policy string) Option {
+		return WithAlso(l, HeaderKey(name), policy)
+	},
 }
 
 // engine is a Gin engine as gin.New makes it, which trusts forwarding

@@ -65,10 +65,11 @@ func describeRate(d gopherpace.Decision) string {
 	return strconv.FormatFloat(amount, 'g', 4, 64) + " per " + unit + ", bursts of " + strconv.FormatInt(d.Limit, 10)
 }
 
-// sendHeaders sends d's fields as header metadata, names in lower case.
-func (x *interceptor) sendHeaders(ctx context.Context, d gopherpace.Decision, now time.Time) {
+// sendHeaders sends the request's fields as header metadata, names in
+// lower case.
+func (x *interceptor) sendHeaders(ctx context.Context, req *adapter.Request) {
 	var f adapter.Fields
-	x.gate.Render(&f, d, now)
+	x.gate.RenderRequest(&f, req)
 	md := make(metadata.MD, f.Len())
 	for i := range f.Len() {
 		md[strings.ToLower(f.Name(i))] = []string{strings.Clone(f.Value(i))}

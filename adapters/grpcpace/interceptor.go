@@ -2,9 +2,9 @@ package grpcpace
 
 import (
 	"context"
+	"errors"
 	"net"
 	"net/netip"
-	"strings"
 
 	gopherpace "github.com/pedreviljoen/gopherpace/core"
 	"github.com/pedreviljoen/gopherpace/core/adapter"
@@ -36,6 +36,9 @@ func build(l *gopherpace.Limiter, server bool, opts []Option) (*interceptor, err
 		}
 		o(&c)
 	}
+	if c.wait && len(c.also) > 0 {
+		c.require(false, "WithWait waits for one limit: leave out WithAlso")
+	}
 	g, err := adapter.Configure(l, "grpcpace", c.shared, c.problems...)
 	if err != nil {
 		return nil, err
@@ -45,59 +48,82 @@ func build(l *gopherpace.Limiter, server bool, opts []Option) (*interceptor, err
 	return x, nil
 }
 
-// spent is what an admitted call spent, for a refund.
-type spent struct {
-	key  string
-	cost int64
-}
-
 // check decides one call or message. It returns nil to go ahead, or the
-// status error to fail with; for an admitted call it also returns what was
-// spent (when refunds are on) and the context for the handler.
-func (x *interceptor) check(ctx context.Context, method string, perMessage bool) (context.Context, spent, error) {
+// status error to fail with; for an admitted call it also returns the
+// context for the handler, and, when refunds are on, the request to settle
+// when the call ends.
+func (x *interceptor) check(ctx context.Context, method string, perMessage bool) (context.Context, *adapter.Request, error) {
 	c, g := &x.cfg, x.gate
 	if c.skip != nil && c.skip(ctx, method) {
-		return ctx, spent{}, nil
+		return ctx, nil, nil
 	}
-	var key string
-	var buf [64]byte
+	var req adapter.Request
 	if c.key != nil {
 		var err error
-		if key, err = c.key(ctx, method); err != nil {
-			return ctx, spent{}, x.fail(err)
+		if req.Keys[0], err = c.key(ctx, method); err != nil {
+			return ctx, nil, x.fail(err)
 		}
 	} else {
+		var buf [64]byte
 		b, err := x.peerKey(buf[:0], ctx)
 		if err != nil {
-			return ctx, spent{}, x.fail(err)
+			return ctx, nil, x.fail(err)
 		}
-		key = string(b)
+		req.Keys[0] = string(b)
 	}
-	cost := int64(1)
+	for i, also := range c.also {
+		req.Keys[i+1] = req.Keys[0]
+		if also != nil {
+			k, err := also(ctx, method)
+			if err != nil {
+				return ctx, nil, x.fail(err)
+			}
+			req.Keys[i+1] = k
+		}
+	}
+	req.Cost = 1
 	if c.cost != nil {
-		cost = c.cost(ctx, method)
+		req.Cost = c.cost(ctx, method)
 	}
-	d, now, err := g.Take(key, cost)
-	if err != nil {
-		return ctx, spent{}, x.fail(err)
+	if c.wait && !x.server && !perMessage {
+		return ctx, nil, x.wait(ctx, &req)
 	}
+	if err := g.Decide(&req); err != nil {
+		return ctx, nil, x.fail(err)
+	}
+	d := req.Decision()
 	if x.headers && !perMessage {
-		x.sendHeaders(ctx, d, now)
+		x.sendHeaders(ctx, &req)
 	}
 	if !d.Allowed {
 		if c.deny != nil {
-			return ctx, spent{}, c.deny(ctx, method, d)
+			return ctx, nil, c.deny(ctx, method, d)
 		}
-		return ctx, spent{}, denied(d, g.PolicyName())
-	}
-	var s spent
-	if c.refund != nil && !perMessage {
-		s = spent{strings.Clone(key), cost}
+		return ctx, nil, denied(d, g.DeniedBy(&req))
 	}
 	if g.DecisionInContext() && x.server && !perMessage {
 		ctx = context.WithValue(ctx, decisionKey{}, d)
 	}
-	return ctx, s, nil
+	if c.refund != nil && !perMessage && !d.Shadowed {
+		settle := req // escapes only when refunds are on
+		return ctx, &settle, nil
+	}
+	return ctx, nil, nil
+}
+
+// wait spends the call's tokens from the limiter, waiting for them as
+// Limiter.Wait does (a client with WithWait; one limit only).
+func (x *interceptor) wait(ctx context.Context, req *adapter.Request) error {
+	err := x.gate.Limiter().Wait(ctx, req.Keys[0], req.Cost)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, gopherpace.ErrWaitTooLong):
+		return status.Error(codes.ResourceExhausted, "rate limit: "+err.Error())
+	case ctx.Err() != nil:
+		return status.FromContextError(ctx.Err()).Err()
+	}
+	return x.fail(err)
 }
 
 // peerKey appends the default server key: the caller's address, or the
@@ -137,9 +163,9 @@ func (x *interceptor) fail(err error) error {
 
 // refund gives back what an admitted call spent when it ended with a code
 // the refund func picks.
-func (x *interceptor) refund(s spent, err error) {
-	if s.cost > 0 && x.cfg.refund(status.Code(err)) {
-		x.gate.Limiter().Refund(s.key, s.cost)
+func (x *interceptor) refund(req *adapter.Request, err error) {
+	if req != nil && x.cfg.refund(status.Code(err)) {
+		x.gate.GiveBack(req)
 	}
 }
 
@@ -224,19 +250,17 @@ func BuildClient(l *gopherpace.Limiter, opts ...Option) (ClientInterceptors, err
 }
 
 func (x *interceptor) unaryServer(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	ctx, s, err := x.check(ctx, info.FullMethod, false)
+	ctx, spent, err := x.check(ctx, info.FullMethod, false)
 	if err != nil {
 		return nil, err
 	}
 	resp, err := handler(ctx, req)
-	if s.cost > 0 {
-		x.refund(s, err)
-	}
+	x.refund(spent, err)
 	return resp, err
 }
 
 func (x *interceptor) streamServer(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-	ctx, s, err := x.check(ss.Context(), info.FullMethod, false)
+	ctx, spent, err := x.check(ss.Context(), info.FullMethod, false)
 	if err != nil {
 		return err
 	}
@@ -244,9 +268,7 @@ func (x *interceptor) streamServer(srv any, ss grpc.ServerStream, info *grpc.Str
 		ss = &meteredStream{ServerStream: ss, x: x, method: info.FullMethod, ctx: ctx}
 	}
 	err = handler(srv, ss)
-	if s.cost > 0 {
-		x.refund(s, err)
-	}
+	x.refund(spent, err)
 	return err
 }
 
@@ -279,25 +301,23 @@ func (s *meteredStream) SendMsg(m any) error {
 }
 
 func (x *interceptor) unaryClient(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, callOpts ...grpc.CallOption) error {
-	_, s, err := x.check(ctx, method, false)
+	_, spent, err := x.check(ctx, method, false)
 	if err != nil {
 		return err
 	}
 	err = invoker(ctx, method, req, reply, cc, callOpts...)
-	if s.cost > 0 {
-		x.refund(s, err)
-	}
+	x.refund(spent, err)
 	return err
 }
 
 func (x *interceptor) streamClient(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, callOpts ...grpc.CallOption) (grpc.ClientStream, error) {
-	_, s, err := x.check(ctx, method, false)
+	_, spent, err := x.check(ctx, method, false)
 	if err != nil {
 		return nil, err
 	}
 	cs, err := streamer(ctx, desc, cc, method, callOpts...)
-	if s.cost > 0 && err != nil {
-		x.refund(s, err) // a stream that never opened
+	if err != nil {
+		x.refund(spent, err) // a stream that never opened
 	}
 	return cs, err
 }

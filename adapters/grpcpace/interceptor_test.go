@@ -357,7 +357,8 @@ func TestInvalidOptions(t *testing.T) {
 		"nil key": {WithKeyFunc(nil)}, "nil cost": {WithCost(nil)}, "nil skip": {WithSkip(nil)},
 		"nil deny": {WithDenyHandler(nil)}, "nil refund": {WithRefund(nil)},
 		"policy": {WithPolicyName("")}, "style": {WithHeaders(9)}, "nil option": {nil},
-		"IPv6 prefix": {WithIPv6Prefix(0)},
+		"IPv6 prefix": {WithIPv6Prefix(0)}, "wait with also": {WithWait(), WithAlso(l, nil, "also")},
+		"also without a limiter": {WithAlso(nil, nil, "also")}, "also without a name": {WithAlso(l, nil, "")},
 	} {
 		if _, err := BuildServer(l, opts...); err == nil || !strings.HasPrefix(err.Error(), "grpcpace: ") {
 			t.Errorf("%s: error %v, want one starting grpcpace:", name, err)
@@ -435,6 +436,70 @@ func TestRefillsWithVirtualTime(t *testing.T) {
 		got = append(got, code())
 		if fmt.Sprint(got) != "[OK ResourceExhausted ResourceExhausted OK]" {
 			t.Fatalf("codes %v, want [OK ResourceExhausted ResourceExhausted OK]", got)
+		}
+	})
+}
+
+// Further limits: a call passes the interceptor's own limit and every
+// WithAlso one, or spends from none; the QuotaFailure names the policy
+// that denied.
+func TestAlsoLimitsAllOrNothing(t *testing.T) {
+	perCaller := limiter(t, 1, 2)
+	perKey := limiter(t, 1, 3)
+	client, _ := serve(t, []grpc.ServerOption{unaryServer(t, perCaller,
+		WithKeyFunc(MetadataKey("x-caller")), WithAlso(perKey, MetadataKey("x-api-key"), "per-key"))})
+	from := func(caller, key string) error {
+		return call(client, metadata.AppendToOutgoingContext(context.Background(), "x-caller", caller, "x-api-key", key))
+	}
+	for i := range 2 {
+		if err := from("a", "k"); err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+	}
+	if err := from("a", "k"); status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("caller a's third: %v", err)
+	}
+	if err := from("b", "k"); err != nil {
+		t.Fatalf("caller b: %v; the key's last token must have been kept", err)
+	}
+	err := from("c", "k")
+	var quota *errdetails.QuotaFailure
+	for _, d := range status.Convert(err).Details() {
+		if q, ok := d.(*errdetails.QuotaFailure); ok {
+			quota = q
+		}
+	}
+	if status.Code(err) != codes.ResourceExhausted || quota == nil || quota.Violations[0].Subject != "policy:per-key" {
+		t.Fatalf("key spent: %v %v", err, quota)
+	}
+	if err := from("c", "other"); err != nil {
+		t.Fatalf("caller c with another key: %v; c's tokens must have been kept", err)
+	}
+}
+
+// A client that waits gets its call through when the token comes, and
+// fails at once when the token would come after its deadline.
+func TestClientWaits(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		icpt := UnaryClientInterceptor(limiter(t, 10, 1), WithWait())
+		invoked := 0
+		invoker := func(context.Context, string, any, any, *grpc.ClientConn, ...grpc.CallOption) error {
+			invoked++
+			return nil
+		}
+		start := time.Now()
+		for range 3 {
+			if err := icpt(context.Background(), "/m", nil, nil, nil, invoker); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if invoked != 3 || time.Since(start) != 200*time.Millisecond {
+			t.Fatalf("%d calls after %v, want 3 after 200ms at 10/s", invoked, time.Since(start))
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		defer cancel()
+		if err := icpt(ctx, "/m", nil, nil, nil, invoker); status.Code(err) != codes.ResourceExhausted || invoked != 3 {
+			t.Fatalf("token after the deadline: %v (invoked %d)", err, invoked)
 		}
 	})
 }

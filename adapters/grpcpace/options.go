@@ -18,6 +18,8 @@ type Option func(*config)
 type config struct {
 	shared   []adapter.Option
 	key      KeyFunc
+	also     []KeyFunc // the keys of further limits, in order
+	wait     bool
 	cost     func(ctx context.Context, fullMethod string) int64
 	skip     func(ctx context.Context, fullMethod string) bool
 	deny     func(ctx context.Context, fullMethod string, d gopherpace.Decision) error
@@ -41,6 +43,23 @@ func shared(o adapter.Option) Option { return func(c *config) { c.shared = appen
 func WithKeyFunc(f KeyFunc) Option {
 	return func(c *config) { c.require(f != nil, "nil KeyFunc"); c.key = f }
 }
+
+// WithAlso makes every call pass l too, all or nothing, keyed by key (nil:
+// the same key as the interceptor's own limit), its policy named policy
+// in QuotaFailure details and the draft fields. Up to three.
+func WithAlso(l *gopherpace.Limiter, key KeyFunc, policy string) Option {
+	return func(c *config) {
+		c.shared = append(c.shared, adapter.Also(l, policy))
+		c.also = append(c.also, key)
+	}
+}
+
+// WithWait makes client interceptors wait for the tokens (Limiter.Wait)
+// instead of failing a call at once: a call whose tokens would come after
+// its deadline fails with codes.ResourceExhausted at once, and one whose
+// context ends while it waits, with the context's code. Servers ignore
+// it, and it applies to one limit only (not with WithAlso).
+func WithWait() Option { return func(c *config) { c.wait = true } }
 
 // WithTrustedProxies trusts the x-forwarded-for (walked from the right)
 // and x-real-ip metadata of calls from these networks, for the default

@@ -10,9 +10,10 @@ package adapter
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"net/netip"
-	"time"
+	"strings"
 
 	gopherpace "github.com/pedreviljoen/gopherpace/core"
 	"github.com/pedreviljoen/gopherpace/core/clientip"
@@ -44,7 +45,21 @@ type Settings struct {
 	// DecisionInContext makes each request's Decision available to the
 	// handlers after the limiter.
 	DecisionInContext bool
+	// Also are further limits every request must pass too, all or nothing
+	// (see Request); at most MaxLimits-1.
+	Also []Part
 }
+
+// A Part is a further limit a request must pass too, with its policy's
+// name for the draft fields.
+type Part struct {
+	Limiter *gopherpace.Limiter
+	Policy  string
+}
+
+// MaxLimits is the most limits one middleware combines: its own and up to
+// three more.
+const MaxLimits = 4
 
 // RefundFailed gives back the tokens of responses with status 400 or
 // above: only requests that succeed count.
@@ -58,13 +73,16 @@ func RefundServerErrors(status int) bool { return status >= 500 }
 // A Gate is an adapter's limiter with its settings checked and its fields
 // prepared. It is immutable and safe for concurrent use.
 type Gate struct {
-	l      *gopherpace.Limiter
-	ip     clientip.Config
-	policy render.Policy
-	style  headers.Style
-	name   string
-	refund func(int) bool
-	inCtx  bool
+	l        *gopherpace.Limiter
+	limits   *gopherpace.Limits // with Also: every limit, the gate's own first
+	ip       clientip.Config
+	policy   render.Policy
+	policies []render.Policy // every limit's, with Also
+	names    []string        // and their names
+	style    headers.Style
+	name     string
+	refund   func(int) bool
+	inCtx    bool
 }
 
 // New checks s and returns the Gate for l. Its errors say what is wrong
@@ -86,10 +104,39 @@ func New(l *gopherpace.Limiter, s Settings) (*Gate, error) {
 	if err := headers.CheckPolicyName(name); err != nil {
 		return nil, err
 	}
-	return &Gate{
+	g := &Gate{
 		l: l, ip: s.ClientIP, policy: render.NewPolicy(render.Style(s.Headers), name), style: s.Headers,
 		name: name, refund: s.Refund, inCtx: s.DecisionInContext,
-	}, nil
+	}
+	if len(s.Also) > 0 {
+		if len(s.Also) >= MaxLimits {
+			return nil, fmt.Errorf("at most %d further limits, got %d", MaxLimits-1, len(s.Also))
+		}
+		limiters := []*gopherpace.Limiter{l}
+		g.policies, g.names = []render.Policy{g.policy}, []string{name}
+		for _, p := range s.Also {
+			if err := headers.CheckPolicyName(p.Policy); err != nil {
+				return nil, fmt.Errorf("further limit: %w", err)
+			}
+			limiters = append(limiters, p.Limiter)
+			g.policies = append(g.policies, render.NewPolicy(render.Style(s.Headers), p.Policy))
+			g.names = append(g.names, p.Policy)
+		}
+		ls, err := gopherpace.Combine(limiters...)
+		if err != nil {
+			return nil, errors.New(strings.TrimPrefix(err.Error(), "gopherpace: "))
+		}
+		g.limits = ls
+	}
+	return g, nil
+}
+
+// Limits is how many limits a request passes: one key each (Request.Keys).
+func (g *Gate) Limits() int {
+	if g.limits == nil {
+		return 1
+	}
+	return len(g.policies)
 }
 
 // Limiter is the gate's limiter.
@@ -101,22 +148,6 @@ func (g *Gate) PolicyName() string { return g.name }
 // DecisionInContext reports whether handlers are to see the Decision.
 func (g *Gate) DecisionInContext() bool { return g.inCtx }
 
-// Take spends cost tokens of key's bucket now, waiting out the few
-// milliseconds of a hold as Limiter.Take does, and returns the decision
-// and the time it was made at (for the fields; the clock is read once).
-// Its errors are the limiter's cost errors.
-func (g *Gate) Take(key string, cost int64) (gopherpace.Decision, time.Time, error) {
-	return g.l.TakeTimed(key, cost)
-}
-
-// Refund gives back cost tokens of key's bucket when the gate refunds
-// responses with this status.
-func (g *Gate) Refund(key string, cost int64, status int) {
-	if g.refund != nil && g.refund(status) {
-		g.l.Refund(key, cost)
-	}
-}
-
 // Refunds reports whether the gate refunds any response: an adapter must
 // then keep the key and cost until the response is known.
 func (g *Gate) Refunds() bool { return g.refund != nil }
@@ -127,21 +158,10 @@ func (g *Gate) HasFields(d gopherpace.Decision) bool {
 	return !d.Allowed || g.style != headers.None
 }
 
-// SetHeader writes d's fields, decided at now, into h, replacing earlier
-// values; it costs one allocation.
-func (g *Gate) SetHeader(h http.Header, d gopherpace.Decision, now time.Time) {
-	g.policy.SetHeader(h, render.Quota(d), now)
-}
-
 // Fields holds one response's fields, rendered without allocating: for
 // frameworks whose headers are not an http.Header. Declare it on the
-// stack and fill it with Gate.Render.
+// stack and fill it with Gate.RenderRequest.
 type Fields struct{ f render.Fields }
-
-// Render renders d's fields, decided at now, into f.
-func (g *Gate) Render(f *Fields, d gopherpace.Decision, now time.Time) {
-	f.f.Render(g.policy, render.Quota(d), now)
-}
 
 // Len is the number of fields.
 func (f *Fields) Len() int { return f.f.Len() }

@@ -100,44 +100,87 @@ func TestClientKeyReadsFieldsOnlyFromTrustedPeers(t *testing.T) {
 	}
 }
 
-func TestTakeFieldsAndRefunds(t *testing.T) {
+func TestDecideFieldsAndRefunds(t *testing.T) {
 	l := newLimiter(t, 1, 2)
 	g, err := adapter.Configure(l, "x", []adapter.Option{adapter.Refund(adapter.RefundServerErrors), adapter.PolicyName("p")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, now, err := g.Take("k", 1)
-	if err != nil || !d.Allowed || d.Remaining != 1 || now.IsZero() {
-		t.Fatalf("Take: %+v %v %v", d, now, err)
+	take := func(cost int64) (adapter.Request, error) {
+		r := adapter.Request{Cost: cost}
+		r.Keys[0] = "k"
+		return r, g.Decide(&r)
 	}
-	g.Refund("k", 1, 404) // not refunded
-	g.Refund("k", 1, 503) // refunded
-	if d, _, _ := g.Take("k", 2); !d.Allowed {
-		t.Fatalf("after a 503's refund the bucket holds 2: %+v", d)
+	r, err := take(1)
+	if d := r.Decision(); err != nil || !d.Allowed || d.Remaining != 1 {
+		t.Fatalf("Decide: %+v %v", d, err)
 	}
-	if _, _, err := g.Take("k", 3); !errors.Is(err, gopherpace.ErrCostExceedsLimit) {
+	g.Settle(&r, 404) // not refunded
+	g.Settle(&r, 503) // refunded
+	if r, _ := take(2); !r.Decision().Allowed {
+		t.Fatalf("after a 503's refund the bucket holds 2: %+v", r.Decision())
+	}
+	if _, err := take(3); !errors.Is(err, gopherpace.ErrCostExceedsLimit) {
 		t.Fatalf("cost 3 of a bucket of 2: %v", err)
 	}
-	denied, at, _ := g.Take("k", 1)
+	denied, _ := take(1)
+	g.Settle(&denied, 503) // a denial spent nothing: nothing comes back
+	if d := l.Peek("k"); d.Allowed {
+		t.Fatalf("a refunded denial added tokens: %+v", d)
+	}
 	h := http.Header{}
-	g.SetHeader(h, denied, at)
+	g.SetHeaders(h, &denied)
 	var f adapter.Fields
-	g.Render(&f, denied, at)
+	g.RenderRequest(&f, &denied)
 	if f.Len() != len(h) || h.Get("Retry-After") != "1" || h.Get("RateLimit-Policy") != `"p";q=2;w=2` {
 		t.Fatalf("fields %v (%d rendered)", h, f.Len())
 	}
 	for i := range f.Len() {
 		if h.Get(f.Name(i)) != f.Value(i) {
-			t.Errorf("%s: Render %q, SetHeader %q", f.Name(i), f.Value(i), h.Get(f.Name(i)))
+			t.Errorf("%s: RenderRequest %q, SetHeaders %q", f.Name(i), f.Value(i), h.Get(f.Name(i)))
 		}
 	}
 	none, _ := adapter.Configure(l, "x", []adapter.Option{adapter.Headers(headers.None)})
-	if none.HasFields(d) || !none.HasFields(denied) || !g.HasFields(d) {
+	if none.HasFields(r.Decision()) || !none.HasFields(denied.Decision()) || !g.HasFields(r.Decision()) {
 		t.Fatal("HasFields: want fields on every denial, and on admits unless the style is None")
 	}
 }
 
-// SetHeader costs one allocation, Render none.
+// With further limits, a request is decided by all of them; the fields
+// list every policy, and the denial names the policy that denied.
+func TestFurtherLimits(t *testing.T) {
+	own, perKey := newLimiter(t, 1, 2), newLimiter(t, 1, 1)
+	g, err := adapter.Configure(own, "x", []adapter.Option{adapter.PolicyName("own"), adapter.Also(perKey, "per-key")})
+	if err != nil || g.Limits() != 2 {
+		t.Fatalf("%v, %d limits", err, g.Limits())
+	}
+	r := adapter.Request{Keys: [adapter.MaxLimits]string{"client", "key"}, Cost: 1}
+	if err := g.Decide(&r); err != nil || !r.Decision().Allowed {
+		t.Fatalf("first: %+v %v", r.Decision(), err)
+	}
+	h := http.Header{}
+	g.SetHeaders(h, &r)
+	if h.Get("RateLimit-Policy") != `"own";q=2;w=2, "per-key";q=1;w=1` {
+		t.Fatalf("fields %v", h)
+	}
+	r2 := adapter.Request{Keys: [adapter.MaxLimits]string{"client", "key"}, Cost: 1}
+	if err := g.Decide(&r2); err != nil || r2.Decision().Allowed || g.DeniedBy(&r2) != "per-key" {
+		t.Fatalf("second: %+v %v, denied by %q", r2.Decision(), err, g.DeniedBy(&r2))
+	}
+	if d := own.Peek("client"); d.Remaining != 1 {
+		t.Fatalf("the own limit lost a token to a request the further one denied: %+v", d)
+	}
+	for _, bad := range [][]adapter.Option{
+		{adapter.Also(nil, "p")}, {adapter.Also(perKey, "")}, {adapter.Also(own, "again")},
+		{adapter.Also(newLimiter(t, 1, 1), "a"), adapter.Also(newLimiter(t, 1, 1), "b"), adapter.Also(newLimiter(t, 1, 1), "c"), adapter.Also(newLimiter(t, 1, 1), "d")},
+	} {
+		if _, err := adapter.Configure(own, "x", bad); err == nil || !strings.HasPrefix(err.Error(), "x: ") {
+			t.Errorf("%d further limits: error %v", len(bad), err)
+		}
+	}
+}
+
+// SetHeaders costs one allocation, RenderRequest none, Decide none.
 func TestFieldsAllocations(t *testing.T) {
 	l := newLimiter(t, 1e9, 1e9)
 	for _, style := range []headers.Style{headers.Draft, headers.Legacy, headers.Both} {
@@ -145,14 +188,18 @@ func TestFieldsAllocations(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		d, now, _ := g.Take("", 1)
+		var r adapter.Request
+		r.Cost = 1
+		if n := testing.AllocsPerRun(100, func() { g.Decide(&r) }); n != 0 {
+			t.Errorf("style %d: Decide allocates %.0f times, want 0", style, n)
+		}
 		h := http.Header{}
-		if n := testing.AllocsPerRun(100, func() { g.SetHeader(h, d, now) }); n != 1 {
-			t.Errorf("style %d: SetHeader allocates %.0f times, want 1", style, n)
+		if n := testing.AllocsPerRun(100, func() { g.SetHeaders(h, &r) }); n != 1 {
+			t.Errorf("style %d: SetHeaders allocates %.0f times, want 1", style, n)
 		}
 		var f adapter.Fields
-		if n := testing.AllocsPerRun(100, func() { g.Render(&f, d, now) }); n != 0 {
-			t.Errorf("style %d: Render allocates %.0f times, want 0", style, n)
+		if n := testing.AllocsPerRun(100, func() { g.RenderRequest(&f, &r) }); n != 0 {
+			t.Errorf("style %d: RenderRequest allocates %.0f times, want 0", style, n)
 		}
 	}
 }

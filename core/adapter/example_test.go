@@ -30,15 +30,16 @@ func ExampleConfigure() {
 			http.Error(w, "no client address", adapter.Status(err))
 			return
 		}
-		d, now, err := gate.Take(string(key), 1)
-		if err != nil {
+		req := adapter.Request{Cost: 1}
+		req.Keys[0] = string(key)
+		if err := gate.Decide(&req); err != nil {
 			http.Error(w, err.Error(), adapter.Status(err))
 			return
 		}
-		if gate.HasFields(d) {
-			gate.SetHeader(w.Header(), d, now)
+		if d := req.Decision(); gate.HasFields(d) {
+			gate.SetHeaders(w.Header(), &req)
 		}
-		if !d.Allowed {
+		if !req.Decision().Allowed {
 			w.WriteHeader(http.StatusTooManyRequests)
 		}
 	}

@@ -76,6 +76,23 @@ func Refund(when func(status int) bool) Option {
 	}
 }
 
+// Also adds a limit every request must pass too, all or nothing, its
+// policy named policy in the draft fields; the adapter supplies its key
+// (Request.Keys). Such as 100 an hour per API key beside the adapter's 10
+// a second per client.
+func Also(l *gopherpace.Limiter, policy string) Option {
+	return func(s *Settings) error {
+		if l == nil {
+			return errors.New("nil Limiter in a further limit")
+		}
+		if err := headers.CheckPolicyName(policy); err != nil {
+			return errors.New("further limit: " + err.Error())
+		}
+		s.Also = append(s.Also, Part{l, policy})
+		return nil
+	}
+}
+
 // DecisionInContext makes each request's Decision available to the
 // handlers after the limiter.
 func DecisionInContext() Option {

@@ -139,6 +139,26 @@ var cases = []testCase{
 		expect(t, get(t, url+"/fail"), 500)
 		expect(t, get(t, url+"/"), 429)
 	}},
+	{"a further limit is passed together, all or nothing, and the fields list both", func(t *testing.T, server Server) {
+		perKey := limiter(t, 3)
+		url := server(t, limiter(t, 2), Setup{TrustedProxies: loopback, Policy: "per-client",
+			Also: perKey, AlsoKeyHeader: "X-API-Key", AlsoPolicy: "per-key"})
+		from := func(client, key string) response {
+			return get(t, url+"/", "X-Forwarded-For", client, "X-API-Key", key)
+		}
+		first := from("198.51.100.1", "k")
+		expect(t, first, 200)
+		header(t, first, "RateLimit-Policy", `"per-client";q=2;w=2, "per-key";q=3;w=3`)
+		header(t, first, "RateLimit", `"per-client";r=1;t=1, "per-key";r=2;t=1`)
+		expect(t, from("198.51.100.1", "k"), 200)
+		expect(t, from("198.51.100.1", "k"), 429) // the client's limit denies...
+		expect(t, from("198.51.100.2", "k"), 200) // ...and the key's last token was kept
+		denied := from("198.51.100.3", "k")       // now the key's limit denies...
+		expect(t, denied, 429)
+		header(t, denied, "Retry-After", "1")
+		expect(t, from("198.51.100.3", "other"), 200) // ...and the client's tokens were kept
+		expect(t, from("198.51.100.3", "other"), 200)
+	}},
 	{"clustered: a limit spent through one node is spent for the others", func(t *testing.T, server Server) {
 		net := memtransport.New(memtransport.WithRealTime())
 		var urls []string

@@ -17,6 +17,8 @@
 //     tokens back by status (refunds).
 //   - The Decision is available to the deny handler, and to handlers when
 //     asked for.
+//   - A further limit (WithAlso) is passed together with the adapter's
+//     own, all or nothing, and the draft fields list both policies.
 //   - Clustered, a limit spent through one node's server is spent for
 //     every node's.
 package conformance
@@ -68,6 +70,12 @@ type Setup struct {
 	// DecisionInContext makes the Decision available to handlers; the
 	// handler of "/" then answers with "X-Remaining: <Decision.Remaining>".
 	DecisionInContext bool
+	// Also, if set, is a further limit every request must pass too,
+	// keyed by the request header AlsoKeyHeader, its policy named
+	// AlsoPolicy.
+	Also          *gopherpace.Limiter
+	AlsoKeyHeader string
+	AlsoPolicy    string
 }
 
 // A Server starts l behind the adapter under test, configured by s, on a

@@ -2,6 +2,8 @@ package conformance
 
 import (
 	"net/netip"
+
+	gopherpace "github.com/pedreviljoen/gopherpace/core"
 	"strings"
 	"testing"
 
@@ -23,6 +25,9 @@ type Options[O any] struct {
 	Headers           func(headers.Style) O
 	DenyHandler       func() O // answers as Setup.DenyHandler says
 	DecisionInContext func() O
+	// AlsoFromHeader adds l as a further limit keyed by the request
+	// header name, its policy named policy.
+	AlsoFromHeader func(l *gopherpace.Limiter, name, policy string) O
 }
 
 // OptionsFor returns the options that configure an adapter as s says.
@@ -58,6 +63,9 @@ func OptionsFor[O any](s Setup, o Options[O]) []O {
 	}
 	if s.DecisionInContext {
 		opts = append(opts, o.DecisionInContext())
+	}
+	if s.Also != nil {
+		opts = append(opts, o.AlsoFromHeader(s.Also, s.AlsoKeyHeader, s.AlsoPolicy))
 	}
 	return opts
 }

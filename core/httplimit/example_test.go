@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"time"
 
 	gopherpace "github.com/pedreviljoen/gopherpace/core"
 	"github.com/pedreviljoen/gopherpace/core/adapter"
@@ -82,4 +83,24 @@ func ExampleHeaderKey() {
 	fmt.Println(w.Code)
 	// Output:
 	// 400
+}
+
+// 10 a second per client and 100 an hour per API key, together: a request
+// either limit denies spends from neither, and the fields list both.
+func ExampleWithAlso() {
+	perIP, _ := gopherpace.New(gopherpace.WithRate(10, time.Second))
+	perKey, _ := gopherpace.New(gopherpace.WithRate(100, time.Hour))
+	defer perIP.Close()
+	defer perKey.Close()
+	mux := http.NewServeMux()
+	handler := httplimit.New(perIP,
+		httplimit.WithAlso(perKey, httplimit.HeaderKey("X-API-Key"), "per-key"),
+	)(mux)
+
+	r := httptest.NewRequest(http.MethodGet, "/", nil)
+	r.Header.Set("X-API-Key", "k1")
+	w := httptest.NewRecorder()
+	handler.ServeHTTP(w, r)
+	fmt.Println(w.Header().Get("RateLimit-Policy"))
+	// Output: "default";q=10;w=1, "per-key";q=100;w=3600
 }

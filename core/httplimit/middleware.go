@@ -61,33 +61,44 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		next.ServeHTTP(w, r)
 		return
 	}
-	var key string
-	var buf [64]byte
+	var req adapter.Request
 	if c.key != nil {
 		var err error
-		if key, err = c.key(r); err != nil {
+		if req.Keys[0], err = c.key(r); err != nil {
 			m.fail(w, r, err)
 			return
 		}
 	} else {
+		var buf [64]byte
 		b, err := g.RequestKey(buf[:0], r)
 		if err != nil {
 			m.fail(w, r, err)
 			return
 		}
-		key = string(b)
+		req.Keys[0] = string(b)
 	}
-	cost := int64(1)
+	for i, also := range c.also {
+		req.Keys[i+1] = req.Keys[0]
+		if also != nil {
+			k, err := also(r)
+			if err != nil {
+				m.fail(w, r, err)
+				return
+			}
+			req.Keys[i+1] = k
+		}
+	}
+	req.Cost = 1
 	if c.cost != nil {
-		cost = c.cost(r)
+		req.Cost = c.cost(r)
 	}
-	d, now, err := g.Take(key, cost)
-	if err != nil {
+	if err := g.Decide(&req); err != nil {
 		m.fail(w, r, err)
 		return
 	}
+	d := req.Decision()
 	if g.HasFields(d) {
-		g.SetHeader(w.Header(), d, now)
+		g.SetHeaders(w.Header(), &req)
 	}
 	if !d.Allowed {
 		if c.deny != nil {
@@ -106,7 +117,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	}
 	sw := statusWriter{ResponseWriter: w}
 	next.ServeHTTP(&sw, r)
-	g.Refund(key, cost, sw.status())
+	g.Settle(&req, sw.status())
 }
 
 func (m *Middleware) fail(w http.ResponseWriter, r *http.Request, err error) {

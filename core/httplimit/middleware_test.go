@@ -38,6 +38,9 @@ var adapterOptions = conformance.Options[Option]{
 		})
 	},
 	DecisionInContext: WithDecisionInContext,
+	AlsoFromHeader: func(l *gopherpace.Limiter, name, policy string) Option {
+		return WithAlso(l, HeaderKey(name), policy)
+	},
 }
 
 // app serves the routes every conformance server has.

@@ -22,9 +22,19 @@ type Fields struct {
 	n     int
 	names [MaxFields]string
 	fixed [MaxFields]string // the value, when it is a constant
-	ends  [MaxFields]int    // where the value ends in buf, otherwise
-	used  int
+	ends  [MaxFields]int    // where the value ends in the bytes, otherwise
+	used  int               // bytes of buf in use
+	big   []byte            // the bytes instead of buf, for several policies
 	buf   [fieldBytes]byte
+}
+
+// bytes are the rendered values, end to end. (Never a slice of buf kept in
+// f: a pointer into f stored in f would move every Fields to the heap.)
+func (f *Fields) bytes() []byte {
+	if f.big != nil {
+		return f.big
+	}
+	return f.buf[:f.used]
 }
 
 // Len is the number of fields.
@@ -46,17 +56,37 @@ func (f *Fields) Value(i int) string {
 	if start == f.ends[i] {
 		return ""
 	}
+	if f.big != nil {
+		return unsafe.String(&f.big[start], f.ends[i]-start)
+	}
 	return unsafe.String(&f.buf[start], f.ends[i]-start)
 }
 
 // Render renders q's fields in p's style into f. now is read only for the
 // legacy X-RateLimit-Reset, an absolute time.
 func (f *Fields) Render(p Policy, q Quota, now time.Time) {
-	quoted := p.quoted
-	if quoted == "" {
-		quoted = `"` + DefaultName + `"`
+	f.RenderMany([]Policy{p}, []Quota{q}, q, now)
+}
+
+// RenderMany renders the fields of a request that several policies
+// decided together: the draft fields list every policy, in order, with
+// its own quota (qs[i] for ps[i]); Retry-After and the legacy fields
+// describe q, the decision of them all. The style is ps[0]'s.
+func (f *Fields) RenderMany(ps []Policy, qs []Quota, q Quota, now time.Time) {
+	// One policy's values fit buf; several render into bytes of their own.
+	// (A slice of buf is never stored in f: a pointer into f kept in f
+	// would move every Fields to the heap.)
+	if len(ps) > 1 {
+		f.big = f.render(make([]byte, 0, 2*fieldBytes), ps, qs, q, now)
+		return
 	}
-	b := f.buf[:0]
+	f.big = nil
+	f.used = len(f.render(f.buf[:0], ps, qs, q, now))
+}
+
+// render appends the values to b and notes each field.
+func (f *Fields) render(b []byte, ps []Policy, qs []Quota, q Quota, now time.Time) []byte {
+	style := ps[0].Style
 	f.n = 0
 	field := func(name, fixed string) {
 		f.names[f.n], f.fixed[f.n], f.ends[f.n] = name, fixed, len(b)
@@ -66,12 +96,27 @@ func (f *Fields) Render(p Policy, q Quota, now time.Time) {
 		b = strconv.AppendInt(b, RetryAfterSeconds(q.RetryAfter), 10)
 		field(RetryAfter, "")
 	}
-	if p.Style == Draft || p.Style == Both {
-		field(RateLimitPolicy, p.policyValue(quoted, q))
-		b = appendLimitField(b, quoted, q)
+	if style == Draft || style == Both {
+		if len(ps) == 1 {
+			field(RateLimitPolicy, ps[0].policyValue(ps[0].quotedName(), qs[0]))
+		} else {
+			for i, p := range ps {
+				if i > 0 {
+					b = append(b, ", "...)
+				}
+				b = append(b, p.policyValue(p.quotedName(), qs[i])...)
+			}
+			field(RateLimitPolicy, "")
+		}
+		for i, p := range ps {
+			if i > 0 {
+				b = append(b, ", "...)
+			}
+			b = appendLimitField(b, p.quotedName(), qs[i])
+		}
 		field(RateLimit, "")
 	}
-	if p.Style == Legacy || p.Style == Both {
+	if style == Legacy || style == Both {
 		b = strconv.AppendInt(b, q.Limit, 10)
 		field(XLimit, "")
 		b = strconv.AppendInt(b, q.Remaining, 10)
@@ -79,7 +124,15 @@ func (f *Fields) Render(p Policy, q Quota, now time.Time) {
 		b = strconv.AppendInt(b, now.Add(q.ResetAfter+time.Second-1).Unix(), 10)
 		field(XReset, "")
 	}
-	f.used = len(b)
+	return b
+}
+
+// quotedName is the policy's name as an sf-string.
+func (p Policy) quotedName() string {
+	if p.quoted == "" {
+		return `"` + DefaultName + `"`
+	}
+	return p.quoted
 }
 
 // policyValue is the RateLimit-Policy value for q: the memo's while the
@@ -106,7 +159,7 @@ func (p Policy) policyValue(quoted string, q Quota) string {
 func Append[F fieldType](dst []F, p Policy, q Quota, now time.Time) []F {
 	var f Fields
 	f.Render(p, q, now)
-	values := string(f.buf[:f.used])
+	values := string(f.bytes())
 	start := 0
 	for i := range f.n {
 		v := f.fixed[i]
@@ -125,12 +178,22 @@ func Append[F fieldType](dst []F, p Policy, q Quota, now time.Time) []F {
 func (p Policy) SetHeader(h map[string][]string, q Quota, now time.Time) {
 	var f Fields
 	f.Render(p, q, now)
-	if f.n <= 3 && f.used <= smallBytes {
+	f.SetHeader(h)
+}
+
+// SetHeader writes the rendered fields into h (an http.Header's map),
+// replacing earlier values, with one allocation for every value and its
+// []string (two for the fields of several long-named policies).
+func (f *Fields) SetHeader(h map[string][]string) {
+	switch {
+	case f.n <= 3 && len(f.bytes()) <= smallBytes:
 		blk := new(smallBlock)
 		f.set(h, blk.values[:], blk.bytes[:])
-	} else {
+	case len(f.bytes()) <= fieldBytes:
 		blk := new(largeBlock)
 		f.set(h, blk.values[:], blk.bytes[:])
+	default:
+		f.set(h, make([]string, MaxFields), make([]byte, len(f.bytes())))
 	}
 }
 
@@ -154,7 +217,7 @@ type (
 
 // set writes f into h, with values and bytes from one block.
 func (f *Fields) set(h map[string][]string, values []string, bytes []byte) {
-	copy(bytes, f.buf[:f.used])
+	copy(bytes, f.bytes())
 	start := 0
 	for i := range f.n {
 		v := f.fixed[i]

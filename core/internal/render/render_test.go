@@ -25,3 +25,36 @@ func TestNextTokenSecondsMatchesNextTokenAfter(t *testing.T) {
 		t.Fatalf("one token a minute, 90s to full: t=%d, want 30", got)
 	}
 }
+
+// Several policies decided together: the draft fields list each, with its
+// own quota; Retry-After describes the decision of them all.
+func TestRenderMany(t *testing.T) {
+	perIP := NewPolicy(Draft, "per-ip")
+	perKey := NewPolicy(Draft, "per-key")
+	qIP := Quota{Allowed: false, Limit: 10, Remaining: 0, RetryAfter: 100 * time.Millisecond, ResetAfter: time.Second, Window: time.Second}
+	qKey := Quota{Allowed: true, Limit: 100, Remaining: 40, ResetAfter: 36 * time.Minute, Window: time.Hour}
+	var f Fields
+	f.RenderMany([]Policy{perIP, perKey}, []Quota{qIP, qKey}, qIP, time.Unix(0, 0))
+	got := map[string]string{}
+	for i := range f.Len() {
+		got[f.Name(i)] = f.Value(i)
+	}
+	want := map[string]string{
+		RetryAfter:      "1",
+		RateLimitPolicy: `"per-ip";q=10;w=1, "per-key";q=100;w=3600`,
+		RateLimit:       `"per-ip";r=0;t=1, "per-key";r=40;t=36`,
+	}
+	if len(got) != len(want) {
+		t.Fatalf("fields %v, want %v", got, want)
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s: %q, want %q", k, got[k], v)
+		}
+	}
+	h := map[string][]string{}
+	f.SetHeader(h)
+	if h[RateLimit][0] != want[RateLimit] {
+		t.Fatalf("SetHeader: %v", h)
+	}
+}

@@ -1,0 +1,169 @@
+package gopherpace
+
+import (
+	"errors"
+	"time"
+)
+
+// Limits are several limits a request must pass together, such as 10 a
+// second per client IP and 100 an hour per API key: a request is admitted
+// only when every limit has the tokens, and then it spends from each; when
+// any limit denies, it spends nothing. Each limit has a key of its own,
+// given in order to each call. Limits are safe for concurrent use; Close
+// each Limiter, not the Limits.
+//
+// Clustered, a denial gives back what the limits before it took; tokens a
+// flush had already reported in the few microseconds between stay spent
+// on the peers (less admitted, never more).
+type Limits struct{ parts []*Limiter }
+
+// Combine returns the Limits of limiters, in order. It needs at least one
+// limiter and refuses nil or repeated ones.
+func Combine(limiters ...*Limiter) (*Limits, error) {
+	if len(limiters) == 0 {
+		return nil, errorf("Combine needs at least one Limiter")
+	}
+	ls := &Limits{parts: limiters}
+	for i, l := range limiters {
+		if l == nil {
+			return nil, errorf("Combine: limiter %d is nil", i)
+		}
+		for _, o := range limiters[:i] {
+			if o == l {
+				return nil, errorf("Combine: limiter %d is given twice", i)
+			}
+		}
+	}
+	return ls, nil
+}
+
+// Limiters are the combined limiters, in order.
+func (ls *Limits) Limiters() []*Limiter { return ls.parts }
+
+// ErrKeys is returned when a call to Limits gives a key count other than
+// the number of limiters.
+var ErrKeys = errors.New("gopherpace: one key is needed per combined limiter")
+
+// Take spends n tokens from every limit, keys[i] naming the bucket of the
+// i-th limiter, or from none. The Decision is the limit closest to
+// exhaustion: on a denial, the one whose tokens come last (RetryAfter is
+// when every limit has them); otherwise the one with the fewest tokens
+// left. It waits out holds as Limiter.Take does.
+func (ls *Limits) Take(keys []string, n int64) (Decision, error) {
+	d, _, err := ls.TakeAll(keys, n, nil)
+	return d, err
+}
+
+// TakeAt is Take at the given time. It never waits.
+func (ls *Limits) TakeAt(now time.Time, keys []string, n int64) (Decision, error) {
+	var d Decision
+	_, err := ls.take(&d, now, keys, n, nil)
+	return d, err
+}
+
+// TakeAll is Take, also writing each limit's own Decision into all (when
+// it has a slot per limiter), for fields that describe every policy, and
+// returning the time of the decision as Limiter.TakeTimed does. A limit
+// after the one that denied is read, not spent from.
+func (ls *Limits) TakeAll(keys []string, n int64, all []Decision) (Decision, time.Time, error) {
+	var d Decision
+	// One monotonic clock read serves every limit: a time built from an
+	// epoch keeps the epoch's monotonic reading, so it converts exactly
+	// into each limiter's own.
+	epoch := ls.parts[0].epoch
+	now := epoch.Add(time.Since(epoch))
+	held, err := ls.take(&d, now, keys, n, all)
+	if held {
+		for deadline := now.Add(maxHold); held && now.Before(deadline); {
+			time.Sleep(d.RetryAfter)
+			now = epoch.Add(time.Since(epoch))
+			held, err = ls.take(&d, now, keys, n, all)
+		}
+	}
+	return d, now, err
+}
+
+// Refund gives back n tokens to every limit's bucket, as Limiter.Refund
+// does, for a request that was admitted but should not count.
+func (ls *Limits) Refund(keys []string, n int64) {
+	if len(keys) != len(ls.parts) {
+		return
+	}
+	now := time.Now()
+	for i, l := range ls.parts {
+		l.refund(l.nanos(now), keys[i], n)
+	}
+}
+
+// take decides for every limit at now into d, and each limit's own
+// decision into all when it has room; it reports a hold as Limiter.take
+// does.
+func (ls *Limits) take(d *Decision, now time.Time, keys []string, n int64, all []Decision) (held bool, err error) {
+	if len(keys) != len(ls.parts) {
+		return false, ErrKeys
+	}
+	// Costs first: a cost one limit can never grant must spend nothing.
+	for i, l := range ls.parts {
+		if err := l.policyFor(keys[i]).checkCost(n); err != nil {
+			return false, err
+		}
+	}
+	var one Decision
+	each := func(i int) *Decision {
+		if len(all) == len(ls.parts) {
+			return &all[i]
+		}
+		one = Decision{}
+		return &one
+	}
+	*d = Decision{}
+	denied := -1
+	for i, l := range ls.parts {
+		di := each(i)
+		h, _ := l.take(di, l.nanos(now), keys[i], n)
+		if !di.Allowed && l.shadow != nil {
+			l.letThrough(di)
+		}
+		if !di.Allowed {
+			denied, held = i, h
+			*d = *di
+			break
+		}
+		d.Shadowed = d.Shadowed || di.Shadowed
+		if i == 0 || closer(di, d) {
+			shadowed := d.Shadowed
+			*d = *di
+			d.Shadowed = shadowed
+		}
+	}
+	if denied < 0 {
+		return false, nil
+	}
+	// Give back what the limits before the denial took, and read the ones
+	// after it: the request must wait for the last of them.
+	for i := range denied {
+		ls.parts[i].refund(ls.parts[i].nanos(now), keys[i], n)
+	}
+	for i := denied + 1; i < len(ls.parts); i++ {
+		di := each(i)
+		*di = ls.parts[i].peek(ls.parts[i].nanos(now), keys[i], n)
+		if !di.Allowed && di.RetryAfter > d.RetryAfter {
+			d.RetryAfter = di.RetryAfter
+		}
+	}
+	return held, nil
+}
+
+// closer reports whether a is closer to exhaustion than b: fewer tokens
+// left, or as few and longer to refill.
+func closer(a, b *Decision) bool {
+	return a.Remaining < b.Remaining || a.Remaining == b.Remaining && a.ResetAfter > b.ResetAfter
+}
+
+// policyFor is the policy of key's bucket.
+func (l *Limiter) policyFor(key string) *policy {
+	if key == "" || l.pols.overrides == nil {
+		return l.pols.def
+	}
+	return l.pols.forKey(hashKey(l.hashSecret, key))
+}
