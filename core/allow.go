@@ -50,7 +50,7 @@ func (l *Limiter) allowNanos(now int64) (bool, time.Duration) {
 		ok, retry, _ := l.eng.allow(now)
 		return ok, retry
 	}
-	lz, p := l.leases, l.pols.def
+	lz, p := l.leases, l.pols.dflt()
 	// The global bucket is never evicted, so the lean path applies.
 	if lz == nil {
 		ok, retry, _ := allow(&l.global.tat, p, now, 1)

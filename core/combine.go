@@ -104,7 +104,7 @@ func (ls *Limits) take(d *Decision, now time.Time, keys []string, n int64, all [
 	}
 	// Costs first: a cost one limit can never grant must spend nothing.
 	for i, l := range ls.parts {
-		if err := l.policyFor(keys[i]).checkCost(n); err != nil {
+		if err := l.policyFor(keys[i], l.nanos(now)).checkCost(n); err != nil {
 			return false, err
 		}
 	}
@@ -160,10 +160,10 @@ func closer(a, b *Decision) bool {
 	return a.Remaining < b.Remaining || a.Remaining == b.Remaining && a.ResetAfter > b.ResetAfter
 }
 
-// policyFor is the policy of key's bucket.
-func (l *Limiter) policyFor(key string) *policy {
-	if key == "" || l.pols.overrides == nil {
-		return l.pols.def
+// policyFor is the policy of key's bucket at now.
+func (l *Limiter) policyFor(key string, now int64) *policy {
+	if key == "" || !l.pols.hasOverrides() {
+		return l.pols.dflt()
 	}
-	return l.pols.forKey(hashKey(l.hashSecret, key))
+	return l.keyPolicy(hashKey(l.hashSecret, key), key, now)
 }

@@ -24,7 +24,7 @@ func (e *engine) farFromClock(now int64) bool {
 // held reports a denial that is only a hold: this node must wait for its
 // peers to hear of its admits (overCap), not for tokens.
 func (e *engine) allow(now int64) (ok bool, retry time.Duration, held bool) {
-	lz, p := e.leases, e.pols.def
+	lz, p := e.leases, e.pols.dflt()
 	if e.farFromClock(now) {
 		return false, time.Second, false
 	}
@@ -95,7 +95,7 @@ func (e *engine) take(d *Decision, now, n int64) (held bool) {
 // takeGlobal decides n tokens of the global bucket into d, and reports a
 // hold: a denial only because this node's peers must hear first.
 func (e *engine) takeGlobal(d *Decision, now, n int64) (held bool) {
-	c, p := &e.global, e.pols.def
+	c, p := &e.global, e.pols.dflt()
 	pre := false
 	if e.farFromClock(now) && e.mode.Load() != modeStopped {
 		*d = closedDecision(p)
@@ -140,7 +140,7 @@ func (e *engine) takeGlobal(d *Decision, now, n int64) (held bool) {
 // bucket stays marked evicted until the clustered one hands its state over,
 // a moment after the mode changes.
 func (e *engine) takeStandalone(d *Decision, now, n int64) {
-	for !takeInto(d, e.standalone, e.pols.def, now, n) {
+	for !takeInto(d, e.standalone, e.pols.dflt(), now, n) {
 		runtime.Gosched()
 	}
 }
@@ -176,10 +176,10 @@ func (e *engine) takeKeyed(d *Decision, h uint64, p *policy, now, n int64) (held
 // refundGlobal gives back n tokens of the global bucket.
 func (e *engine) refundGlobal(now, n int64) {
 	if e.mode.Load() == modeStopped {
-		refund(e.standalone, e.pols.def, now, n)
+		refund(e.standalone, e.pols.dflt(), now, n)
 		return
 	}
-	e.global.refund(e.pols.def, e.buckets(now), n)
+	e.global.refund(e.pols.dflt(), e.buckets(now), n)
 }
 
 // refundKeyed gives back n tokens of key hash h's bucket, taking them out

@@ -34,7 +34,7 @@ func TestLeaseTakenTwiceGoesBack(t *testing.T) {
 				t.Fatal("no leases")
 			}
 			at := l.epoch.Add(time.Second)
-			p, now := l.pols.def, l.nanos(at)
+			p, now := l.pols.dflt(), l.nanos(at)
 			var src leaseSource = plainSource{&l.global.tat}
 			if clustered {
 				src = countedSource{l.eng}

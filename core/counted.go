@@ -295,6 +295,17 @@ func (c *countedBucket) reset(p *policy, now int64) bool {
 	return true
 }
 
+// reprice moves the bucket from one policy to another at now, keeping the
+// tokens it has spent (setrate.go).
+func (c *countedBucket) reprice(from, to *policy, now int64) {
+	c.update(now, from, func(a, count int64) (int64, int64) {
+		if a <= 0 {
+			return a, count
+		}
+		return repriced(a, from, to), count
+	})
+}
+
 // empty spends every token left, for a node that joined a running cluster.
 func (c *countedBucket) empty(p *policy, now int64) {
 	c.update(now, p, func(a, count int64) (int64, int64) { return max(a, p.tolerance), count })

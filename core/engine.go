@@ -156,8 +156,7 @@ func newEngine(parts engineParts, c *config) *engine {
 	if e.floor {
 		e.holdFor = e.tick // the reference design reports on its ticks only
 	}
-	p := parts.pols.def
-	e.quota.gate = max(1, p.burst/gateShare) * p.interval
+	e.quota.setGate(parts.pols.dflt())
 	return e
 }
 
@@ -183,7 +182,7 @@ func (e *engine) start() {
 	if len(members) > 0 && !e.floor {
 		// Until a peer is heard, spend at most this node's share of the
 		// burst: every node may be starting into the same flash crowd.
-		e.preBudget.Store(ceilDiv(e.pols.def.burst, int64(1+len(members))))
+		e.preBudget.Store(ceilDiv(e.pols.dflt().burst, int64(1+len(members))))
 		e.enter(modePreContact)
 	}
 	e.started = true
@@ -208,7 +207,7 @@ func (e *engine) stop() {
 	now := e.now()
 	// Hand the global bucket back first, so that takers spin for as short
 	// a time as possible; what it held unreported goes out in the goodbye.
-	e.global.handBack(e.standalone, e.pols.def, e.buckets(now), now)
+	e.global.handBack(e.standalone, e.pols.dflt(), e.buckets(now), now)
 	frames := e.flushLocked(now, true, true)
 	for range resendTicks {
 		for _, f := range frames {

@@ -56,14 +56,17 @@ type quota struct {
 	tat  atomic.Int64 // the quota bucket's theoretical arrival time
 	iv   atomic.Int64 // ns per quota token
 	tol  atomic.Int64 // ns of tokens the quota bucket holds at most
-	gate int64        // ns: replica levels below it need quota
+	gate atomic.Int64 // ns: replica levels below it need quota
 }
+
+// setGate sets the gate for the default policy p: a quarter of its bucket.
+func (q *quota) setGate(p *policy) { q.gate.Store(max(1, p.burst/gateShare) * p.interval) }
 
 // needed reports whether an admit that takes the bucket's time to next ns
 // ahead of now needs quota: the bucket is contended, and the admit leaves
 // the replica below the gate.
 func (q *quota) needed(next, tolerance int64) bool {
-	return tolerance-next < q.gate && q.on.Load()
+	return tolerance-next < q.gate.Load() && q.on.Load()
 }
 
 // set prices the quota at iv ns per token, holding at most tol ns of
@@ -136,7 +139,7 @@ func (e *engine) demandTotal() uint64 {
 // load and credits its quota for the time since the last tick. The caller
 // holds e.mu.
 func (e *engine) rebalance(now int64) {
-	p, q := e.pols.def, &e.quota
+	p, q := e.pols.dflt(), &e.quota
 	e.own.observe(e.globalSum, e.demandTotal(), now)
 	a, d := e.own.rates(now)
 	admits, demand := a, d
@@ -162,7 +165,7 @@ func (e *engine) rebalance(now int64) {
 	// scales its share alike.
 	share := p.perSecond() * d / demand
 	if emptiest > 0 {
-		share *= 1 + drainGain*float64(emptiest*p.interval)/float64(q.gate)
+		share *= 1 + drainGain*float64(emptiest*p.interval)/float64(q.gate.Load())
 	}
 	if share <= 0 {
 		q.on.Store(false)
@@ -179,7 +182,7 @@ func (e *engine) rebalance(now int64) {
 // levelTokens is the tokens left in the replica of the global bucket at now
 // on the engine's clock (negative: debt), clamped to ±the bucket size.
 func (e *engine) levelTokens(now int64) int64 {
-	p := e.pols.def
+	p := e.pols.dflt()
 	return min(max(e.globalLevel(now)/p.interval, -p.burst), p.burst)
 }
 
@@ -209,8 +212,8 @@ func (w *offsetWindow) reset() { *w = offsetWindow{} }
 // the others by more than the quotas can absorb wins every race; lowering
 // the fuller one only ever holds tokens back. The caller holds e.mu.
 func (e *engine) resync(now int64) {
-	p := e.pols.def
-	margin := max(2*p.flushAt.Load(), int64(float64(e.quota.gate)/float64(p.interval)/10))
+	p := e.pols.dflt()
+	margin := max(2*p.flushAt.Load(), int64(float64(e.quota.gate.Load())/float64(p.interval)/10))
 	excess := int64(0)
 	ready := false
 	for _, pr := range e.peers {
@@ -242,9 +245,9 @@ func (e *engine) resync(now int64) {
 // empty at now on the engine's clock: positive while it holds tokens.
 func (e *engine) globalLevel(now int64) int64 {
 	b := e.buckets(now)
-	tat, ok := e.global.tat(e.pols.def, b)
+	tat, ok := e.global.tat(e.pols.dflt(), b)
 	if !ok {
 		return 0
 	}
-	return e.pols.def.tolerance - (tat - b)
+	return e.pols.dflt().tolerance - (tat - b)
 }

@@ -99,7 +99,7 @@ func take(tat *atomic.Int64, p *policy, now, n int64) (d Decision, ok bool) {
 // that many, whatever this one has. It reports false when l's bucket is too
 // small to lease.
 func setLeases(l *Limiter, procs int) bool {
-	l.leases = newLeasesFor(l.pols.def, procs)
+	l.leases = newLeasesFor(l.pols.dflt(), procs)
 	if l.eng != nil {
 		l.eng.leases = l.leases
 	}

@@ -53,6 +53,7 @@ type Limiter struct {
 	release    func()  // frees the limiter ID on the transport
 	closeOnce  sync.Once
 	shadow     *shadowing // nil unless WithShadowMode
+	changeMu   sync.Mutex // serialises changes of the policies (setrate.go)
 }
 
 // New returns a Limiter configured by opts. WithRefillRate is required.
@@ -74,21 +75,23 @@ func New(opts ...Option) (*Limiter, error) {
 	}
 	l := &Limiter{
 		epoch:      time.Now(),
-		pols:       policies{def: def},
+
 		hashSecret: c.hashSecret,
 		name:       c.nodeName,
 		log:        c.logger.With("component", "gopherpace"),
 	}
+	set := &policySet{def: def}
 	for _, o := range c.overrides {
 		p, err := newPolicy(o.tokens, o.per, o.burst)
 		if err != nil {
 			return nil, fmt.Errorf("override %q: %w", o.key, err)
 		}
-		if l.pols.overrides == nil {
-			l.pols.overrides = make(map[uint64]*policy, len(c.overrides))
+		if set.overrides == nil {
+			set.overrides = make(map[uint64]*policy, len(c.overrides))
 		}
-		l.pols.overrides[hashKey(l.hashSecret, o.key)] = p
+		set.overrides[hashKey(l.hashSecret, o.key)] = p
 	}
+	l.pols.set.Store(set)
 	if c.shadow {
 		l.shadow = &shadowing{}
 	}
@@ -119,6 +122,11 @@ func New(opts ...Option) (*Limiter, error) {
 		}, &c)
 		l.eng.start()
 	}
+	if c.lookup != nil {
+		l.pols.lookup = newLookupCache(*c.lookup, func(q Quota) (*policy, error) {
+			return l.buildPolicy(q.Tokens, q.Per, q.Burst)
+		})
+	}
 	l.log.Debug("limiter created", "node", l.name, "rate", def.tokens, "per", def.per, "burst", def.burst, "clustered", l.eng != nil)
 	return l, nil
 }
@@ -133,16 +141,16 @@ func clampNanos(d time.Duration) int64 { return min(max(int64(d), -maxNow), maxN
 // RefillRate is the default policy's rate in whole tokens per second,
 // rounded down: 0 for rates below one a second (see Rate).
 func (l *Limiter) RefillRate() int64 {
-	return int64(float64(l.pols.def.tokens) * float64(time.Second) / float64(l.pols.def.per))
+	return int64(float64(l.pols.dflt().tokens) * float64(time.Second) / float64(l.pols.dflt().per))
 }
 
 // Rate is the default policy's rate as configured: tokens per period.
 func (l *Limiter) Rate() (tokens int64, per time.Duration) {
-	return l.pols.def.tokens, l.pols.def.per
+	return l.pols.dflt().tokens, l.pols.dflt().per
 }
 
 // BucketSize is the configured bucket size in tokens.
-func (l *Limiter) BucketSize() int64 { return l.pols.def.burst }
+func (l *Limiter) BucketSize() int64 { return l.pols.dflt().burst }
 
 // NodeName is this node's name.
 func (l *Limiter) NodeName() string { return l.name }

@@ -97,7 +97,7 @@ func (e *engine) slowClock(now, since int64, silent []*peer, known int) {
 	if e.partition == PartitionFailOpen || since == 0 || now <= since {
 		return
 	}
-	p := e.pols.def
+	p := e.pols.dflt()
 	var lag int64
 	for _, pr := range silent {
 		from := max(since, pr.lastHeard+e.suspectAfter())
@@ -143,9 +143,7 @@ func (e *engine) retune(now int64, visible, known int) {
 		if e.floor {
 			return // the reference design has neither cap nor early flush
 		}
-		flushAt := max(1, p.burst/100)
-		p.flushAt.Store(flushAt)
-		p.localCap.Store(max(2*flushAt, ceilDiv(p.burst, int64(known))))
+		e.sizeCaps(p, known)
 	})
 	closed := e.partition == PartitionFailClosed && visible == 1 && known > 1
 	switch m := e.mode.Load(); {
@@ -172,6 +170,14 @@ func (e *engine) retune(now int64, visible, known int) {
 		e.log.Info("cluster whole again: every known peer is in reach", "node", e.name, "nodes", known,
 			"after", time.Duration(now-e.splitSince))
 	}
+}
+
+// sizeCaps sets p's early-flush threshold and its cap of unreported
+// tokens for a cluster of known nodes.
+func (e *engine) sizeCaps(p *policy, known int) {
+	flushAt := max(1, p.burst/100)
+	p.flushAt.Store(flushAt)
+	p.localCap.Store(max(2*flushAt, ceilDiv(p.burst, int64(known))))
 }
 
 func admitting(p PartitionPolicy, closed bool, visible, known int) string {

@@ -23,6 +23,7 @@ type config struct {
 	maxKeys    int64
 	hashSecret uint64
 	shadow     bool
+	lookup     *lookupConfig
 	overrides  []override
 	errs       []error
 

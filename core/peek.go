@@ -20,7 +20,7 @@ func (l *Limiter) PeekAt(now time.Time, key string) Decision { return l.peek(l.n
 
 // peek reads key's bucket as an n-token take would find it at now.
 func (l *Limiter) peek(now int64, key string, n int64) Decision {
-	p, tat := l.pols.def, int64(neverUsed)
+	p, tat := l.pols.dflt(), int64(neverUsed)
 	if key == "" {
 		switch {
 		case l.eng == nil:
@@ -35,7 +35,7 @@ func (l *Limiter) peek(now int64, key string, n int64) Decision {
 		}
 	} else {
 		h := hashKey(l.hashSecret, key)
-		p = l.pols.forKey(h)
+		p = l.keyPolicy(h, key, now)
 		var w *atomic.Int64
 		if l.eng != nil {
 			now = l.eng.buckets(now)
@@ -77,7 +77,7 @@ func (l *Limiter) ResetAt(now time.Time, key string) { l.reset(l.nanos(now), key
 
 func (l *Limiter) reset(now int64, key string) {
 	if key == "" {
-		if l.eng != nil && l.eng.global.reset(l.pols.def, l.eng.buckets(now)) {
+		if l.eng != nil && l.eng.global.reset(l.pols.dflt(), l.eng.buckets(now)) {
 			return
 		}
 		refill(&l.global.tat)

@@ -134,27 +134,49 @@ func (p *policy) fillDenied(d *Decision, base, now, next, unit int64) {
 	}
 }
 
-// policies is a limiter's default policy and its per-key overrides. The
-// limiter and its engine share one; the set never changes after New.
+// policies is a limiter's default policy and its per-key overrides, as
+// one immutable set swapped whole when a limit changes at runtime
+// (SetRate, SetOverride): a decision reads one consistent set. The limiter
+// and its engine share one.
 type policies struct {
+	set    atomic.Pointer[policySet]
+	lookup *lookupCache // nil without WithLookup (lookup.go)
+}
+
+type policySet struct {
 	def       *policy
 	overrides map[uint64]*policy // by key hash; nil without overrides
 }
 
-// forKey is the policy for key hash h.
+// dflt is the default policy.
+func (ps *policies) dflt() *policy { return ps.set.Load().def }
+
+// forKey is the policy for key hash h when only the hash is known (a
+// peer's count): its override, its cached looked-up limit, or the
+// default. A caller's request uses Limiter.keyPolicy, which can look up.
 func (ps *policies) forKey(h uint64) *policy {
-	if ps.overrides != nil {
-		if p, ok := ps.overrides[h]; ok {
+	s := ps.set.Load()
+	if s.overrides != nil {
+		if p, ok := s.overrides[h]; ok {
 			return p
 		}
 	}
-	return ps.def
+	if ps.lookup != nil {
+		if p := ps.lookup.cached(h); p != nil {
+			return p
+		}
+	}
+	return s.def
 }
+
+// hasOverrides reports whether any key may have a policy of its own.
+func (ps *policies) hasOverrides() bool { return ps.set.Load().overrides != nil || ps.lookup != nil }
 
 // each calls f for the default policy and every override.
 func (ps *policies) each(f func(*policy)) {
-	f(ps.def)
-	for _, p := range ps.overrides {
+	s := ps.set.Load()
+	f(s.def)
+	for _, p := range s.overrides {
 		f(p)
 	}
 }

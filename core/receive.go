@@ -81,7 +81,7 @@ func (e *engine) receive(from string, b []byte) {
 	e.stats.tokensCharged.Add(charged)
 	at := e.buckets(now)
 	if global > 0 {
-		e.global.debit(e.pols.def, at, global, e.maxDebt(e.pols.def))
+		e.global.debit(e.pols.dflt(), at, global, e.maxDebt(e.pols.dflt()))
 	}
 	for _, kc := range f.keys {
 		pol := e.pols.forKey(kc.key)
@@ -153,7 +153,7 @@ func (e *engine) maxDebt(p *policy) int64 {
 // frame that lied: the stream resyncs to the true total, so a lie can
 // cause over-charging (a bounded stall), never missed admits.
 func (e *engine) globalCharge(s *stream, f *frame, wasVisible bool) int64 {
-	p := e.pols.def
+	p := e.pols.dflt()
 	limit := (p.tolerance + e.maxDebt(p)) / p.interval // a frame's charge, at most
 	charge := func(n uint64) int64 { return int64(min(n, uint64(limit))) }
 	resync := func() int64 { s.charged, s.synced = f.globalSum, true; return charge(uint64(f.global)) }
@@ -177,7 +177,7 @@ func (e *engine) globalCharge(s *stream, f *frame, wasVisible bool) int64 {
 // admits of one gossip interval, plus a bucket, are more than frames
 // reordered in flight ever differ by.
 func (e *engine) reorderSlack() uint64 {
-	p := e.pols.def
+	p := e.pols.dflt()
 	perInterval := uint64(e.interval / p.interval)
 	return min(uint64(p.burst)+perInterval, math.MaxUint64/2)
 }
@@ -200,7 +200,7 @@ func (e *engine) contact(now int64, peerInc uint64) {
 		e.learned = true
 		e.log.Info("joined a running cluster: starting from empty buckets", "node", e.name)
 		b := e.buckets(now)
-		e.global.empty(e.pols.def, b)
+		e.global.empty(e.pols.dflt(), b)
 		e.keys.each(func(h uint64, ent *clusterEntry) { empty(&ent.tat, e.pols.forKey(h), b) })
 	}
 }

@@ -91,7 +91,7 @@ func FuzzReceive(f *testing.F) {
 			t.Fatal(err)
 		}
 		defer l.Close()
-		e, p := l.eng, l.pols.def
+		e, p := l.eng, l.pols.dflt()
 		keys := []string{"k", "j"}
 		tatOf := func(key string, now int64) int64 {
 			if key == "" {

@@ -64,7 +64,7 @@ func (l *Limiter) Stats() Stats {
 	if l.shadow != nil {
 		s.ShadowDenials = uint64(l.shadow.denials.load())
 	}
-	p := l.pols.def
+	p := l.pols.dflt()
 	tat = max(tat, now)
 	s.GlobalTokens = (now + p.tolerance - tat) / p.interval
 	if l.leases != nil {
@@ -78,7 +78,7 @@ func (l *Limiter) Stats() Stats {
 func (e *engine) fillStats(s *Stats) (now, tat int64) {
 	now = e.buckets(e.now())
 	tat = e.standalone.Load()
-	if t, ok := e.global.tat(e.pols.def, now); ok {
+	if t, ok := e.global.tat(e.pols.dflt(), now); ok {
 		tat = t
 	}
 	s.LiveKeys, s.OverflowDecisions = e.keys.len(), e.keys.overflowCount()

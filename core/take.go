@@ -54,7 +54,7 @@ func (l *Limiter) takeNow(d *Decision, key string, n int64) (time.Time, error) {
 // reports a hold (see Allow).
 func (l *Limiter) take(d *Decision, now int64, key string, n int64) (held bool, err error) {
 	if key == "" {
-		p := l.pols.def
+		p := l.pols.dflt()
 		if err := p.checkCost(n); err != nil {
 			return false, err
 		}
@@ -66,7 +66,7 @@ func (l *Limiter) take(d *Decision, now int64, key string, n int64) (held bool, 
 		return false, nil
 	}
 	h := hashKey(l.hashSecret, key)
-	p := l.pols.forKey(h)
+	p := l.keyPolicy(h, key, now)
 	if err := p.checkCost(n); err != nil {
 		return false, err
 	}
@@ -95,16 +95,16 @@ func (l *Limiter) refund(now int64, key string, n int64) {
 		return
 	}
 	if key == "" {
-		n = min(n, l.pols.def.burst)
+		n = min(n, l.pols.dflt().burst)
 		if l.eng != nil {
 			l.eng.refundGlobal(now, n)
 			return
 		}
-		refund(&l.global.tat, l.pols.def, now, n)
+		refund(&l.global.tat, l.pols.dflt(), now, n)
 		return
 	}
 	h := hashKey(l.hashSecret, key)
-	p := l.pols.forKey(h)
+	p := l.keyPolicy(h, key, now)
 	n = min(n, p.burst)
 	if l.eng != nil {
 		l.eng.refundKeyed(h, p, now, n)

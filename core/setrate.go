@@ -1,0 +1,206 @@
+package gopherpace
+
+import (
+	"fmt"
+	"sync/atomic"
+	"time"
+)
+
+// Changing limits while running. A change swaps the limiter's policy set
+// whole; then every live bucket on a changed policy is repriced: the
+// tokens it has spent stay spent, counted at the new price (rounded up,
+// so a change never hands out a token), and capped at the new bucket.
+// A faster rate therefore takes effect at once, and no bucket stalls on
+// debt priced at the old rate. A request that races the change may be
+// decided against either rate.
+
+// SetRate changes the default policy to tokens per per with a bucket of
+// burst, validated as New validates them. Clustered, set it on every node
+// (as a configuration rollout does): until every node has the new rate,
+// each refills its replicas at its own, and the cluster admits between
+// the two; once all have it, the cluster follows it within a gossip
+// interval.
+func (l *Limiter) SetRate(tokens int64, per time.Duration, burst int64) error {
+	return l.setRate(l.changeTime(), tokens, per, burst)
+}
+
+// changeTime is the time a change reprices the buckets at: the engine's
+// clock when clustered (a simulated network has its own), the real one
+// otherwise.
+func (l *Limiter) changeTime() int64 {
+	if l.eng != nil {
+		return l.eng.now()
+	}
+	return int64(time.Since(l.epoch))
+}
+
+func (l *Limiter) setRate(now int64, tokens int64, per time.Duration, burst int64) error {
+	p, err := l.buildPolicy(tokens, per, burst)
+	if err != nil {
+		return err
+	}
+	l.changeMu.Lock()
+	defer l.changeMu.Unlock()
+	old := l.pols.set.Load()
+	l.pols.set.Store(&policySet{def: p, overrides: old.overrides})
+	l.reprice(now, func(h uint64, _ bool) (*policy, *policy) {
+		if _, ok := old.overrides[h]; ok {
+			return nil, nil
+		}
+		return old.def, p
+	})
+	return nil
+}
+
+// SetOverride gives key a policy of its own, as WithOverrideRate does, or
+// changes the one it has.
+func (l *Limiter) SetOverride(key string, tokens int64, per time.Duration, burst int64) error {
+	return l.setOverride(l.changeTime(), key, tokens, per, burst)
+}
+
+func (l *Limiter) setOverride(now int64, key string, tokens int64, per time.Duration, burst int64) error {
+	if key == "" {
+		return errorf("override key must not be empty: SetRate changes the global bucket's rate")
+	}
+	p, err := l.buildPolicy(tokens, per, burst)
+	if err != nil {
+		return fmt.Errorf("override %q: %w", key, err)
+	}
+	h := hashKey(l.hashSecret, key)
+	l.changeMu.Lock()
+	defer l.changeMu.Unlock()
+	old := l.pols.set.Load()
+	overrides := make(map[uint64]*policy, len(old.overrides)+1)
+	for k, v := range old.overrides {
+		overrides[k] = v
+	}
+	overrides[h] = p
+	l.pols.set.Store(&policySet{def: old.def, overrides: overrides})
+	l.repriceKey(now, h, old.forKeyIn(h), p)
+	return nil
+}
+
+// RemoveOverride puts key back on the default policy.
+func (l *Limiter) RemoveOverride(key string) { l.removeOverride(l.changeTime(), key) }
+
+func (l *Limiter) removeOverride(now int64, key string) {
+	h := hashKey(l.hashSecret, key)
+	l.changeMu.Lock()
+	defer l.changeMu.Unlock()
+	old := l.pols.set.Load()
+	from, ok := old.overrides[h]
+	if !ok {
+		return
+	}
+	var overrides map[uint64]*policy
+	if len(old.overrides) > 1 {
+		overrides = make(map[uint64]*policy, len(old.overrides)-1)
+		for k, v := range old.overrides {
+			if k != h {
+				overrides[k] = v
+			}
+		}
+	}
+	l.pols.set.Store(&policySet{def: old.def, overrides: overrides})
+	l.repriceKey(now, h, from, old.def)
+}
+
+// forKeyIn is the policy for key hash h in the set s.
+func (s *policySet) forKeyIn(h uint64) *policy {
+	if p, ok := s.overrides[h]; ok {
+		return p
+	}
+	return s.def
+}
+
+// buildPolicy builds a policy for this limiter: checked as New checks it,
+// with a clustered limiter's ceiling and caps.
+func (l *Limiter) buildPolicy(tokens int64, per time.Duration, burst int64) (*policy, error) {
+	p, err := newPolicy(tokens, per, burst)
+	if err != nil {
+		return nil, err
+	}
+	if l.eng == nil {
+		return p, nil
+	}
+	if p.tolerance > maxClusteredTolerance {
+		return nil, errorf("bucket size %d at %d per %v takes %v to refill, over the %v a clustered limiter allows: lower the bucket size or raise the rate",
+			burst, tokens, per, time.Duration(p.tolerance), time.Duration(maxClusteredTolerance))
+	}
+	if !l.eng.floor {
+		p.ceiling = 2 * p.tolerance
+	}
+	l.eng.mu.Lock()
+	known := int(max(1, l.eng.stats.known.Load()))
+	l.eng.sizeCaps(p, known)
+	l.eng.mu.Unlock()
+	return p, nil
+}
+
+// reprice reprices every bucket whose policy change pick reports (from,
+// to; nil: unchanged): the global bucket (key hash 0, global true), every
+// live keyed bucket, and the overflow bucket.
+func (l *Limiter) reprice(now int64, pick func(h uint64, global bool) (from, to *policy)) {
+	if from, to := pick(0, true); from != nil {
+		if l.eng != nil {
+			l.eng.quota.setGate(to)
+			l.eng.global.reprice(from, to, l.eng.buckets(now))
+		} else {
+			repriceWord(&l.global.tat, from, to, now)
+		}
+	}
+	if l.eng != nil {
+		b := l.eng.buckets(now)
+		l.eng.keys.each(func(h uint64, e *clusterEntry) {
+			if from, to := pick(h, false); from != nil {
+				repriceWord(&e.tat, from, to, b)
+			}
+		})
+		if from, to := pick(0, false); from != nil {
+			repriceWord(&l.eng.keys.overflow.tat, from, to, b)
+		}
+		return
+	}
+	l.keys.each(func(h uint64, e *plainEntry) {
+		if from, to := pick(h, false); from != nil {
+			repriceWord(&e.tat, from, to, now)
+		}
+	})
+	if from, to := pick(0, false); from != nil {
+		repriceWord(&l.keys.overflow.tat, from, to, now)
+	}
+}
+
+// repriceKey reprices key hash h's live bucket from one policy to another.
+func (l *Limiter) repriceKey(now int64, h uint64, from, to *policy) {
+	if l.eng != nil {
+		if e := l.eng.keys.lookup(h); e != nil {
+			repriceWord(&e.tat, from, to, l.eng.buckets(now))
+		}
+		return
+	}
+	if e := l.keys.lookup(h); e != nil {
+		repriceWord(&e.tat, from, to, now)
+	}
+}
+
+// repriceWord moves a plain word from one policy to another at now,
+// keeping the tokens it has spent (see the top of this file).
+func repriceWord(tat *atomic.Int64, from, to *policy, now int64) {
+	for {
+		old := tat.Load()
+		if old == evicted || old <= now {
+			return // gone, or full: nothing is owed
+		}
+		next := now + repriced(old-now, from, to)
+		if tat.CompareAndSwap(old, next) {
+			return
+		}
+	}
+}
+
+// repriced is ahead ns of spent tokens at from's price, at to's: whole
+// tokens, rounded up, capped at to's ceiling.
+func repriced(ahead int64, from, to *policy) int64 {
+	return costOf(ceilDiv(ahead, from.interval), to.interval, to.ceiling)
+}
