@@ -74,8 +74,7 @@ func New(opts ...Option) (*Limiter, error) {
 		return nil, err
 	}
 	l := &Limiter{
-		epoch: time.Now(),
-
+		epoch:      time.Now(),
 		hashSecret: c.hashSecret,
 		name:       c.nodeName,
 		log:        c.logger.With("component", "gopherpace"),
