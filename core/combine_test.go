@@ -105,7 +105,7 @@ func TestLimitsErrorsSpendNothing(t *testing.T) {
 
 // A limit in shadow mode counts but never blocks the others.
 func TestLimitsWithAShadowPart(t *testing.T) {
-	strict := limiterOf(t, gopherpace.WithRate(1, time.Second), gopherpace.WithShadowMode())
+	strict := limiterOf(t, gopherpace.WithRate(1, time.Second), gopherpace.WithShadowMode(), gopherpace.WithLogger(discardLogger))
 	loose := limiterOf(t, gopherpace.WithRate(100, time.Second))
 	both := combined(t, strict, loose)
 	t0 := time.Unix(1_700_000_000, 0)

@@ -105,6 +105,7 @@ type engine struct {
 	stopTick                                 func() bool
 	unsubscribe                              func()
 	rx                                       frame
+	unlisted                                 unlisted // frames of senders not listed yet (receive.go)
 	batch                                    []keyCount
 	// own is this node's admit and demand rates (fairness.go).
 	own load

@@ -15,6 +15,59 @@ import (
 // implausible, and logged.
 const maxClockSkew = int64(time.Hour)
 
+// unlisted holds back, for a while, the frames of senders the transport
+// does not list as members yet: a node that just joined is heard before
+// every member's list has it, and its keyed counts (deltas, unlike the
+// global running total) would be lost once the sender's resends ran out.
+// The frames are applied if the sender is listed within unlistedFor, and
+// dropped (counted in FramesNotMember) otherwise. The hold is bounded, so
+// invented names cost at most unlistedFrames copies.
+type unlisted struct {
+	frames []heldFrame
+}
+
+type heldFrame struct {
+	from string
+	b    []byte
+	at   int64
+}
+
+const (
+	unlistedFrames = 64
+	unlistedFor    = int64(2 * time.Second)
+)
+
+// hold keeps a copy of b from from, unless the hold is full.
+func (u *unlisted) hold(from string, b []byte, now int64) bool {
+	if len(u.frames) >= unlistedFrames {
+		return false
+	}
+	u.frames = append(u.frames, heldFrame{from, append([]byte(nil), b...), now})
+	return true
+}
+
+// replay applies the held frames whose senders are now members, and drops
+// those held for longer than unlistedFor. The caller holds e.mu and has
+// just refreshed the member list.
+func (e *engine) replayUnlisted(now int64) {
+	u := &e.unlisted
+	if len(u.frames) == 0 {
+		return
+	}
+	held := u.frames
+	u.frames = nil
+	for i, h := range held {
+		switch {
+		case e.peers[h.from] != nil:
+			e.apply(h.from, h.b, false)
+		case now-h.at > unlistedFor:
+			e.stats.notMember.Add(1)
+		default:
+			u.frames = append(u.frames, held[i])
+		}
+	}
+}
+
 // memberRefreshGap spaces the member-list refreshes that a frame from an
 // unlisted sender triggers, so that a flood of invented names costs one
 // Members call per gap.
@@ -28,6 +81,13 @@ func (e *engine) receive(from string, b []byte) {
 	}
 	e.stats.framesReceived.Add(1)
 	e.stats.bytesReceived.Add(uint64(len(b)))
+	e.apply(from, b, true)
+}
+
+// apply reads one frame from from and charges it; a frame from a sender
+// not (yet) listed as a member is held back when hold is set (see
+// unlisted). The caller holds e.mu.
+func (e *engine) apply(from string, b []byte, hold bool) {
 	f := &e.rx
 	if err := decodeFrame(b, f); err != nil {
 		e.stats.malformed.Add(1)
@@ -40,7 +100,9 @@ func (e *engine) receive(from string, b []byte) {
 	now := e.now()
 	p := e.member(from, now)
 	if p == nil {
-		e.stats.notMember.Add(1)
+		if !hold || !e.unlisted.hold(from, b, now) {
+			e.stats.notMember.Add(1)
+		}
 		return
 	}
 	if wall := e.clock.Now().UnixNano(); wall > 0 && f.incarnation > uint64(wall)+uint64(maxClockSkew) {
@@ -115,10 +177,15 @@ func (e *engine) member(name string, now int64) *peer {
 func (e *engine) refreshMembers(now int64) []string {
 	e.lastMemberRefresh = now
 	listed := e.t.Members()
+	added := false
 	for _, name := range listed {
 		if name != e.name && e.peers[name] == nil {
 			e.peers[name] = &peer{lastHeard: now}
+			added = true
 		}
+	}
+	if added || len(e.unlisted.frames) > 0 && now-e.unlisted.frames[0].at > unlistedFor {
+		e.replayUnlisted(now)
 	}
 	return listed
 }

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"time"
 
 	"github.com/labstack/echo/v4"
 	"github.com/pedreviljoen/gopherpace/adapters/echopace"
@@ -39,6 +40,14 @@ func run(addr string, serve bool, out io.Writer) error {
 	// echopace.WithTrustedProxies(its networks...).
 	e.Use(echopace.RateLimiter(limiter, echopace.WithPolicyName("per-ip")))
 	e.GET("/hello", func(c echo.Context) error { return c.String(http.StatusOK, "hello\n") })
+	// A stricter limit on one route: its own limiter, as route middleware.
+	login, err := gopherpace.New(gopherpace.WithRate(5, time.Minute))
+	if err != nil {
+		return err
+	}
+	defer login.Close()
+	e.POST("/login", func(c echo.Context) error { return c.String(http.StatusOK, "welcome\n") },
+		echopace.RateLimiter(login, echopace.WithPolicyName("login")))
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return err

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"time"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/pedreviljoen/gopherpace/adapters/fiberpace"
@@ -40,6 +41,13 @@ func run(addr string, serve bool, out io.Writer) error {
 	// their token back.
 	app.Use(fiberpace.New(limiter, fiberpace.WithRefund(adapter.RefundFailed), fiberpace.WithPolicyName("per-ip")))
 	app.Get("/hello", func(c *fiber.Ctx) error { return c.SendString("hello\n") })
+	// A stricter limit on one route: its own limiter, as route middleware.
+	login, err := gopherpace.New(gopherpace.WithRate(5, time.Minute))
+	if err != nil {
+		return err
+	}
+	defer login.Close()
+	app.Post("/login", fiberpace.New(login, fiberpace.WithPolicyName("login")), func(c *fiber.Ctx) error { return c.SendString("welcome\n") })
 	app.Get("/broken", func(c *fiber.Ctx) error { return fiber.ErrBadGateway })
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"time"
 
 	"github.com/gin-gonic/gin"
 	"github.com/pedreviljoen/gopherpace/adapters/ginpace"
@@ -39,6 +40,13 @@ func run(addr string, serve bool, out io.Writer) error {
 	// ginpace.WithTrustedProxies(its networks...).
 	r.Use(ginpace.New(limiter, ginpace.WithPolicyName("per-ip")))
 	r.GET("/hello", func(c *gin.Context) { c.String(http.StatusOK, "hello\n") })
+	// A stricter limit on one route: its own limiter, as route middleware.
+	login, err := gopherpace.New(gopherpace.WithRate(5, time.Minute))
+	if err != nil {
+		return err
+	}
+	defer login.Close()
+	r.POST("/login", ginpace.New(login, ginpace.WithPolicyName("login")), func(c *gin.Context) { c.String(http.StatusOK, "welcome\n") })
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return err

@@ -10,6 +10,7 @@ import (
 	"log"
 	"net"
 	"os"
+	"time"
 
 	"github.com/pedreviljoen/gopherpace/adapters/grpcpace"
 	gopherpace "github.com/pedreviljoen/gopherpace/core"
@@ -35,8 +36,17 @@ func run(addr string, out io.Writer) error {
 		return err
 	}
 	defer limiter.Close()
+	// A stricter limit on one method: its own limiter, skipping the others.
+	login, err := gopherpace.New(gopherpace.WithRate(5, time.Minute))
+	if err != nil {
+		return err
+	}
+	defer login.Close()
+	const loginMethod = "/auth.v1.Auth/Login"
 	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(
 		grpcpace.UnaryServerInterceptor(limiter, grpcpace.WithPolicyName("per-peer")),
+		grpcpace.UnaryServerInterceptor(login, grpcpace.WithPolicyName("login"),
+			grpcpace.WithSkip(func(_ context.Context, method string) bool { return method != loginMethod })),
 	))
 	healthpb.RegisterHealthServer(srv, health.NewServer())
 	ln, err := net.Listen("tcp", addr)
