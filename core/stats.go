@@ -36,7 +36,8 @@ type Stats struct {
 	// arrived in any copy (their counts are lost).
 	FramesMalformed, FramesDuplicate, FramesOtherLimiter, FramesMissing uint64
 	// FramesNotMember counts frames from senders the transport does not
-	// list as members, dropped unread.
+	// list as members, dropped unapplied after being held for 2 s in case
+	// the sender was a member not listed yet.
 	FramesNotMember uint64
 	// SendFailures counts frames the transport refused to send.
 	SendFailures uint64
