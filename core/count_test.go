@@ -27,7 +27,7 @@ func TestLeaseTakenTwiceGoesBack(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			opts := []Option{WithRefillRate(1), WithBucketSize(100_000)}
 			if clustered {
-				opts = append(opts, WithTransport(&nopTransport{}))
+				opts = append(opts, WithTransport(&frozenTransport{now: time.Now()})) // no ticks drain the count
 			}
 			l := newTestLimiter(t, opts...)
 			if !setLeases(l, 2) {
@@ -62,7 +62,8 @@ func TestLeaseTakenTwiceGoesBack(t *testing.T) {
 // them out of the count not yet reported; after Close it refunds the
 // standalone word the state moved to.
 func TestClusteredGlobalRefund(t *testing.T) {
-	l := newTestLimiter(t, WithRefillRate(1), WithBucketSize(100), WithTransport(&nopTransport{}))
+	// No ticks: the counts stay unreported for the test to read.
+	l := newTestLimiter(t, WithRefillRate(1), WithBucketSize(100), WithTransport(&frozenTransport{now: time.Now()}))
 	t0 := l.epoch.Add(time.Second) // the counted word reads times near the engine's clock
 	if d, _ := l.TakeAt(t0, "", 10); !d.Allowed || d.Remaining != 90 {
 		t.Fatalf("take: %+v", d)
@@ -82,7 +83,7 @@ func TestClusteredGlobalRefund(t *testing.T) {
 }
 
 func TestClusteredKeyedRefund(t *testing.T) {
-	l := newTestLimiter(t, WithRefillRate(1), WithBucketSize(100), WithTransport(&nopTransport{}))
+	l := newTestLimiter(t, WithRefillRate(1), WithBucketSize(100), WithTransport(&frozenTransport{now: time.Now()}))
 	t0 := l.epoch.Add(time.Second)
 	l.TakeAt(t0, "k", 10)
 	l.RefundAt(t0, "k", 4)

@@ -89,6 +89,18 @@ func (nopTransport) Subscribe(func(string, []byte)) (unsubscribe func()) { retur
 func (nopTransport) Members() []string                                   { return nil }
 func (nopTransport) Close() error                                        { return nil }
 
+// frozenTransport is nopTransport on a clock that stands still and never
+// fires: no tick runs, so counts stay unreported for a test to read.
+type frozenTransport struct {
+	nopTransport
+	now time.Time
+}
+
+func (f *frozenTransport) Now() time.Time { return f.now }
+func (*frozenTransport) AfterFunc(time.Duration, func()) func() bool {
+	return func() bool { return true }
+}
+
 // take is takeInto returning its Decision, for tests of the plain word.
 func take(tat *atomic.Int64, p *policy, now, n int64) (d Decision, ok bool) {
 	ok = takeInto(&d, tat, p, now, n)
