@@ -34,6 +34,7 @@ type Transport struct {
 	logw    *logWriter
 
 	receivers transportkit.Receivers
+	book      addressBook // peers' addresses, for sending (addressbook.go)
 
 	lastFrame atomic.Int64 // unix ns of the last frame from any peer
 	heardMu   sync.Mutex
@@ -167,6 +168,8 @@ func (t *Transport) memberlistConfig() (*memberlist.Config, error) {
 	if c.tweak != nil {
 		c.tweak(mc)
 	}
+	t.book.next = mc.Events
+	mc.Events = &t.book
 	return mc, nil
 }
 
@@ -198,11 +201,9 @@ func (t *Transport) Broadcast(frame []byte) error {
 	msg = append(msg, t.name...)
 	msg = append(msg, frame...)
 	var firstErr error
-	for _, n := range t.ml.Members() {
-		if n.Name == t.name {
-			continue
-		}
-		if err := t.ml.SendBestEffort(n, msg); err != nil {
+	var buf [16]memberlist.Address
+	for _, a := range t.book.appendPeers(buf[:0], t.name) {
+		if err := t.ml.SendToAddress(a, msg); err != nil {
 			t.stats.sendErrors.Add(1)
 			if firstErr == nil {
 				firstErr = err

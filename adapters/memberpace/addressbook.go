@@ -1,0 +1,62 @@
+package memberpace
+
+import (
+	"sync"
+
+	"github.com/hashicorp/memberlist"
+)
+
+// addressBook keeps every peer's address as memberlist last announced it.
+// memberlist's Members returns pointers into its own state, which it
+// rewrites as nodes rejoin: reading a node's address from them after the
+// call races with those writes. Its event callbacks run while it holds
+// its lock, so the addresses copied there are consistent.
+type addressBook struct {
+	mu    sync.RWMutex
+	addrs map[string]memberlist.Address
+	next  memberlist.EventDelegate // the configuration's own, if any
+}
+
+func (b *addressBook) set(n *memberlist.Node) {
+	b.mu.Lock()
+	if b.addrs == nil {
+		b.addrs = make(map[string]memberlist.Address)
+	}
+	b.addrs[n.Name] = n.FullAddress()
+	b.mu.Unlock()
+}
+
+func (b *addressBook) NotifyJoin(n *memberlist.Node) {
+	b.set(n)
+	if b.next != nil {
+		b.next.NotifyJoin(n)
+	}
+}
+
+func (b *addressBook) NotifyUpdate(n *memberlist.Node) {
+	b.set(n)
+	if b.next != nil {
+		b.next.NotifyUpdate(n)
+	}
+}
+
+func (b *addressBook) NotifyLeave(n *memberlist.Node) {
+	b.mu.Lock()
+	delete(b.addrs, n.Name)
+	b.mu.Unlock()
+	if b.next != nil {
+		b.next.NotifyLeave(n)
+	}
+}
+
+// appendPeers appends every address but self's to dst.
+func (b *addressBook) appendPeers(dst []memberlist.Address, self string) []memberlist.Address {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	for name, a := range b.addrs {
+		if name != self {
+			dst = append(dst, a)
+		}
+	}
+	return dst
+}
