@@ -78,6 +78,7 @@ fuzz:
 	cd core && GOWORK=off $(GO) test -run '^$$' -fuzz FuzzLeasingNeverExceedsRate -fuzztime 30s .
 	cd core && GOWORK=off $(GO) test -run '^$$' -fuzz FuzzReceive -fuzztime 30s .
 	cd core && GOWORK=off $(GO) test -run '^$$' -fuzz FuzzParseHost -fuzztime 30s ./clientip
+	cd core && GOWORK=off $(GO) test -run '^$$' -fuzz FuzzLimitsAllOrNothing -fuzztime 30s .
 
 ## demo: three replicas gossiping over real memberlist on loopback, under skewed then uniform load
 demo:

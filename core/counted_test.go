@@ -212,10 +212,11 @@ func TestCountedHandBackUnderLoad(t *testing.T) {
 // and drains, the counted word decides as the plain word and counts every
 // admitted token exactly once.
 func FuzzCountedDecidesLikeBucket(f *testing.F) {
-	f.Add(int64(3), int64(5), []byte{0, 1, 2, 3, 4, 5, 6, 7, 8, 9})
-	f.Add(int64(1000), int64(100), []byte{255, 255, 0, 0, 77, 3, 200, 1})
-	f.Fuzz(func(t *testing.T, rate, burst int64, ops []byte) {
-		p, err := newPolicy(rate, time.Second, burst)
+	f.Add(int64(3), int64(1_000_000), int64(5), []byte{0, 1, 2, 3, 4, 5, 6, 7, 8, 9})
+	f.Add(int64(1000), int64(1_000_000), int64(100), []byte{255, 255, 0, 0, 77, 3, 200, 1})
+	f.Add(int64(100), int64(3_600_000_000), int64(100), []byte{127, 0, 9, 127, 2, 50, 1, 1, 1})
+	f.Fuzz(func(t *testing.T, tokens, perMicros, burst int64, ops []byte) {
+		p, err := newPolicy(tokens, time.Duration(perMicros)*time.Microsecond, burst)
 		if err != nil || p.tolerance > maxClusteredTolerance {
 			return
 		}
