@@ -5,14 +5,27 @@ GO ?= go
 
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: test fmt fmt-check vet lint tidy-check core-deps-check work bench demo demo-standalone fuzz accuracy
+.PHONY: test fmt fmt-check vet lint tidy-check core-deps-check work bench demo demo-standalone fuzz accuracy browser
 
-## test: format check, core dependency check, vet, staticcheck and race tests in every module
-test: fmt-check core-deps-check vet lint
+## test: format check, core dependency check, vet, staticcheck, a headless browser, and race tests in every module
+test: fmt-check core-deps-check vet lint browser
 	@set -e; for m in $(MODULES); do \
 		echo "== go test $$m"; \
 		(cd $$m && GOWORK=off $(GO) test -race -count=1 -timeout 5m ./...); \
 	done
+
+## browser: install a headless Chromium from the OS packages, when missing, for the status page's browser test (it skips, saying why, where none can be installed)
+browser:
+	@if command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || command -v google-chrome >/dev/null 2>&1; then \
+		exit 0; \
+	elif ! command -v apt-get >/dev/null 2>&1; then \
+		echo "no apt-get here: install Chromium yourself to run the status page's browser test"; \
+	else \
+		SUDO=; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
+		echo "== installing Chromium for the status page's browser test"; \
+		($$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends chromium fonts-dejavu-core) >/dev/null 2>&1 \
+			|| echo "Chromium could not be installed: the status page's browser test will skip"; \
+	fi
 
 ## fmt: gofmt every Go file
 fmt:

@@ -29,6 +29,7 @@ func (l *Limiter) Allow() (bool, time.Duration) {
 		l.noteShadowDenial()
 		return true, 0
 	}
+	l.counts.allow(ok)
 	return ok, retry
 }
 
@@ -42,6 +43,7 @@ func (l *Limiter) AllowAt(now time.Time) (bool, time.Duration) {
 		l.noteShadowDenial()
 		return true, 0
 	}
+	l.counts.allow(ok)
 	return ok, retry
 }
 

@@ -57,7 +57,10 @@ func (ls *Limits) Take(keys []string, n int64) (Decision, error) {
 // TakeAt is Take at the given time. It never waits.
 func (ls *Limits) TakeAt(now time.Time, keys []string, n int64) (Decision, error) {
 	var d Decision
-	_, err := ls.take(&d, now, keys, n, nil)
+	_, by, err := ls.take(&d, now, keys, n, nil)
+	if err == nil {
+		ls.count(&d, by, n)
+	}
 	return d, err
 }
 
@@ -72,15 +75,30 @@ func (ls *Limits) TakeAll(keys []string, n int64, all []Decision) (Decision, tim
 	// into each limiter's own.
 	epoch := ls.parts[0].epoch
 	now := epoch.Add(time.Since(epoch))
-	held, err := ls.take(&d, now, keys, n, all)
+	held, by, err := ls.take(&d, now, keys, n, all)
 	if held {
 		for deadline := now.Add(maxHold); held && now.Before(deadline); {
 			time.Sleep(d.RetryAfter)
 			now = epoch.Add(time.Since(epoch))
-			held, err = ls.take(&d, now, keys, n, all)
+			held, by, err = ls.take(&d, now, keys, n, all)
 		}
 	}
+	if err == nil {
+		ls.count(&d, by, n)
+	}
 	return d, now, err
+}
+
+// count counts a combined decision on every limit: an admit on each, a
+// denial on the one that denied (by).
+func (ls *Limits) count(d *Decision, by int, n int64) {
+	if by < 0 {
+		for _, l := range ls.parts {
+			l.counts.take(d, n)
+		}
+		return
+	}
+	ls.parts[by].counts.take(d, n)
 }
 
 // Refund gives back n tokens to every limit's bucket, as Limiter.Refund
@@ -97,15 +115,15 @@ func (ls *Limits) Refund(keys []string, n int64) {
 
 // take decides for every limit at now into d, and each limit's own
 // decision into all when it has room; it reports a hold as Limiter.take
-// does.
-func (ls *Limits) take(d *Decision, now time.Time, keys []string, n int64, all []Decision) (held bool, err error) {
+// does, and the limit that denied (-1: admitted).
+func (ls *Limits) take(d *Decision, now time.Time, keys []string, n int64, all []Decision) (held bool, by int, err error) {
 	if len(keys) != len(ls.parts) {
-		return false, ErrKeys
+		return false, -1, ErrKeys
 	}
 	// Costs first: a cost one limit can never grant must spend nothing.
 	for i, l := range ls.parts {
 		if err := l.policyFor(keys[i], l.nanos(now)).checkCost(n); err != nil {
-			return false, err
+			return false, -1, err
 		}
 	}
 	var one Decision
@@ -137,7 +155,7 @@ func (ls *Limits) take(d *Decision, now time.Time, keys []string, n int64, all [
 		}
 	}
 	if denied < 0 {
-		return false, nil
+		return false, -1, nil
 	}
 	// Give back what the limits before the denial took, and read the ones
 	// after it: the request must wait for the last of them.
@@ -151,7 +169,7 @@ func (ls *Limits) take(d *Decision, now time.Time, keys []string, n int64, all [
 			d.RetryAfter = di.RetryAfter
 		}
 	}
-	return held, nil
+	return held, denied, nil
 }
 
 // closer reports whether a is closer to exhaustion than b: fewer tokens

@@ -54,6 +54,7 @@ type Limiter struct {
 	closeOnce  sync.Once
 	shadow     *shadowing // nil unless WithShadowMode
 	changeMu   sync.Mutex // serialises changes of the policies (setrate.go)
+	counts     decisionCounts
 }
 
 // New returns a Limiter configured by opts. WithRefillRate is required.

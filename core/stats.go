@@ -5,6 +5,13 @@ import "time"
 // Stats is a snapshot of a limiter's state and, when clustered, of its
 // gossip. Counters only grow.
 type Stats struct {
+	// Allowed and Denied count the requests this limiter decided, every
+	// form and key together (Combine counts an admit on every limit and a
+	// denial on the limit that denied; Wait counts its outcome once);
+	// TokensAllowed counts the tokens of the allowed ones. Requests shadow
+	// mode let through are in ShadowDenials instead.
+	Allowed, Denied, TokensAllowed uint64
+
 	// GlobalTokens is the global bucket's balance now: tokens available,
 	// or, below zero, the debt that refill must repay first.
 	GlobalTokens int64
@@ -65,6 +72,7 @@ func (l *Limiter) Stats() Stats {
 	if l.shadow != nil {
 		s.ShadowDenials = uint64(l.shadow.denials.load())
 	}
+	l.counts.fill(&s)
 	p := l.pols.dflt()
 	tat = max(tat, now)
 	s.GlobalTokens = (now + p.tolerance - tat) / p.interval

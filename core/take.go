@@ -8,7 +8,9 @@ import "time"
 // never waits for tokens, but waits out a hold of a few milliseconds
 // (see Allow); TakeAt does not.
 func (l *Limiter) Take(key string, n int64) (d Decision, err error) {
-	_, err = l.takeNow(&d, key, n)
+	if _, err = l.takeNow(&d, key, n); err == nil {
+		l.counts.take(&d, n)
+	}
 	return
 }
 
@@ -18,7 +20,9 @@ func (l *Limiter) Take(key string, n int64) (d Decision, err error) {
 // limiter's creation time plus the monotonic time since, so it does not
 // follow steps of the wall clock made after New.
 func (l *Limiter) TakeTimed(key string, n int64) (d Decision, at time.Time, err error) {
-	at, err = l.takeNow(&d, key, n)
+	if at, err = l.takeNow(&d, key, n); err == nil {
+		l.counts.take(&d, n)
+	}
 	return
 }
 
@@ -27,6 +31,9 @@ func (l *Limiter) TakeAt(now time.Time, key string, n int64) (d Decision, err er
 	_, err = l.take(&d, l.nanos(now), key, n)
 	if !d.Allowed && err == nil && l.shadow != nil {
 		l.letThrough(&d)
+	}
+	if err == nil {
+		l.counts.take(&d, n)
 	}
 	return
 }

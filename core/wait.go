@@ -34,10 +34,14 @@ func (l *Limiter) Wait(ctx context.Context, key string, n int64) error {
 		}
 		var d Decision
 		if _, err := l.takeNow(&d, key, n); err != nil || d.Allowed {
+			if err == nil {
+				l.counts.take(&d, n) // a wait counts once, as its outcome
+			}
 			return err
 		}
 		wait := d.RetryAfter
 		if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < wait {
+			l.counts.take(&d, n)
 			return ErrWaitTooLong
 		}
 		if timer == nil {

@@ -13,6 +13,8 @@ import (
 	"log/slog"
 	"math"
 	"math/rand/v2"
+	"net"
+	"net/http"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -20,6 +22,7 @@ import (
 
 	"github.com/pedreviljoen/gopherpace/adapters/memberpace"
 	gopherpace "github.com/pedreviljoen/gopherpace/core"
+	"github.com/pedreviljoen/gopherpace/core/status"
 	"github.com/pedreviljoen/gopherpace/seeds"
 )
 
@@ -32,13 +35,14 @@ func main() {
 	rate := flag.Int64("rate", 200, "cluster-wide limit, requests per second")
 	mult := flag.Float64("load", 5, "offered load as a multiple of the limit")
 	seconds := flag.Int("seconds", 8, "seconds per phase")
+	statusAddr := flag.String("status", "127.0.0.1:0", "where to serve replica-a's status page")
 	flag.Parse()
-	if err := run(*rate, *mult, *seconds); err != nil {
+	if err := run(*rate, *mult, *seconds, *statusAddr); err != nil {
 		log.Fatal(err)
 	}
 }
 
-func run(rate int64, mult float64, seconds int) error {
+func run(rate int64, mult float64, seconds int, statusAddr string) error {
 	if rate < 1 || rate > 10_000 || mult <= 0 || mult > 20 || seconds < 1 || seconds > 20 {
 		return errors.New("rate must be 1..10000, load 0..20, seconds 1..20")
 	}
@@ -73,6 +77,14 @@ func run(rate int64, mult float64, seconds int) error {
 		}
 		limiters = append(limiters, l)
 	}
+	ln, err := net.Listen("tcp", statusAddr)
+	if err != nil {
+		return err
+	}
+	page := &http.Server{Handler: status.NewPage("make demo", limiters[0]), ReadHeaderTimeout: 5 * time.Second}
+	go page.Serve(ln)
+	defer page.Close()
+	fmt.Printf("live status page of %s: http://%s/ (open it while the demo runs)\n", names[0], ln.Addr())
 	fmt.Printf("3 replicas on loopback, gossiping over memberlist (%s, %s, %s)\n",
 		transports[0].GossipAddr(), transports[1].GossipAddr(), transports[2].GossipAddr())
 	fmt.Printf("cluster-wide limit %d req/s, bucket %d; offered %.0f req/s\n\n", rate, rate, mult*float64(rate))

@@ -16,8 +16,10 @@
 //	GOPHERPACE_PARTITION       share (default), fail-closed or fail-open
 //	GOPHERPACE_HTTP_ADDR       HTTP listen address (default :8080)
 //
-// Routes: /work is limited; /healthz is not; /stats shows the limiter's
-// view of the cluster as JSON.
+// Routes: /work is limited; /healthz is not (liveness); /readyz answers
+// 503 while this replica cannot see every peer it knows of (readiness);
+// /status is the live status page; /stats shows the limiter's view of the
+// cluster as JSON.
 package main
 
 import (
@@ -40,6 +42,7 @@ import (
 	"github.com/pedreviljoen/gopherpace/adapters/memberpace"
 	gopherpace "github.com/pedreviljoen/gopherpace/core"
 	"github.com/pedreviljoen/gopherpace/core/httplimit"
+	"github.com/pedreviljoen/gopherpace/core/status"
 	"github.com/pedreviljoen/gopherpace/seeds"
 )
 
@@ -152,6 +155,8 @@ func serve(ctx context.Context, cfg config, ready chan<- [2]string) error {
 		fmt.Fprintln(w, "done")
 	})))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.Handle("/readyz", status.Health(limiter))
+	mux.Handle("/status", status.NewPage("gopherpace example server", limiter))
 	mux.HandleFunc("/stats", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(struct {

@@ -110,6 +110,12 @@ func TestTwoServersShareOneLimit(t *testing.T) {
 	if c, _ := get(b[0], "/healthz"); c != http.StatusOK {
 		t.Fatalf("healthz %d", c)
 	}
+	if c, body := get(b[0], "/readyz"); c != http.StatusOK || !strings.Contains(body, "2 of 2 known nodes in sight") {
+		t.Fatalf("readyz %d %q", c, body)
+	}
+	if c, body := get(b[0], "/status"); c != http.StatusOK || !strings.Contains(body, "<svg") && !strings.Contains(body, "the chart fills") {
+		t.Fatalf("status page %d", c)
+	}
 	cancel()
 	for _, done := range []chan error{doneA, doneB} {
 		if err := <-done; err != nil {

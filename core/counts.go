@@ -1,0 +1,41 @@
+package gopherpace
+
+// What a limiter decided, counted for Stats and metrics exporters. One
+// striped atomic add per decision: Allow adds to allowOne only, so its
+// admit path pays one add.
+type decisionCounts struct {
+	allowOne   stripedCounter // one-token admits by Allow and AllowAt
+	takes      stripedCounter // admits by Take and the other n-token forms
+	takeTokens stripedCounter // the tokens of those admits
+	denied     stripedCounter // denials of every form
+}
+
+// allow counts one Allow's verdict.
+func (c *decisionCounts) allow(ok bool) {
+	if ok {
+		c.allowOne.add(1)
+	} else {
+		c.denied.add(1)
+	}
+}
+
+// take counts an n-token decision; a shadowed one is counted by shadow
+// mode instead (shadow.go).
+func (c *decisionCounts) take(d *Decision, n int64) {
+	switch {
+	case d.Shadowed:
+	case d.Allowed:
+		c.takes.add(1)
+		c.takeTokens.add(n)
+	default:
+		c.denied.add(1)
+	}
+}
+
+// fill writes the counts into s.
+func (c *decisionCounts) fill(s *Stats) {
+	one := uint64(c.allowOne.load())
+	s.Allowed = one + uint64(c.takes.load())
+	s.TokensAllowed = one + uint64(c.takeTokens.load())
+	s.Denied = uint64(c.denied.load())
+}

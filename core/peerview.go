@@ -1,0 +1,49 @@
+package gopherpace
+
+import (
+	"slices"
+	"strings"
+	"time"
+)
+
+// A Peer is one other node as this clustered limiter sees it, for status
+// pages and health checks.
+type Peer struct {
+	// Name is the peer's name on the transport.
+	Name string
+	// Heard reports whether a frame from it has arrived; LastHeard is how
+	// long ago the last one did (or, before any, how long it has been
+	// listed as a member).
+	Heard     bool
+	LastHeard time.Duration
+	// InSight reports that it counts as visible: heard within the
+	// isolation timeout (1.5 gossip intervals), or a new member not heard
+	// yet. A known peer out of sight is a partition, or a crash within the
+	// grace period.
+	InSight bool
+	// Leaving reports that its last frame said goodbye.
+	Leaving bool
+}
+
+// Peers lists the other nodes this limiter knows, by name; nil when
+// standalone.
+func (l *Limiter) Peers() []Peer {
+	if l.eng == nil {
+		return nil
+	}
+	e := l.eng
+	e.mu.Lock()
+	now := e.now()
+	out := make([]Peer, 0, len(e.peers))
+	for name, p := range e.peers {
+		quiet := now - p.lastHeard
+		out = append(out, Peer{
+			Name: name, Heard: p.heard, LastHeard: time.Duration(max(0, quiet)),
+			InSight: quiet <= e.isolation || !p.heard && quiet <= e.firstContact(),
+			Leaving: p.departed,
+		})
+	}
+	e.mu.Unlock()
+	slices.SortFunc(out, func(a, b Peer) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}

@@ -1,0 +1,64 @@
+// Package status shows what a limiter sees: a health check for probes and
+// alerts, and a self-contained live status page. Both use only the
+// limiter's Stats and Peers, and the standard library.
+package status
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+
+	gopherpace "github.com/pedreviljoen/gopherpace/core"
+)
+
+// Check reports whether l is whole, and why not: a standalone limiter
+// always is; a clustered one when every peer it knows of is in sight.
+// reason names the peers out of sight and how long each has been silent.
+func Check(l *gopherpace.Limiter) (ok bool, reason string) {
+	s := l.Stats()
+	if !s.Clustered {
+		return true, "standalone"
+	}
+	if !s.Partitioned {
+		return true, fmt.Sprintf("%d of %d known nodes in sight", s.VisibleNodes, s.KnownNodes)
+	}
+	var away []string
+	for _, p := range l.Peers() {
+		if p.InSight {
+			continue
+		}
+		if p.Heard {
+			away = append(away, fmt.Sprintf("%s (silent for %v)", p.Name, p.LastHeard.Round(1e6)))
+		} else {
+			away = append(away, p.Name+" (never heard)")
+		}
+	}
+	return false, fmt.Sprintf("%d of %d known nodes in sight; out of sight: %s", s.VisibleNodes, s.KnownNodes, strings.Join(away, ", "))
+}
+
+// Health answers 200 "ok: <reason>" while every limiter is whole, and 503
+// "degraded: <reasons>" otherwise, as text. Mount it as a readiness or
+// alerting check: a degraded node still limits (see the partition policy
+// in docs/operations.md), but it limits by its share of the rate, or not
+// at all under fail-closed.
+func Health(limiters ...*gopherpace.Limiter) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Header().Set("Cache-Control", "no-store")
+		var bad, good []string
+		for _, l := range limiters {
+			ok, reason := Check(l)
+			if ok {
+				good = append(good, reason)
+			} else {
+				bad = append(bad, reason)
+			}
+		}
+		if len(bad) > 0 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprintln(w, "degraded:", strings.Join(bad, "; "))
+			return
+		}
+		fmt.Fprintln(w, "ok:", strings.Join(good, "; "))
+	})
+}
