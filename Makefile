@@ -13,6 +13,9 @@ test: fmt-check core-deps-check vet lint browser
 		echo "== go test $$m"; \
 		(cd $$m && GOWORK=off $(GO) test -race -count=1 -timeout 5m ./...); \
 	done
+	@echo "== go test core (no race detector: the per-processor counters' plain adds)"
+	@cd core && GOWORK=off $(GO) test -count=1 -run 'ProcCounter|Counts|Stats|Shadow' . && \
+		GOWORK=off $(GO) test -tags gopherpace_atomic_counters -count=1 -run 'ProcCounter|Counts' .
 
 ## browser: install a headless Chromium from the OS packages, when missing, for the status page's browser test (it skips, saying why, where none can be installed)
 browser:

@@ -1,33 +1,49 @@
 package gopherpace
 
 import (
+	"runtime"
 	"sync/atomic"
-	"unsafe"
 )
 
-// stripedCounter is a counter that many cores can add to at once without
-// trading one cache line: each add goes to a stripe picked from the
-// caller's stack address, so goroutines on different processors mostly
-// land on different lines. Reading sums the stripes.
-type stripedCounter struct {
-	stripes [counterStripes]struct {
-		n atomic.Int64
-		_ [56]byte
+// procCounter is a counter that every processor adds to without a locked
+// instruction: each P owns a slot on cache lines of its own and is its
+// only writer while pinned (counter_pinned.go), so an add is a plain one.
+// Race builds and 32-bit platforms add atomically instead, to a slot
+// picked by the caller's stack (counter_atomic.go); processors beyond
+// those there were at creation add atomically to one shared slot. Reading sums the slots; a sum read during
+// adds is short of the adds in flight, never torn. Make one with
+// newProcCounter.
+type procCounter struct {
+	slots []paddedInt64 // one per P at creation, then the shared one
+}
+
+// paddedInt64 fills two cache lines, as CPUs fetch lines in pairs.
+type paddedInt64 struct {
+	n int64
+	_ [120]byte
+}
+
+// maxProcSlots bounds a counter's memory: 128 bytes a slot.
+const maxProcSlots = 256
+
+func newProcCounter() procCounter {
+	return procCounter{slots: make([]paddedInt64, min(runtime.GOMAXPROCS(0), maxProcSlots)+1)}
+}
+
+func (c *procCounter) add(n int64) {
+	if p := pin(); p < len(c.slots)-1 {
+		c.slots[p].n += n
+		unpin()
+		return
 	}
+	unpin()
+	c.addShared(n)
 }
 
-const counterStripes = 16
-
-func (c *stripedCounter) add(n int64) {
-	var here byte
-	a := uintptr(unsafe.Pointer(&here))
-	c.stripes[(a>>13^a>>17)%counterStripes].n.Add(n)
-}
-
-func (c *stripedCounter) load() int64 {
+func (c *procCounter) load() int64 {
 	var sum int64
-	for i := range c.stripes {
-		sum += c.stripes[i].n.Load()
+	for i := range c.slots {
+		sum += atomic.LoadInt64(&c.slots[i].n)
 	}
 	return sum
 }

@@ -1,22 +1,33 @@
 package gopherpace
 
 // What a limiter decided, counted for Stats and metrics exporters. One
-// striped atomic add per decision: Allow adds to allowOne only, so its
+// per-processor add per decision: Allow adds to allowOne only, so its
 // admit path pays one add.
 type decisionCounts struct {
-	allowOne   stripedCounter // one-token admits by Allow and AllowAt
-	takes      stripedCounter // admits by Take and the other n-token forms
-	takeTokens stripedCounter // the tokens of those admits
-	denied     stripedCounter // denials of every form
+	allowOne   procCounter // one-token admits by Allow and AllowAt
+	takes      procCounter // admits by Take and the other n-token forms
+	takeTokens procCounter // the tokens of those admits
+	denied     procCounter // denials of every form
 }
 
-// allow counts one Allow's verdict.
+func newDecisionCounts() decisionCounts {
+	return decisionCounts{allowOne: newProcCounter(), takes: newProcCounter(), takeTokens: newProcCounter(), denied: newProcCounter()}
+}
+
+// allow counts one Allow's verdict. The admit is counted in this frame
+// (add would be another) as Allow's path is short: see counter.go.
 func (c *decisionCounts) allow(ok bool) {
-	if ok {
-		c.allowOne.add(1)
-	} else {
+	if !ok {
 		c.denied.add(1)
+		return
 	}
+	if p := pin(); p < len(c.allowOne.slots)-1 {
+		c.allowOne.slots[p].n++
+		unpin()
+		return
+	}
+	unpin()
+	c.allowOne.addShared(1)
 }
 
 // take counts an n-token decision; a shadowed one is counted by shadow

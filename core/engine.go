@@ -72,7 +72,7 @@ type engine struct {
 	global    countedBucket
 	mode      atomic.Int32 // see mode.go
 	quota     quota        // while contended, what this node may admit (fairness.go)
-	denied    stripedCounter
+	denied    procCounter
 	clockNow  atomic.Int64 // the engine's time at its last tick
 	lag       atomic.Int64 // how far the buckets' clock runs behind (membership.go)
 	preBudget atomic.Int64
@@ -138,6 +138,7 @@ type engineStats struct {
 func newEngine(parts engineParts, c *config) *engine {
 	e := &engine{
 		engineParts: parts,
+		denied:      newProcCounter(),
 		t:           c.transport,
 		clock:       realClock{},
 		id:          hashKey(0, c.limiterID),

@@ -79,6 +79,7 @@ func New(opts ...Option) (*Limiter, error) {
 		hashSecret: c.hashSecret,
 		name:       c.nodeName,
 		log:        c.logger.With("component", "gopherpace"),
+		counts:     newDecisionCounts(),
 	}
 	set := &policySet{def: def}
 	for _, o := range c.overrides {
@@ -93,7 +94,7 @@ func New(opts ...Option) (*Limiter, error) {
 	}
 	l.pols.set.Store(set)
 	if c.shadow {
-		l.shadow = &shadowing{}
+		l.shadow = &shadowing{denials: newProcCounter()}
 	}
 	l.global.init()
 	l.leases = newLeases(def)

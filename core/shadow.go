@@ -11,7 +11,7 @@ import (
 // shadowing counts the denials let through, and spaces the records that
 // say so.
 type shadowing struct {
-	denials stripedCounter
+	denials procCounter
 	logged  atomic.Int64 // denials counted at the last record
 	lastLog atomic.Int64 // ns since the epoch
 }

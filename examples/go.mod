@@ -12,17 +12,21 @@ require (
 	github.com/pedreviljoen/gopherpace/adapters/ginpace v0.0.0
 	github.com/pedreviljoen/gopherpace/adapters/grpcpace v0.0.0
 	github.com/pedreviljoen/gopherpace/adapters/memberpace v0.0.0
+	github.com/pedreviljoen/gopherpace/adapters/prompace v0.0.0
 	github.com/pedreviljoen/gopherpace/core v0.0.0
 	github.com/pedreviljoen/gopherpace/seeds v0.0.0
+	github.com/prometheus/client_golang v1.25.0
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260817212433-ac3dfec99bb1
 	google.golang.org/grpc v1.85.0
 )
 
 require (
 	github.com/andybalholm/brotli v1.1.0 // indirect
+	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/bytedance/gopkg v0.1.3 // indirect
 	github.com/bytedance/sonic v1.15.0 // indirect
 	github.com/bytedance/sonic/loader v0.5.0 // indirect
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/cloudwego/base64x v0.1.6 // indirect
 	github.com/gabriel-vasile/mimetype v1.4.12 // indirect
 	github.com/gin-contrib/sse v1.1.0 // indirect
@@ -41,7 +45,7 @@ require (
 	github.com/hashicorp/golang-lru v1.0.2 // indirect
 	github.com/hashicorp/memberlist v0.7.0 // indirect
 	github.com/json-iterator/go v1.1.12 // indirect
-	github.com/klauspost/compress v1.17.9 // indirect
+	github.com/klauspost/compress v1.20.1 // indirect
 	github.com/klauspost/cpuid/v2 v2.3.0 // indirect
 	github.com/labstack/gommon v0.5.0 // indirect
 	github.com/leodido/go-urn v1.4.0 // indirect
@@ -51,7 +55,11 @@ require (
 	github.com/miekg/dns v1.1.73 // indirect
 	github.com/modern-go/concurrent v0.0.0-20180306012644-bacd9c7ef1dd // indirect
 	github.com/modern-go/reflect2 v1.0.2 // indirect
+	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
 	github.com/pelletier/go-toml/v2 v2.2.4 // indirect
+	github.com/prometheus/client_model v0.6.3 // indirect
+	github.com/prometheus/common v0.72.0 // indirect
+	github.com/prometheus/procfs v0.22.0 // indirect
 	github.com/quic-go/qpack v0.6.0 // indirect
 	github.com/quic-go/quic-go v0.59.0 // indirect
 	github.com/rivo/uniseg v0.2.0 // indirect
@@ -78,6 +86,7 @@ replace (
 	github.com/pedreviljoen/gopherpace/adapters/ginpace => ../adapters/ginpace
 	github.com/pedreviljoen/gopherpace/adapters/grpcpace => ../adapters/grpcpace
 	github.com/pedreviljoen/gopherpace/adapters/memberpace => ../adapters/memberpace
+	github.com/pedreviljoen/gopherpace/adapters/prompace => ../adapters/prompace
 	github.com/pedreviljoen/gopherpace/core => ../core
 	github.com/pedreviljoen/gopherpace/seeds => ../seeds
 )

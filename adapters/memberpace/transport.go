@@ -330,3 +330,18 @@ func (d delegate) NotifyMsg(msg []byte) {
 		t.stats.dropped.Add(1)
 	}
 }
+
+// Metrics reports the transport's counters and gauges by name, for
+// metrics exporters that must not import this package (prompace): the
+// counters of Stats in snake case, and the gauge "members".
+func (t *Transport) Metrics() (counters, gauges map[string]uint64) {
+	s := t.Stats()
+	return map[string]uint64{
+			"datagrams_sent": s.DatagramsSent, "send_errors": s.SendErrors,
+			"frames_received": s.FramesReceived, "frames_dropped": s.FramesDropped, "frames_malformed": s.FramesMalformed,
+			"joins": s.Joins, "join_errors": s.JoinErrors,
+			"memberlist_errors": s.MemberlistErrors, "log_records_suppressed": s.LogRecordsSuppressed,
+		}, map[string]uint64{
+			"members": uint64(s.Members),
+		}
+}

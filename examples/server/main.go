@@ -18,8 +18,8 @@
 //
 // Routes: /work is limited; /healthz is not (liveness); /readyz answers
 // 503 while this replica cannot see every peer it knows of (readiness);
-// /status is the live status page; /stats shows the limiter's view of the
-// cluster as JSON.
+// /status is the live status page; /metrics is for Prometheus; /stats
+// shows the limiter's view of the cluster as JSON.
 package main
 
 import (
@@ -40,10 +40,13 @@ import (
 	"time"
 
 	"github.com/pedreviljoen/gopherpace/adapters/memberpace"
+	"github.com/pedreviljoen/gopherpace/adapters/prompace"
 	gopherpace "github.com/pedreviljoen/gopherpace/core"
 	"github.com/pedreviljoen/gopherpace/core/httplimit"
 	"github.com/pedreviljoen/gopherpace/core/status"
 	"github.com/pedreviljoen/gopherpace/seeds"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 type config struct {
@@ -157,6 +160,13 @@ func serve(ctx context.Context, cfg config, ready chan<- [2]string) error {
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.Handle("/readyz", status.Health(limiter))
 	mux.Handle("/status", status.NewPage("gopherpace example server", limiter))
+	metrics := prompace.New()
+	if err := errors.Join(metrics.Add("work", limiter), metrics.AddTransport("memberlist", tr)); err != nil {
+		return err
+	}
+	registry := prometheus.NewRegistry()
+	registry.MustRegister(metrics)
+	mux.Handle("/metrics", promhttp.HandlerFor(registry, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/stats", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(struct {

@@ -116,6 +116,10 @@ func TestTwoServersShareOneLimit(t *testing.T) {
 	if c, body := get(b[0], "/status"); c != http.StatusOK || !strings.Contains(body, "<svg") && !strings.Contains(body, "the chart fills") {
 		t.Fatalf("status page %d", c)
 	}
+	if c, body := get(b[0], "/metrics"); c != http.StatusOK || !strings.Contains(body, `gopherpace_gossip_tokens_total{direction="charged",limiter="work"} 4`) ||
+		!strings.Contains(body, `gopherpace_transport_members{transport="memberlist"} 2`) {
+		t.Fatalf("metrics %d %q", c, body)
+	}
 	cancel()
 	for _, done := range []chan error{doneA, doneB} {
 		if err := <-done; err != nil {

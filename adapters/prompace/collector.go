@@ -1,0 +1,106 @@
+package prompace
+
+import (
+	"errors"
+	"sort"
+	"sync"
+
+	gopherpace "github.com/pedreviljoen/gopherpace/core"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// A Collector exports the decisions and the cluster view of limiters, and
+// the counters of transports, as Prometheus metrics. Each scrape reads
+// every limiter's Stats once; nothing is counted on the request path
+// beyond what the limiters count anyway. Labels never carry keys: a key
+// per client would make a series per client.
+type Collector struct {
+	mu         sync.Mutex
+	limiters   map[string]*gopherpace.Limiter
+	transports map[string]TransportSource
+}
+
+// A TransportSource reports a transport's counters and gauges by name;
+// memberpace.Transport is one.
+type TransportSource interface {
+	Metrics() (counters, gauges map[string]uint64)
+}
+
+// New returns an empty Collector; register it with a prometheus.Registerer
+// and Add limiters to it.
+func New() *Collector {
+	return &Collector{limiters: map[string]*gopherpace.Limiter{}, transports: map[string]TransportSource{}}
+}
+
+// Add exports l under the label limiter=name (its policy's name, say:
+// "login", "api"). Names must be unique within the collector.
+func (c *Collector) Add(name string, l *gopherpace.Limiter) error {
+	if name == "" || l == nil {
+		return errors.New("prompace: a limiter needs a name and a Limiter")
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, dup := c.limiters[name]; dup {
+		return errors.New("prompace: a limiter named " + name + " is already added")
+	}
+	c.limiters[name] = l
+	return nil
+}
+
+// AddTransport exports t's counters and gauges under the label
+// transport=name.
+func (c *Collector) AddTransport(name string, t TransportSource) error {
+	if name == "" || t == nil {
+		return errors.New("prompace: a transport needs a name and a source")
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, dup := c.transports[name]; dup {
+		return errors.New("prompace: a transport named " + name + " is already added")
+	}
+	c.transports[name] = t
+	return nil
+}
+
+// Describe sends no descriptions: the collector is unchecked, because the
+// transport metrics are named by their sources.
+func (c *Collector) Describe(chan<- *prometheus.Desc) {}
+
+// Collect reads every limiter and transport once.
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	names := sortedKeys(c.limiters)
+	limiters := make([]*gopherpace.Limiter, len(names))
+	for i, n := range names {
+		limiters[i] = c.limiters[n]
+	}
+	tnames := sortedKeys(c.transports)
+	transports := make([]TransportSource, len(tnames))
+	for i, n := range tnames {
+		transports[i] = c.transports[n]
+	}
+	c.mu.Unlock()
+	for i, l := range limiters {
+		collectLimiter(ch, names[i], l)
+	}
+	for i, t := range transports {
+		counters, gauges := t.Metrics()
+		for _, k := range sortedKeys(counters) {
+			d := prometheus.NewDesc("gopherpace_transport_"+k+"_total", "The transport's "+k+" counter.", []string{"transport"}, nil)
+			ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(counters[k]), tnames[i])
+		}
+		for _, k := range sortedKeys(gauges) {
+			d := prometheus.NewDesc("gopherpace_transport_"+k, "The transport's "+k+" gauge.", []string{"transport"}, nil)
+			ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, float64(gauges[k]), tnames[i])
+		}
+	}
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

@@ -1,0 +1,103 @@
+package prompace
+
+import (
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	gopherpace "github.com/pedreviljoen/gopherpace/core"
+	"github.com/pedreviljoen/gopherpace/core/memtransport"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+type fakeTransport struct{}
+
+func (fakeTransport) Metrics() (map[string]uint64, map[string]uint64) {
+	return map[string]uint64{"datagrams_sent": 42, "send_errors": 1}, map[string]uint64{"members": 3}
+}
+
+// A real registry, scraped over HTTP: the exposition text has the metrics,
+// their HELP and TYPE, and the counts of what the limiters decided.
+func TestScrape(t *testing.T) {
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	net := memtransport.New(memtransport.WithRandom(2))
+	var lims []*gopherpace.Limiter
+	for _, name := range []string{"a", "b"} {
+		tr, err := net.Join(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := gopherpace.New(gopherpace.WithRate(3, time.Second), gopherpace.WithTransport(tr), gopherpace.WithLogger(quiet))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		lims = append(lims, l)
+	}
+	standalone, _ := gopherpace.New(gopherpace.WithRate(1, time.Minute), gopherpace.WithShadowMode(), gopherpace.WithLogger(quiet))
+	defer standalone.Close()
+	net.Advance(time.Second)
+	for range 5 {
+		lims[0].AllowAt(net.Now())
+		net.Advance(10 * time.Millisecond)
+	}
+	standalone.Allow()
+	standalone.Allow() // shadowed
+
+	c := New()
+	if err := c.Add("api", lims[0]); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Add("login", standalone); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Add("api", lims[1]); err == nil {
+		t.Fatal("a second limiter named api was accepted")
+	}
+	if err := c.AddTransport("memberlist", fakeTransport{}); err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(c)
+	srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	defer srv.Close()
+	resp, err := http.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	text := string(body)
+	for _, want := range []string{
+		"# HELP gopherpace_requests_total Requests decided, by decision",
+		"# TYPE gopherpace_requests_total counter",
+		`gopherpace_requests_total{decision="allowed",limiter="api"} 3`,
+		`gopherpace_requests_total{decision="denied",limiter="api"} 2`,
+		`gopherpace_requests_total{decision="allowed",limiter="login"} 1`,
+		`gopherpace_requests_total{decision="shadowed",limiter="login"} 1`,
+		`gopherpace_cluster_peers{limiter="api",state="known"} 2`,
+		`gopherpace_cluster_partitioned{limiter="api"} 0`,
+		`gopherpace_gossip_bytes_total{direction="sent",limiter="api"}`,
+		`gopherpace_clustered{limiter="login"} 0`,
+		`gopherpace_limit_tokens{limiter="login"} 1`,
+		`gopherpace_limit_period_seconds{limiter="login"} 60`,
+		`gopherpace_limit_burst_tokens{limiter="api"} 3`,
+		`gopherpace_transport_datagrams_sent_total{transport="memberlist"} 42`,
+		`gopherpace_transport_members{transport="memberlist"} 3`,
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the scrape lacks %q", want)
+		}
+	}
+	if strings.Contains(text, `gopherpace_cluster_peers{limiter="login"`) {
+		t.Error("a standalone limiter exported cluster metrics")
+	}
+	if t.Failed() {
+		t.Log(text)
+	}
+}

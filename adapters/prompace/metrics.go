@@ -1,0 +1,98 @@
+package prompace
+
+import (
+	gopherpace "github.com/pedreviljoen/gopherpace/core"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// The limiter metrics, one series per limiter (and per label value
+// below). docs/operations.md lists them with the alerts worth setting.
+var (
+	requests = prometheus.NewDesc("gopherpace_requests_total",
+		"Requests decided, by decision: allowed, denied, or shadowed (let through by shadow mode though the limit denied them).",
+		[]string{"limiter", "decision"}, nil)
+	tokensAllowed = prometheus.NewDesc("gopherpace_tokens_allowed_total",
+		"Tokens spent by allowed requests.", []string{"limiter"}, nil)
+	globalTokens = prometheus.NewDesc("gopherpace_global_tokens",
+		"Tokens in this node's replica of the global bucket (below zero: debt).", []string{"limiter"}, nil)
+	liveKeys = prometheus.NewDesc("gopherpace_keys_live",
+		"Keyed buckets held (buckets that are not full).", []string{"limiter"}, nil)
+	overflow = prometheus.NewDesc("gopherpace_overflow_decisions_total",
+		"Decisions made on the shared overflow bucket because the key cap was reached.", []string{"limiter"}, nil)
+	limitTokens = prometheus.NewDesc("gopherpace_limit_tokens",
+		"The default policy's rate: tokens per gopherpace_limit_period_seconds.", []string{"limiter"}, nil)
+	limitPeriod = prometheus.NewDesc("gopherpace_limit_period_seconds",
+		"The default policy's period.", []string{"limiter"}, nil)
+	limitBurst = prometheus.NewDesc("gopherpace_limit_burst_tokens",
+		"The default policy's bucket size.", []string{"limiter"}, nil)
+	clustered = prometheus.NewDesc("gopherpace_clustered",
+		"1 when the limiter has a transport.", []string{"limiter"}, nil)
+	peers = prometheus.NewDesc("gopherpace_cluster_peers",
+		"Nodes of the cluster, this one included, by state: known (members within the grace period), visible (in sight), heard (frames within 1.5 gossip intervals).",
+		[]string{"limiter", "state"}, nil)
+	partitioned = prometheus.NewDesc("gopherpace_cluster_partitioned",
+		"1 while fewer nodes are visible than known.", []string{"limiter"}, nil)
+	frames = prometheus.NewDesc("gopherpace_gossip_frames_total",
+		"Gossip frames, by direction.", []string{"limiter", "direction"}, nil)
+	bytes = prometheus.NewDesc("gopherpace_gossip_bytes_total",
+		"Gossip bytes, by direction, before transport framing.", []string{"limiter", "direction"}, nil)
+	dropped = prometheus.NewDesc("gopherpace_gossip_frames_dropped_total",
+		"Frames received and not applied, by reason.", []string{"limiter", "reason"}, nil)
+	missing = prometheus.NewDesc("gopherpace_gossip_frames_missing_total",
+		"Peers' frames that never arrived in any copy: their counts are lost.", []string{"limiter"}, nil)
+	sendFailures = prometheus.NewDesc("gopherpace_gossip_send_failures_total",
+		"Frames the transport refused to send.", []string{"limiter"}, nil)
+	tokensGossip = prometheus.NewDesc("gopherpace_gossip_tokens_total",
+		"Tokens reported to peers (admitted here) and charged from peers' reports, by direction.", []string{"limiter", "direction"}, nil)
+	keysDropped = prometheus.NewDesc("gopherpace_gossip_keys_dropped_total",
+		"Peers' keyed counts dropped because the key cap was reached.", []string{"limiter"}, nil)
+)
+
+func collectLimiter(ch chan<- prometheus.Metric, name string, l *gopherpace.Limiter) {
+	s := l.Stats()
+	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), append([]string{name}, labels...)...)
+	}
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, append([]string{name}, labels...)...)
+	}
+	counter(requests, s.Allowed, "allowed")
+	counter(requests, s.Denied, "denied")
+	counter(requests, s.ShadowDenials, "shadowed")
+	counter(tokensAllowed, s.TokensAllowed)
+	gauge(globalTokens, float64(s.GlobalTokens))
+	gauge(liveKeys, float64(s.LiveKeys))
+	counter(overflow, s.OverflowDecisions)
+	tokens, per := l.Rate()
+	gauge(limitTokens, float64(tokens))
+	gauge(limitPeriod, per.Seconds())
+	gauge(limitBurst, float64(l.BucketSize()))
+	gauge(clustered, b2f(s.Clustered))
+	if !s.Clustered {
+		return
+	}
+	gauge(peers, float64(s.KnownNodes), "known")
+	gauge(peers, float64(s.VisibleNodes), "visible")
+	gauge(peers, float64(s.HeardNodes), "heard")
+	gauge(partitioned, b2f(s.Partitioned))
+	counter(frames, s.FramesSent, "sent")
+	counter(frames, s.FramesReceived, "received")
+	counter(bytes, s.BytesSent, "sent")
+	counter(bytes, s.BytesReceived, "received")
+	counter(dropped, s.FramesMalformed, "malformed")
+	counter(dropped, s.FramesDuplicate, "duplicate")
+	counter(dropped, s.FramesOtherLimiter, "other_limiter")
+	counter(dropped, s.FramesNotMember, "not_member")
+	counter(missing, s.FramesMissing)
+	counter(sendFailures, s.SendFailures)
+	counter(tokensGossip, s.TokensReported, "reported")
+	counter(tokensGossip, s.TokensCharged, "charged")
+	counter(keysDropped, s.KeysDropped)
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
