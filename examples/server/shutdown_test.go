@@ -14,9 +14,8 @@ import (
 )
 
 // A rolling deploy sends SIGTERM: the replica says goodbye, and its peer
-// stops counting it at once (well inside the 10 s grace period a crash
-// would take) without ever turning unready. Two real processes of this
-// server, on loopback.
+// stops counting it at once and is ready, well inside the 10 s grace
+// period a crash takes. Two real processes of this server, on loopback.
 func TestSIGTERMIsALeaveNotACrash(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the server binary")
@@ -88,19 +87,23 @@ func TestSIGTERMIsALeaveNotACrash(t *testing.T) {
 	sent := time.Now()
 	exited := make(chan error, 1)
 	go func() { exited <- b.Wait() }()
+	// A crash would leave a unready, b out of sight, for the 10 s grace
+	// period. (A single 503 on the way can also come from a CPU-starved
+	// machine delaying b's frames, so the test asks where a ends up.)
+	unready := 0
 	for {
-		if code := ready(httpA); code != http.StatusOK {
-			t.Fatalf("a answered /readyz %d %v after b's SIGTERM: a leave looked like a partition", code, time.Since(sent))
+		if ready(httpA) != http.StatusOK {
+			unready++
 		}
-		if n, ok := known(httpA); ok && n == 1 {
+		if n, ok := known(httpA); ok && n == 1 && ready(httpA) == http.StatusOK {
 			break
 		}
 		if time.Since(sent) > 3*time.Second {
-			t.Fatal("a still counts b 3 s after b's SIGTERM: the goodbye was lost, and a waits out the grace period")
+			t.Fatalf("3 s after b's SIGTERM a still counts b or is unready (%d unready answers): the goodbye was lost, and a waits out the grace period", unready)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	t.Logf("a dropped b %v after SIGTERM", time.Since(sent).Round(time.Millisecond))
+	t.Logf("a dropped b %v after SIGTERM (%d unready answers on the way)", time.Since(sent).Round(time.Millisecond), unready)
 	select {
 	case err := <-exited:
 		if err != nil {
