@@ -35,30 +35,25 @@ func New() *Collector {
 // Add exports l under the label limiter=name (its policy's name, say:
 // "login", "api"). Names must be unique within the collector.
 func (c *Collector) Add(name string, l *gopherpace.Limiter) error {
-	if name == "" || l == nil {
-		return errors.New("prompace: a limiter needs a name and a Limiter")
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if _, dup := c.limiters[name]; dup {
-		return errors.New("prompace: a limiter named " + name + " is already added")
-	}
-	c.limiters[name] = l
-	return nil
+	return addNamed(c, c.limiters, "limiter", name, l, l == nil)
 }
 
 // AddTransport exports t's counters and gauges under the label
 // transport=name.
 func (c *Collector) AddTransport(name string, t TransportSource) error {
-	if name == "" || t == nil {
-		return errors.New("prompace: a transport needs a name and a source")
+	return addNamed(c, c.transports, "transport", name, t, t == nil)
+}
+
+func addNamed[V any](c *Collector, m map[string]V, kind, name string, v V, isNil bool) error {
+	if name == "" || isNil {
+		return errors.New("prompace: a " + kind + " needs a name and a value")
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if _, dup := c.transports[name]; dup {
-		return errors.New("prompace: a transport named " + name + " is already added")
+	if _, dup := m[name]; dup {
+		return errors.New("prompace: a " + kind + " named " + name + " is already added")
 	}
-	c.transports[name] = t
+	m[name] = v
 	return nil
 }
 

@@ -62,6 +62,9 @@ func TestScrape(t *testing.T) {
 	if err := c.AddTransport("memberlist", fakeTransport{}); err != nil {
 		t.Fatal(err)
 	}
+	if c.Add("", lims[1]) == nil || c.Add("other", nil) == nil || c.AddTransport("udp", nil) == nil || c.AddTransport("memberlist", fakeTransport{}) == nil {
+		t.Fatal("an empty name, a nil limiter or transport, or a repeated transport name was accepted")
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(c)
 	srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
