@@ -60,7 +60,12 @@ type Stats struct {
 	ShadowDenials uint64
 }
 
-// Stats returns a snapshot of the limiter's state.
+// Stats returns a snapshot of the limiter's state. Its fields are read one
+// after another without stopping the limiter: while decisions are being
+// made, a field read later may include decisions that one read earlier
+// does not. Every counter only grows, so the difference of two snapshots
+// is what happened between them, and a snapshot taken while no call is
+// in flight is exact.
 func (l *Limiter) Stats() Stats {
 	var s Stats
 	now, tat := int64(time.Since(l.epoch)), l.global.tat.Load()
