@@ -141,3 +141,30 @@ func TestKeyTableLockFreeReaders(t *testing.T) {
 	stop.Store(true)
 	wg.Wait()
 }
+
+// Every key of one shard's table shares the hash's low shardBits, as the
+// store picks shards by them; the table must still spread those keys, or
+// its probes run through long clusters.
+func TestKeyTableSpreadsOneShardsKeys(t *testing.T) {
+	var tb keyTable[plainEntry]
+	rng := rand.New(rand.NewPCG(7, 8))
+	const shard, n = 37, 4000
+	hashes := make([]uint64, n)
+	for i := range hashes {
+		hashes[i] = rng.Uint64()<<shardBits | shard
+		tb.put(hashes[i], newTagged(hashes[i]))
+	}
+	a := tb.slots.Load()
+	var probes uint64
+	for _, h := range hashes {
+		k := slotKey(h)
+		i := a.home(k)
+		for a.s[i].key.Load() != k {
+			i = (i + 1) & a.mask
+			probes++
+		}
+	}
+	if mean := float64(probes) / n; mean > 2 {
+		t.Fatalf("keys of one shard sit %.1f slots past their home on average, want under 2 (a table at most 3/4 full)", mean)
+	}
+}

@@ -7,8 +7,12 @@ import (
 )
 
 // shardCount splits the keyed store so that concurrent requests for
-// different keys rarely meet on one lock. A power of two.
-const shardCount = 256
+// different keys rarely meet on one lock; a key's shard is the low
+// shardBits of its hash.
+const (
+	shardBits  = 8
+	shardCount = 1 << shardBits
+)
 
 const (
 	// sweepInterval is how often (in request time) a shard that is taking
