@@ -14,20 +14,13 @@ func newDecisionCounts() decisionCounts {
 	return decisionCounts{allowOne: newProcCounter(), takes: newProcCounter(), takeTokens: newProcCounter(), denied: newProcCounter()}
 }
 
-// allow counts one Allow's verdict. The admit is counted in this frame
-// (add would be another) as Allow's path is short: see counter.go.
+// allow counts one Allow's verdict.
 func (c *decisionCounts) allow(ok bool) {
-	if !ok {
+	if ok {
+		c.allowOne.add(1)
+	} else {
 		c.denied.add(1)
-		return
 	}
-	if p := pin(); p < len(c.allowOne.slots)-1 {
-		c.allowOne.slots[p].n++
-		unpin()
-		return
-	}
-	unpin()
-	c.allowOne.addShared(1)
 }
 
 // take counts an n-token decision; a shadowed one is counted by shadow
