@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"errors"
 	"io"
 	"log/slog"
 	"sync"
@@ -53,7 +54,7 @@ func (p *pairOfNodes) start() error {
 		deadline := time.Now().Add(10 * time.Second)
 		for p.lims[0].Stats().HeardNodes < 2 || p.lims[1].Stats().HeardNodes < 2 {
 			if time.Now().After(deadline) {
-				p.err = errorString("the two nodes never heard each other")
+				p.err = errors.New("the two nodes never heard each other")
 				return
 			}
 			time.Sleep(10 * time.Millisecond)
@@ -75,10 +76,6 @@ func (p *pairOfNodes) close() {
 		}
 	}
 }
-
-type errorString string
-
-func (e errorString) Error() string { return string(e) }
 
 // clusteredRows measure the clustered request path with a real peer
 // against the same calls on a standalone limiter.

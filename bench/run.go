@@ -55,7 +55,7 @@ var (
 	keyTable []string
 )
 
-// key is the i-th of the fixture keys, shared by every side (the key
+// key is the i-th of the 1M fixture keys, shared by every side (the key
 // strings are not what is measured, except in BytesPerKey).
 func key(i int) string {
 	keysOnce.Do(func() {
@@ -64,10 +64,7 @@ func key(i int) string {
 			keyTable[i] = freshKey(i)
 		}
 	})
-	if i < len(keyTable) {
-		return keyTable[i]
-	}
-	return freshKey(i)
+	return keyTable[i]
 }
 
 // freshKey builds the i-th key in a new string, as a server builds one
