@@ -1,6 +1,7 @@
 package gopherpace
 
 import (
+	"runtime"
 	"strconv"
 	"testing"
 	"time"
@@ -62,6 +63,76 @@ func BenchmarkAllowClustered(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		l.Allow()
+	}
+}
+
+// BenchmarkLiveKeyBytes reports the heap a limiter holds per live key at
+// 1M keys (B/key), at rest: a clustered limiter's counts have been sent
+// and are no longer in flight. The key strings are not counted: the store
+// keeps a hash. bench/ measures the standalone figure beside the peers.
+func BenchmarkLiveKeyBytes(b *testing.B) {
+	heap := func() uint64 {
+		runtime.GC()
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return ms.HeapAlloc
+	}
+	const n = 1_000_000
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = "client-" + strconv.Itoa(i)
+	}
+	for _, clustered := range []bool{false, true} {
+		name := "standalone"
+		opts := []Option{WithRate(1, 10*time.Minute), WithBucketSize(10_000), WithMaxKeys(2 * n)}
+		if clustered {
+			name, opts = "clustered", append(opts, WithTransport(&nopTransport{}))
+		}
+		b.Run(name, func(b *testing.B) {
+			var perKey float64
+			for b.Loop() {
+				before := heap()
+				l, err := New(opts...)
+				if err != nil {
+					b.Fatal(err)
+				}
+				at := time.Now()
+				for _, k := range keys {
+					if d, _ := l.TakeAt(at, k, 1); !d.Allowed {
+						b.Fatalf("%s denied", k)
+					}
+				}
+				if clustered {
+					drainCounts(b, l)
+				}
+				perKey = float64(heap()-before) / n
+				if got := l.Stats().LiveKeys; got != n {
+					b.Fatalf("%d live keys, want %d", got, n)
+				}
+				l.Close()
+			}
+			b.ReportMetric(perKey, "B/key")
+		})
+	}
+}
+
+// drainCounts sends a clustered limiter's unsent counts and waits until none is
+// in flight, so that only what a key holds at rest is measured.
+func drainCounts(b *testing.B, l *Limiter) {
+	e := l.eng
+	e.mu.Lock()
+	e.flushLocked(e.now(), false, false)
+	e.mu.Unlock()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		flying := false
+		e.keys.each(func(_ uint64, ent *clusterEntry) { flying = flying || ent.busy() })
+		if !flying {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.Fatal("counts still in flight after 10s")
+		}
 	}
 }
 

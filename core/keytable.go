@@ -2,32 +2,54 @@ package gopherpace
 
 import "sync/atomic"
 
-// keyTable is one shard's index from key hash to *E, an entry of the store: open addressing
+// keyTable is one shard's index from key hash to entry: open addressing
 // with linear probing, in slots that readers load atomically, so a lookup
 // takes no lock and writes nothing. A Go map under a read lock cost two
 // atomic adds per lookup on a cache line that every core touches.
 //
-// Writers (insert, remove, rebuild) hold the shard's lock. A removed key
+// Each slot holds an S inline (see held): a standalone bucket itself, so
+// that a lookup finds the bucket in the slot it probed, or a clustered
+// entry's pointer.
+//
+// Writers (put, remove, rebuild) hold the shard's lock. A removed key
 // leaves a tombstone (its key, no entry) so that probes for keys placed
 // after it still find them; a rebuild drops tombstones, and also shrinks
 // the table after a flood of keys has been swept away, which a map never
-// does. A rebuild publishes a new slot array; a reader still on the old one
-// sees the same entries, and one it misses it looks up again under the
-// lock.
-type keyTable[E any] struct {
-	slots atomic.Pointer[slotArray[E]]
+// does. A rebuild publishes a new slot array; a reader still on the old
+// one finds either the same entry or, for an inline one, a tombstone, and
+// looks again under the lock.
+type keyTable[S, E any, PS held[S, E]] struct {
+	slots atomic.Pointer[slotArray[S]]
 	used  int // slots holding a key, live or tombstone; guarded by the shard lock
 	live  int // guarded by the shard lock
 }
 
-type slotArray[E any] struct {
-	mask uint64
-	s    []keySlot[E]
+// held is what a slot of a keyTable holds inline.
+type held[S, E any] interface {
+	*S
+	// entry is the slot's live entry, or nil for a tombstone.
+	entry() *E
+	// fill puts a new full bucket, as of now, in a slot with no live entry.
+	fill(now int64) *E
+	// moveTo hands a live entry over to dst, a slot of a new array, and
+	// reports whether there was one. An inline entry leaves a tombstone
+	// behind, atomically with the hand-over: a taker still on the old
+	// array then retries on the new one instead of spending on a copy
+	// that nothing reads any more.
+	moveTo(dst *S) bool
+	// vacate makes the slot a tombstone once the store has marked its
+	// bucket evicted.
+	vacate()
 }
 
-type keySlot[E any] struct {
+type slotArray[S any] struct {
+	mask uint64
+	s    []keySlot[S]
+}
+
+type keySlot[S any] struct {
 	key atomic.Uint64 // 0: never used
-	e   atomic.Pointer[E]
+	v   S
 }
 
 // minSlots is a new table's size: a shard starts out small, since most
@@ -39,31 +61,38 @@ const minSlots = 8
 // home comes from the bits above, or only one slot in shardCount would
 // ever be a home and probes would run through long clusters (at 1M keys,
 // 40% of a keyed Take was spent probing).
-func (a *slotArray[E]) home(k uint64) uint64 { return (k >> shardBits) & a.mask }
+func (a *slotArray[S]) home(k uint64) uint64 { return (k >> shardBits) & a.mask }
 
 // slotKey maps a key hash to a slot key. Zero marks an empty slot, so hash 0
 // shares hash 1's bucket: like any 64-bit collision, it can only admit less.
 func slotKey(h uint64) uint64 { return max(h, 1) }
 
-// get returns h's entry, or nil. It takes no lock.
-func (t *keyTable[E]) get(h uint64) *E {
-	a := t.slots.Load()
-	if a == nil {
-		return nil
-	}
+// find returns the slot holding h's key in a, or nil.
+func (a *slotArray[S]) find(h uint64) *keySlot[S] {
 	k := slotKey(h)
 	for i := a.home(k); ; i = (i + 1) & a.mask {
 		switch a.s[i].key.Load() {
 		case k:
-			return a.s[i].e.Load()
+			return &a.s[i]
 		case 0:
 			return nil
 		}
 	}
 }
 
-// put maps h to e; h must have no live entry. The caller holds the lock.
-func (t *keyTable[E]) put(h uint64, e *E) {
+// get returns h's live entry, or nil. It takes no lock.
+func (t *keyTable[S, E, PS]) get(h uint64) *E {
+	if a := t.slots.Load(); a != nil {
+		if s := a.find(h); s != nil {
+			return PS(&s.v).entry()
+		}
+	}
+	return nil
+}
+
+// put gives h a new full bucket as of now and returns it; h must have no
+// live entry. The caller holds the lock.
+func (t *keyTable[S, E, PS]) put(h uint64, now int64) *E {
 	if a := t.slots.Load(); a == nil || (t.used+1)*4 > len(a.s)*3 {
 		t.rebuild(t.live + 1)
 	}
@@ -73,48 +102,41 @@ func (t *keyTable[E]) put(h uint64, e *E) {
 		s := &a.s[i]
 		switch s.key.Load() {
 		case k: // a tombstone of the same key: reuse it
-			s.e.Store(e)
 			t.live++
-			return
+			return PS(&s.v).fill(now)
 		case 0:
-			s.e.Store(e)
-			s.key.Store(k)
+			e := PS(&s.v).fill(now)
+			s.key.Store(k) // after the fill: a reader that sees the key sees the bucket
 			t.used++
 			t.live++
-			return
+			return e
 		}
 	}
 }
 
-// remove drops h's entry, leaving a tombstone. The caller holds the lock.
-func (t *keyTable[E]) remove(h uint64) {
-	a := t.slots.Load()
-	if a == nil {
-		return
-	}
-	k := slotKey(h)
-	for i := a.home(k); ; i = (i + 1) & a.mask {
-		switch a.s[i].key.Load() {
-		case k:
-			if a.s[i].e.Swap(nil) != nil {
-				t.live--
-			}
-			return
-		case 0:
-			return
+// remove turns h's slot, whose bucket the caller has just marked evicted,
+// into a tombstone. The caller holds the lock.
+func (t *keyTable[S, E, PS]) remove(h uint64) {
+	if a := t.slots.Load(); a != nil {
+		if s := a.find(h); s != nil {
+			PS(&s.v).vacate()
+			t.live--
 		}
 	}
 }
 
 // each calls f for every live entry, with its slot key. Without the lock
 // it sees entries as some moment during the walk had them.
-func (t *keyTable[E]) each(f func(k uint64, e *E)) {
+func (t *keyTable[S, E, PS]) each(f func(k uint64, e *E)) {
 	a := t.slots.Load()
 	if a == nil {
 		return
 	}
 	for i := range a.s {
-		if e := a.s[i].e.Load(); e != nil {
+		if a.s[i].key.Load() == 0 {
+			continue
+		}
+		if e := PS(&a.s[i].v).entry(); e != nil {
 			f(a.s[i].key.Load(), e)
 		}
 	}
@@ -122,27 +144,27 @@ func (t *keyTable[E]) each(f func(k uint64, e *E)) {
 
 // rebuild moves the live entries to a new array with room for at least
 // want of them at half load. The caller holds the lock.
-func (t *keyTable[E]) rebuild(want int) {
+func (t *keyTable[S, E, PS]) rebuild(want int) {
 	n := minSlots
 	for n < 2*want {
 		n *= 2
 	}
-	b := &slotArray[E]{mask: uint64(n - 1), s: make([]keySlot[E], n)}
+	b := &slotArray[S]{mask: uint64(n - 1), s: make([]keySlot[S], n)}
 	used := 0
 	if a := t.slots.Load(); a != nil {
 		for i := range a.s {
-			e := a.s[i].e.Load()
-			if e == nil {
+			k := a.s[i].key.Load()
+			if k == 0 {
 				continue
 			}
-			k := a.s[i].key.Load()
 			j := b.home(k)
 			for b.s[j].key.Load() != 0 {
 				j = (j + 1) & b.mask
 			}
-			b.s[j].e.Store(e)
-			b.s[j].key.Store(k)
-			used++
+			if PS(&a.s[i].v).moveTo(&b.s[j].v) {
+				b.s[j].key.Store(k)
+				used++
+			}
 		}
 	}
 	t.used = used

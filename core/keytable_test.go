@@ -7,51 +7,74 @@ import (
 	"testing"
 )
 
-// newTagged returns an entry that records the key it belongs to, so that a
-// lookup can check it found the right one.
-func newTagged(h uint64) *plainEntry {
-	e := &plainEntry{}
-	e.tat.Store(int64(h >> 1))
-	return e
-}
+type (
+	plainTable   = keyTable[plainEntry, plainEntry, *plainEntry]
+	clusterTable = keyTable[clusterSlot, clusterEntry, *clusterSlot]
+)
+
+// tag is the bucket word put gives key hash h in these tests, so that a
+// lookup can check it found h's own entry.
+func tag(h uint64) int64 { return int64(h >> 1) }
 
 // The table agrees with a map through random puts and removes: tombstones
 // keep later keys findable, re-puts reuse them, and rebuilds keep every
-// live key.
+// live key, for both kinds of slot.
 func TestKeyTableMatchesMap(t *testing.T) {
-	var tb keyTable[plainEntry]
-	want := map[uint64]*plainEntry{}
+	t.Run("inline", func(t *testing.T) {
+		var tb plainTable
+		tableMatchesMap(t, tb.get, tb.put, tb.remove, tb.each, &tb.live, func(e *plainEntry) *atomic.Int64 { return &e.tat })
+	})
+	t.Run("pointer", func(t *testing.T) {
+		var tb clusterTable
+		tableMatchesMap(t, tb.get, tb.put, tb.remove, tb.each, &tb.live, func(e *clusterEntry) *atomic.Int64 { return &e.tat })
+	})
+}
+
+func tableMatchesMap[E any](t *testing.T, get func(uint64) *E, put func(uint64, int64) *E, remove func(uint64),
+	each func(func(uint64, *E)), live *int, word func(*E) *atomic.Int64) {
+	// remove's contract: the store marks the bucket evicted first.
+	evict := func(h uint64) {
+		if e := get(h); e != nil {
+			word(e).Store(evicted)
+			remove(h)
+		}
+	}
+	want := map[uint64]bool{}
 	rng := rand.New(rand.NewPCG(5, 6))
 	// Few distinct keys with shared low bits, so that probe chains are long.
 	key := func() uint64 { return rng.Uint64N(300) << 20 }
+	check := func(i int, k uint64) {
+		e := get(k)
+		if want[slotKey(k)] != (e != nil) {
+			t.Fatalf("step %d: get(%#x) found %v, want %v", i, k, e != nil, want[slotKey(k)])
+		}
+		if e != nil && word(e).Load() != tag(slotKey(k)) {
+			t.Fatalf("step %d: get(%#x) found another key's bucket", i, k)
+		}
+	}
 	for i := range 60_000 {
 		h := key()
 		if rng.IntN(3) == 0 {
-			tb.remove(h)
+			evict(h)
 			delete(want, slotKey(h))
-		} else if want[slotKey(h)] == nil {
-			e := newTagged(h)
-			tb.put(h, e)
-			want[slotKey(h)] = e
+		} else if !want[slotKey(h)] {
+			put(h, tag(slotKey(h)))
+			want[slotKey(h)] = true
 		}
 		if i%1000 == 0 {
-			for k, e := range want {
-				if got := tb.get(k); got != e {
-					t.Fatalf("step %d: get(%#x) = %p, want %p", i, k, got, e)
-				}
+			for k := range want {
+				check(i, k)
 			}
-			if tb.live != len(want) {
-				t.Fatalf("step %d: live %d, want %d", i, tb.live, len(want))
+			if *live != len(want) {
+				t.Fatalf("step %d: live %d, want %d", i, *live, len(want))
 			}
 		}
-		if got := tb.get(h); got != want[slotKey(h)] {
-			t.Fatalf("step %d: get(%#x) = %p, want %p", i, h, got, want[slotKey(h)])
-		}
+		check(i, h)
 	}
 	seen := 0
-	tb.each(func(k uint64, e *plainEntry) {
-		if want[k] != e {
-			t.Fatalf("each gave %#x → %p, want %p", k, e, want[k])
+	each(func(k uint64, e *E) {
+		if !want[k] || word(e).Load() != tag(k) {
+			t.Fatalf("each gave %#x, which is not live or not its own", k)
 		}
 		seen++
 	})
@@ -60,23 +83,31 @@ func TestKeyTableMatchesMap(t *testing.T) {
 	}
 }
 
+// remove as the store does it: mark the bucket evicted, then drop the key.
+func evictPlain(tb *plainTable, h uint64) {
+	if e := tb.get(h); e != nil {
+		e.tat.Store(evicted)
+		tb.remove(h)
+	}
+}
+
 // A table that held a flood of keys shrinks once they are gone.
 func TestKeyTableShrinksAfterFlood(t *testing.T) {
-	var tb keyTable[plainEntry]
+	var tb plainTable
 	for h := range uint64(3_000) {
-		tb.put(h+1, newTagged(h+1))
+		tb.put(h+1, tag(h+1))
 	}
 	big := len(tb.slots.Load().s)
 	for h := range uint64(3_000) {
-		tb.remove(h + 1)
+		evictPlain(&tb, h+1)
 	}
 	for h := range uint64(4) {
-		tb.put(h+1, newTagged(h+1))
+		tb.put(h+1, tag(h+1))
 	}
 	// Churn through new keys until a put rebuilds the table.
 	for n := uint64(1 << 40); len(tb.slots.Load().s) >= big && n < 1<<40+100_000; n++ {
-		tb.put(n, newTagged(n))
-		tb.remove(n)
+		tb.put(n, tag(n))
+		evictPlain(&tb, n)
 	}
 	if got := len(tb.slots.Load().s); got >= big || got > 64 {
 		t.Fatalf("%d slots after the flood left, %d at its height", got, big)
@@ -90,9 +121,8 @@ func TestKeyTableShrinksAfterFlood(t *testing.T) {
 
 // Hash 0 cannot mark an empty slot: it shares hash 1's bucket.
 func TestKeyTableHashZero(t *testing.T) {
-	var tb keyTable[plainEntry]
-	e := newTagged(0)
-	tb.put(0, e)
+	var tb plainTable
+	e := tb.put(0, tag(1))
 	if tb.get(0) != e || tb.get(1) != e {
 		t.Fatal("hash 0 is not found as itself and as 1")
 	}
@@ -100,13 +130,14 @@ func TestKeyTableHashZero(t *testing.T) {
 
 // Readers that never lock, while a writer puts, removes and rebuilds,
 // only ever find a key's own entry or nothing; a key that stays put is
-// always found.
+// always found, or (an inline entry, during a rebuild) found under the
+// lock, as the store looks again.
 func TestKeyTableLockFreeReaders(t *testing.T) {
-	var tb keyTable[plainEntry]
+	var tb plainTable
 	var mu sync.Mutex
 	const keep = 64
 	for h := range uint64(keep) {
-		tb.put(h<<8|1, newTagged(h<<8|1))
+		tb.put(h<<8|1, tag(h<<8|1))
 	}
 	var stop atomic.Bool
 	var wg sync.WaitGroup
@@ -116,13 +147,20 @@ func TestKeyTableLockFreeReaders(t *testing.T) {
 			for !stop.Load() {
 				h := rng.Uint64N(4096)<<8 | 1
 				e := tb.get(h)
-				if e != nil && e.tat.Load() != int64(h>>1) {
-					t.Errorf("get(%#x) found another key's entry", h)
-					return
+				if e != nil {
+					if w := e.tat.Load(); w != tag(h) && w != evicted {
+						t.Errorf("get(%#x) found another key's entry", h)
+						return
+					}
 				}
 				if h>>8 < keep && e == nil {
-					t.Errorf("get(%#x) missed a key that never left", h)
-					return
+					mu.Lock()
+					e = tb.get(h)
+					mu.Unlock()
+					if e == nil {
+						t.Errorf("get(%#x) missed a key that never left", h)
+						return
+					}
 				}
 			}
 		})
@@ -132,9 +170,9 @@ func TestKeyTableLockFreeReaders(t *testing.T) {
 		h := (keep+rng.Uint64N(4096-keep))<<8 | 1
 		mu.Lock()
 		if tb.get(h) == nil {
-			tb.put(h, newTagged(h))
+			tb.put(h, tag(h))
 		} else {
-			tb.remove(h)
+			evictPlain(&tb, h)
 		}
 		mu.Unlock()
 	}
@@ -146,13 +184,13 @@ func TestKeyTableLockFreeReaders(t *testing.T) {
 // store picks shards by them; the table must still spread those keys, or
 // its probes run through long clusters.
 func TestKeyTableSpreadsOneShardsKeys(t *testing.T) {
-	var tb keyTable[plainEntry]
+	var tb plainTable
 	rng := rand.New(rand.NewPCG(7, 8))
 	const shard, n = 37, 4000
 	hashes := make([]uint64, n)
 	for i := range hashes {
 		hashes[i] = rng.Uint64()<<shardBits | shard
-		tb.put(hashes[i], newTagged(hashes[i]))
+		tb.put(hashes[i], tag(hashes[i]))
 	}
 	a := tb.slots.Load()
 	var probes uint64
@@ -166,5 +204,74 @@ func TestKeyTableSpreadsOneShardsKeys(t *testing.T) {
 	}
 	if mean := float64(probes) / n; mean > 2 {
 		t.Fatalf("keys of one shard sit %.1f slots past their home on average, want under 2 (a table at most 3/4 full)", mean)
+	}
+}
+
+// Takers that never lock spend from a few keys' buckets while a writer
+// floods the same shards with new keys and sweeps them away again, so that
+// the tables grow and shrink under them. Every admit must be on the books
+// afterwards: a spend made on an inline bucket's old copy, after a rebuild
+// copied it, would be an admit that no bucket remembers.
+func TestRebuildLosesNoSpend(t *testing.T) {
+	t.Run("inline", func(t *testing.T) {
+		s := newPlainStore(1 << 30)
+		rebuildLosesNoSpend(t, s, func(h uint64) int64 {
+			var tat int64
+			s.with(h, func(e *plainEntry) { tat = e.tat.Load() })
+			return tat
+		})
+	})
+	t.Run("pointer", func(t *testing.T) {
+		s := newClusterStore(1 << 30)
+		rebuildLosesNoSpend(t, s, func(h uint64) int64 { return s.lookup(h).tat.Load() })
+	})
+}
+
+func rebuildLosesNoSpend[S, E any, PS held[S, E], P entry[E]](t *testing.T, s *store[S, E, PS, P], tat func(uint64) int64) {
+	const (
+		shards    = 4 // the hot keys and the flood share these shards
+		hot       = 32
+		flood     = 40_000
+		sweepEach = 4_000
+		now       = int64(0)
+	)
+	p := mustPolicy(t, 1000, 1<<30) // never denies within this test: every take spends
+	var admitted [hot]atomic.Int64
+	var done atomic.Bool
+	var wg sync.WaitGroup
+	for g := range 3 {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(g), 3))
+			for !done.Load() {
+				i := rng.IntN(hot)
+				var d Decision
+				s.take(&d, uint64(i)<<shardBits|uint64(i%shards), p, now, 1)
+				if !d.Allowed {
+					t.Errorf("key %d denied", i)
+					return
+				}
+				admitted[i].Add(1)
+			}
+		})
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for j := range flood {
+		s.get((rng.Uint64()|1<<40)<<shardBits|uint64(j%shards), now)
+		if j%sweepEach == sweepEach-1 {
+			s.sweep(now) // drops every flooded key: their buckets are full
+		}
+	}
+	done.Store(true)
+	wg.Wait()
+	var total int64
+	for i := range hot {
+		spent := (tat(uint64(i)<<shardBits|uint64(i%shards)) - now) / p.interval
+		if spent != admitted[i].Load() {
+			t.Errorf("key %d: %d admitted, its bucket has %d spent", i, admitted[i].Load(), spent)
+		}
+		total += spent
+	}
+	if total == 0 {
+		t.Fatal("no take ran during the flood")
 	}
 }

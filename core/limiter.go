@@ -99,7 +99,7 @@ func New(opts ...Option) (*Limiter, error) {
 	l.global.init()
 	l.leases = newLeases(def)
 	if c.transport == nil {
-		l.keys = newStore[plainEntry](c.maxKeys)
+		l.keys = newPlainStore(c.maxKeys)
 	} else {
 		if def.tolerance > maxClusteredTolerance {
 			return nil, errorf("bucket size %d at %d per %v takes %v to refill, over the %v a clustered limiter allows: lower the bucket size or raise the rate",
@@ -119,7 +119,7 @@ func New(opts ...Option) (*Limiter, error) {
 		l.global.tat.Store(evicted)
 		l.eng = newEngine(engineParts{
 			epoch: l.epoch, name: l.name, log: l.log, pols: &l.pols,
-			keys: newStore[clusterEntry](c.maxKeys), standalone: &l.global.tat, leases: l.leases,
+			keys: newClusterStore(c.maxKeys), standalone: &l.global.tat, leases: l.leases,
 		}, &c)
 		l.eng.start()
 	}

@@ -1,7 +1,6 @@
 package gopherpace
 
 import (
-	"sync/atomic"
 	"time"
 )
 
@@ -36,19 +35,15 @@ func (l *Limiter) peek(now int64, key string, n int64) Decision {
 	} else {
 		h := hashKey(l.hashSecret, key)
 		p = l.keyPolicy(h, key, now)
-		var w *atomic.Int64
 		if l.eng != nil {
 			now = l.eng.buckets(now)
 			if e := l.eng.keys.lookup(h); e != nil {
-				w = &e.tat
+				if t := e.tat.Load(); t != evicted {
+					tat = t
+				}
 			}
-		} else if e := l.keys.lookup(h); e != nil {
-			w = &e.tat
-		}
-		if w != nil {
-			if t := w.Load(); t != evicted {
-				tat = t
-			}
+		} else {
+			l.keys.with(h, func(e *plainEntry) { tat = e.tat.Load() })
 		}
 	}
 	var d Decision
@@ -90,7 +85,5 @@ func (l *Limiter) reset(now int64, key string) {
 		}
 		return
 	}
-	if e := l.keys.lookup(h); e != nil {
-		refill(&e.tat)
-	}
+	l.keys.with(h, func(e *plainEntry) { refill(&e.tat) })
 }

@@ -179,9 +179,7 @@ func (l *Limiter) repriceKey(now int64, h uint64, from, to *policy) {
 		}
 		return
 	}
-	if e := l.keys.lookup(h); e != nil {
-		repriceWord(&e.tat, from, to, now)
-	}
+	l.keys.with(h, func(e *plainEntry) { repriceWord(&e.tat, from, to, now) })
 }
 
 // repriceWord moves a plain word from one policy to another at now,

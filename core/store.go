@@ -25,8 +25,10 @@ const (
 )
 
 // An entry is the state of one keyed bucket. A standalone store holds
-// plainEntry (8 bytes: the bucket word); a clustered one holds clusterEntry,
-// which adds the count of tokens admitted here and not yet sent to peers.
+// plainEntry (8 bytes: the bucket word) inline in its table's slots; a
+// clustered one holds clusterEntry, which adds the count of tokens admitted
+// here and not yet sent to peers, behind a pointer in the slot, since the
+// engine keeps entries in its lists of unsent counts across a rebuild.
 // Each store has one entry type, fixed by its Go type, so no entry is ever
 // read as the other kind.
 type entry[E any] interface {
@@ -43,6 +45,31 @@ type plainEntry struct{ tat atomic.Int64 }
 func (e *plainEntry) word() *atomic.Int64 { return &e.tat }
 func (e *plainEntry) busy() bool          { return false }
 
+// A plainEntry is its own slot value (held): a slot whose word is evicted
+// is a tombstone.
+func (e *plainEntry) entry() *plainEntry {
+	if e.tat.Load() == evicted {
+		return nil
+	}
+	return e
+}
+
+func (e *plainEntry) fill(now int64) *plainEntry {
+	e.tat.Store(now)
+	return e
+}
+
+func (e *plainEntry) moveTo(dst *plainEntry) bool {
+	t := e.tat.Swap(evicted)
+	if t == evicted {
+		return false
+	}
+	dst.tat.Store(t)
+	return true
+}
+
+func (e *plainEntry) vacate() {}
+
 type clusterEntry struct {
 	tat      atomic.Int64
 	pending  atomic.Int64 // admitted here, not yet sent
@@ -52,9 +79,30 @@ type clusterEntry struct {
 func (e *clusterEntry) word() *atomic.Int64 { return &e.tat }
 func (e *clusterEntry) busy() bool          { return e.pending.Load() != 0 || e.inflight.Load() != 0 }
 
+// clusterSlot is a clustered table's slot value (held): a tombstone holds
+// nil.
+type clusterSlot struct{ p atomic.Pointer[clusterEntry] }
+
+func (s *clusterSlot) entry() *clusterEntry { return s.p.Load() }
+
+func (s *clusterSlot) fill(now int64) *clusterEntry {
+	e := new(clusterEntry)
+	e.tat.Store(now)
+	s.p.Store(e)
+	return e
+}
+
+func (s *clusterSlot) moveTo(dst *clusterSlot) bool {
+	e := s.p.Load()
+	dst.p.Store(e)
+	return e != nil
+}
+
+func (s *clusterSlot) vacate() { s.p.Store(nil) }
+
 type (
-	plainStore   = store[plainEntry, *plainEntry]
-	clusterStore = store[clusterEntry, *clusterEntry]
+	plainStore   = store[plainEntry, plainEntry, *plainEntry, *plainEntry]
+	clusterStore = store[clusterSlot, clusterEntry, *clusterSlot, *clusterEntry]
 )
 
 // store holds one bucket per key hash. A bucket lives while it is not full:
@@ -63,8 +111,8 @@ type (
 // the store is at its cap shares one overflow bucket with every other such
 // key, so a flood of random keys is limited as if it were a single client
 // and never displaces the buckets of keys already being limited.
-type store[E any, P entry[E]] struct {
-	shards   [shardCount]shard[E]
+type store[S, E any, PS held[S, E], P entry[E]] struct {
+	shards   [shardCount]shard[S, E, PS]
 	live     atomic.Int64
 	maxKeys  int64
 	overflow bucket
@@ -77,17 +125,17 @@ type store[E any, P entry[E]] struct {
 
 // shard is one part of the store. Lookups read its table without a lock;
 // inserts and sweeps take mu.
-type shard[E any] struct {
+type shard[S, E any, PS held[S, E]] struct {
 	mu        sync.Mutex
-	t         keyTable[E]
+	t         keyTable[S, E, PS]
 	nextSweep int64 // guarded by mu
 	// Pad to a cache line so that a neighbouring shard's writers do not
 	// disturb this one's readers.
 	_ [24]byte
 }
 
-func newStore[E any, P entry[E]](maxKeys int64) *store[E, P] {
-	s := &store[E, P]{maxKeys: maxKeys}
+func newStore[S, E any, PS held[S, E], P entry[E]](maxKeys int64) *store[S, E, PS, P] {
+	s := &store[S, E, PS, P]{maxKeys: maxKeys}
 	for i := range s.shards {
 		s.shards[i].nextSweep = neverUsed
 	}
@@ -96,10 +144,18 @@ func newStore[E any, P entry[E]](maxKeys int64) *store[E, P] {
 	return s
 }
 
-func (s *store[E, P]) shardFor(h uint64) *shard[E] { return &s.shards[h&(shardCount-1)] }
+func newPlainStore(maxKeys int64) *plainStore {
+	return newStore[plainEntry, plainEntry, *plainEntry, *plainEntry](maxKeys)
+}
+
+func newClusterStore(maxKeys int64) *clusterStore {
+	return newStore[clusterSlot, clusterEntry, *clusterSlot, *clusterEntry](maxKeys)
+}
+
+func (s *store[S, E, PS, P]) shardFor(h uint64) *shard[S, E, PS] { return &s.shards[h&(shardCount-1)] }
 
 // take spends n tokens of the bucket for key hash h, deciding into d.
-func (s *store[E, P]) take(d *Decision, h uint64, p *policy, now, n int64) {
+func (s *store[S, E, PS, P]) take(d *Decision, h uint64, p *policy, now, n int64) {
 	for {
 		e := P(s.get(h, now))
 		if e == nil {
@@ -115,13 +171,13 @@ func (s *store[E, P]) take(d *Decision, h uint64, p *policy, now, n int64) {
 
 // takeOverflow decides on the bucket shared by keys that found the store
 // at its cap.
-func (s *store[E, P]) takeOverflow(d *Decision, p *policy, now, n int64) {
+func (s *store[S, E, PS, P]) takeOverflow(d *Decision, p *policy, now, n int64) {
 	s.overflowed.Add(1)
 	takeInto(d, &s.overflow.tat, p, now, n)
 }
 
 // get returns the live entry for h, creating it, or nil at the cap.
-func (s *store[E, P]) get(h uint64, now int64) *E {
+func (s *store[S, E, PS, P]) get(h uint64, now int64) *E {
 	sh := s.shardFor(h)
 	e := sh.t.get(h)
 	if e == nil {
@@ -132,7 +188,7 @@ func (s *store[E, P]) get(h uint64, now int64) *E {
 
 // debit charges a peer's admits to the bucket for h, creating it if needed.
 // It reports false when the store is at its cap and the count was dropped.
-func (s *store[E, P]) debit(h uint64, p *policy, now, n, maxDebt int64) bool {
+func (s *store[S, E, PS, P]) debit(h uint64, p *policy, now, n, maxDebt int64) bool {
 	for {
 		e := P(s.get(h, now))
 		if e == nil {
@@ -148,19 +204,36 @@ func (s *store[E, P]) debit(h uint64, p *policy, now, n, maxDebt int64) bool {
 	}
 }
 
-// lookup returns the live entry for h, or nil.
-func (s *store[E, P]) lookup(h uint64) *E { return s.shardFor(h).t.get(h) }
+// lookup returns the live entry for h, or nil. An inline entry can move
+// to a new array at any moment, leaving a tombstone: change one through
+// with instead.
+func (s *store[S, E, PS, P]) lookup(h uint64) *E { return s.shardFor(h).t.get(h) }
 
-// each calls f for every live entry, one shard at a time.
-func (s *store[E, P]) each(f func(h uint64, e *E)) {
+// with calls f with h's live entry, if it has one, under its shard's lock,
+// so that no rebuild moves the entry while f reads or changes it.
+func (s *store[S, E, PS, P]) with(h uint64, f func(e *E)) {
+	sh := s.shardFor(h)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if e := sh.t.get(h); e != nil {
+		f(e)
+	}
+}
+
+// each calls f for every live entry, one shard at a time, each under its
+// lock (see with).
+func (s *store[S, E, PS, P]) each(f func(h uint64, e *E)) {
 	for i := range s.shards {
-		s.shards[i].t.each(f)
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		sh.t.each(f)
+		sh.mu.Unlock()
 	}
 }
 
 // insert returns the live entry for h, creating a full one, or nil when the
 // store is at its cap and sweeping idle buckets freed no room.
-func (s *store[E, P]) insert(sh *shard[E], h uint64, now int64) *E {
+func (s *store[S, E, PS, P]) insert(sh *shard[S, E, PS], h uint64, now int64) *E {
 	if e, full := s.tryInsert(sh, h, now); !full {
 		return e
 	}
@@ -171,7 +244,7 @@ func (s *store[E, P]) insert(sh *shard[E], h uint64, now int64) *E {
 	return e
 }
 
-func (s *store[E, P]) tryInsert(sh *shard[E], h uint64, now int64) (e *E, full bool) {
+func (s *store[S, E, PS, P]) tryInsert(sh *shard[S, E, PS], h uint64, now int64) (e *E, full bool) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if e := sh.t.get(h); e != nil {
@@ -183,9 +256,7 @@ func (s *store[E, P]) tryInsert(sh *shard[E], h uint64, now int64) (e *E, full b
 	if s.live.Load() >= s.maxKeys {
 		return nil, true
 	}
-	e = new(E)
-	P(e).word().Store(now)
-	sh.t.put(h, e)
+	e = sh.t.put(h, now)
 	s.live.Add(1)
 	return e, false
 }
@@ -194,7 +265,7 @@ func (s *store[E, P]) tryInsert(sh *shard[E], h uint64, now int64) (e *E, full b
 // per pressureSweepGap and by one goroutine at a time, so that a flood of
 // new keys cannot make every request scan the store. It reports whether it
 // swept.
-func (s *store[E, P]) pressureSweep(now int64) bool {
+func (s *store[S, E, PS, P]) pressureSweep(now int64) bool {
 	if !s.sweepMu.TryLock() {
 		return false
 	}
@@ -211,7 +282,7 @@ func (s *store[E, P]) pressureSweep(now int64) bool {
 // swapping its state for the evicted mark, so a concurrent taker that still
 // holds the entry retries on a fresh one instead of spending on a dead one.
 // A bucket with unsent admits stays until the engine has sent them.
-func (s *store[E, P]) sweepLocked(sh *shard[E], now int64) {
+func (s *store[S, E, PS, P]) sweepLocked(sh *shard[S, E, PS], now int64) {
 	sh.nextSweep = now + sweepInterval
 	var dropped int64
 	sh.t.each(func(k uint64, e *E) {
@@ -225,7 +296,7 @@ func (s *store[E, P]) sweepLocked(sh *shard[E], now int64) {
 }
 
 // sweep drops every full bucket in the store.
-func (s *store[E, P]) sweep(now int64) {
+func (s *store[S, E, PS, P]) sweep(now int64) {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
@@ -234,7 +305,7 @@ func (s *store[E, P]) sweep(now int64) {
 	}
 }
 
-func (s *store[E, P]) len() int64 { return s.live.Load() }
+func (s *store[S, E, PS, P]) len() int64 { return s.live.Load() }
 
 // overflowCount is the number of decisions made on the overflow bucket.
-func (s *store[E, P]) overflowCount() uint64 { return s.overflowed.Load() }
+func (s *store[S, E, PS, P]) overflowCount() uint64 { return s.overflowed.Load() }

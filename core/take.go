@@ -117,7 +117,5 @@ func (l *Limiter) refund(now int64, key string, n int64) {
 		l.eng.refundKeyed(h, p, now, n)
 		return
 	}
-	if e := l.keys.lookup(h); e != nil {
-		refund(&e.tat, p, now, n)
-	}
+	l.keys.with(h, func(e *plainEntry) { refund(&e.tat, p, now, n) })
 }
