@@ -100,8 +100,11 @@ func allow(tat *atomic.Int64, p *policy, now, n int64) (ok bool, retry time.Dura
 // every caller until the clock caught up with it, perhaps for years. A
 // jump that large is taken for a broken clock: the bucket restarts at the
 // ceiling, as empty as any history allows, and refills from the new time.
-// A smaller step back changes nothing, so it never admits extra; a larger
-// one admits no more than B + R·(latest − earliest time passed).
+// A smaller step back changes nothing, so it never admits extra. After a
+// larger one the bucket refills again over times it had already passed, so
+// the bound is B + R·(the distance the caller's time moved forward in all),
+// not R times the span of times passed: a single word cannot remember what
+// was spent at times it has forgotten (FuzzBucketNeverExceedsRate).
 func settle(tat *atomic.Int64, p *policy, old, now int64) {
 	if old != evicted && old-now > p.ceiling+p.tolerance {
 		tat.CompareAndSwap(old, now+p.ceiling)
