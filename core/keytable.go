@@ -133,11 +133,10 @@ func (t *keyTable[S, E, PS]) each(f func(k uint64, e *E)) {
 		return
 	}
 	for i := range a.s {
-		if a.s[i].key.Load() == 0 {
-			continue
-		}
-		if e := PS(&a.s[i].v).entry(); e != nil {
-			f(a.s[i].key.Load(), e)
+		if k := a.s[i].key.Load(); k != 0 {
+			if e := PS(&a.s[i].v).entry(); e != nil {
+				f(k, e)
+			}
 		}
 	}
 }
