@@ -30,6 +30,8 @@ type TestFrame struct {
 	Limiter                     string // the limiter ID; DefaultLimiterID if empty
 	Incarnation, Seq, GlobalSum uint64
 	Global, DemandSum           uint64
+	Level                       int64  // tokens in the sender's replica
+	Withheld                    uint64 // 65536ths of the refill
 	Keys                        []string
 	KeyTokens                   []uint64
 }
@@ -42,11 +44,29 @@ func EncodeTestFrame(f TestFrame) []byte {
 		f.Limiter = DefaultLimiterID
 	}
 	fr := frame{leaving: f.Leaving, limiter: hashKey(0, f.Limiter), incarnation: f.Incarnation, seq: f.Seq,
-		globalSum: f.GlobalSum, global: int64(f.Global), demandSum: f.DemandSum}
+		globalSum: f.GlobalSum, global: int64(f.Global), demandSum: f.DemandSum, level: f.Level, withheld: f.Withheld}
 	b := appendHeader(nil, &fr, len(f.Keys))
 	for i, k := range f.Keys {
 		b = binary.LittleEndian.AppendUint64(b, hashKey(0, k))
 		b = binary.AppendUvarint(b, f.KeyTokens[i])
 	}
 	return b
+}
+
+// DecodeTestFrame reads a frame's header fields (keyed entries are
+// dropped), so that a test can replay a member's last frame with one field
+// changed, as a member holding the key could.
+func DecodeTestFrame(b []byte) (TestFrame, error) {
+	var f frame
+	if err := decodeFrame(b, &f); err != nil {
+		return TestFrame{}, err
+	}
+	return TestFrame{Leaving: f.leaving, Incarnation: f.incarnation, Seq: f.seq, GlobalSum: f.globalSum,
+		Global: uint64(f.global), DemandSum: f.demandSum, Level: f.level, Withheld: f.withheld}, nil
+}
+
+// QuotaInterval is the price of one quota token on a clustered limiter (ns
+// per token), and whether the quota is in force.
+func QuotaInterval(l *Limiter) (time.Duration, bool) {
+	return time.Duration(l.eng.quota.iv.Load()), l.eng.quota.on.Load()
 }

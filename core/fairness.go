@@ -87,17 +87,36 @@ func (q *quota) set(iv, tol, now int64) {
 		if tat <= now {
 			return
 		}
-		owed := min(int64(float64(tat-now)/float64(old)*float64(iv)), tol)
+		owed := min(saturate(float64(tat-now)/float64(old)*float64(iv), 0, tol), tol)
 		if q.tat.CompareAndSwap(tat, now+owed) {
 			return
 		}
 	}
 }
 
+// maxQuotaInterval is the most a quota token can cost: a share so small
+// (a peer claiming an enormous demand, say) that it stands for no quota at
+// all. Small enough that every sum of a time, a quota's size and a cost
+// stays inside int64.
+const maxQuotaInterval = maxTolerance / 4
+
+// saturate converts f to an int64 clamped to [lo, hi], NaN giving hi: Go
+// leaves out-of-range conversions to the processor (amd64 and arm64
+// differ), so the range is checked first and every GOARCH agrees.
+func saturate(f float64, lo, hi int64) int64 {
+	switch {
+	case f != f || f >= float64(hi):
+		return hi
+	case f <= float64(lo):
+		return lo
+	}
+	return int64(f)
+}
+
 // take spends n tokens of quota at now. On a denial it returns the wait.
 func (q *quota) take(n, now int64) (bool, time.Duration) {
 	iv, tol := q.iv.Load(), q.tol.Load()
-	cost := n * iv
+	cost := costOf(n, max(iv, 1), tol+iv)
 	for {
 		old := q.tat.Load()
 		next := max(old, now) + cost
@@ -119,7 +138,8 @@ func (q *quota) room(now int64) int64 {
 // giveBack returns n tokens of quota taken at now for an admit that did
 // not happen.
 func (q *quota) giveBack(n, now int64) {
-	cost := n * q.iv.Load()
+	iv := max(q.iv.Load(), 1)
+	cost := costOf(n, iv, q.tol.Load()+iv)
 	for {
 		old := q.tat.Load()
 		if q.tat.CompareAndSwap(old, max(old-cost, now)) {
@@ -140,7 +160,7 @@ func (e *engine) demandTotal() uint64 {
 // holds e.mu.
 func (e *engine) rebalance(now int64) {
 	p, q := e.pols.dflt(), &e.quota
-	e.own.observe(e.globalSum, e.demandTotal(), now)
+	e.own.observe(e.globalSum, e.demandTotal(), now, p.burst)
 	a, d := e.own.rates(now)
 	admits, demand := a, d
 	emptiest := e.levelTokens(now)
@@ -171,10 +191,20 @@ func (e *engine) rebalance(now int64) {
 		q.on.Store(false)
 		return
 	}
-	iv := int64(math.Ceil(float64(time.Second) / share))
+	iv := saturate(math.Ceil(float64(time.Second)/share), 1, maxQuotaInterval)
+	if iv > p.tolerance {
+		// Less than a token a window: this node is offered almost nothing
+		// beside the cluster's demand (or a peer claims an absurd demand).
+		// Pricing the quota would hold back the bottom of the bucket from
+		// everyone; without it this node only races for what it is
+		// offered, which is next to nothing of the rate when the share is
+		// true.
+		q.on.Store(false)
+		return
+	}
 	// The quota holds a tenth of a tick's share (at least two tokens):
 	// enough to smooth arrivals, too little to save up a burst.
-	tol := max(2, int64(share*float64(e.tick)/float64(time.Second)/10)) * iv
+	tol := max(2, saturate(share*float64(e.tick)/float64(time.Second)/10, 0, maxQuotaInterval)) * iv
 	q.set(iv, tol, e.buckets(now))
 	q.on.Store(true)
 }
@@ -191,15 +221,21 @@ func (e *engine) levelTokens(now int64) int64 {
 // fuller for a while, not when counts in flight made it look so once.
 type offsetWindow struct {
 	least int64
-	since int64 // when the window started; 0: empty
-	n     int
+	// leastAt is when the least offset was seen, on the buckets' clock: a
+	// resync it justifies charges at that time, so that its debt is repaid
+	// one window after the frame at the latest, however late the resync.
+	leastAt int64
+	since   int64 // when the window started; 0: empty
+	n       int
 }
 
-func (w *offsetWindow) observe(offset, now int64) {
-	if w.n == 0 {
-		w.least, w.since = offset, now
+func (w *offsetWindow) observe(offset, now, at int64) {
+	if w.n == 0 || offset < w.least {
+		w.least, w.leastAt = offset, at
 	}
-	w.least = min(w.least, offset)
+	if w.n == 0 {
+		w.since = now
+	}
 	w.n++
 }
 
@@ -214,7 +250,7 @@ func (w *offsetWindow) reset() { *w = offsetWindow{} }
 func (e *engine) resync(now int64) {
 	p := e.pols.dflt()
 	margin := max(2*p.flushAt.Load(), int64(float64(e.quota.gate.Load())/float64(p.interval)/10))
-	excess := int64(0)
+	excess, at := int64(0), int64(0)
 	ready := false
 	for _, pr := range e.peers {
 		s := pr.freshest()
@@ -224,14 +260,19 @@ func (e *engine) resync(now int64) {
 		w := &s.offsets
 		if w.n >= 2 && now-w.since >= resyncWindow {
 			ready = true
-			excess = max(excess, w.least-margin)
+			if w.least-margin > excess {
+				excess, at = w.least-margin, w.leastAt
+			}
 		}
 	}
 	if !ready {
 		return
 	}
 	if excess > 0 && !e.floor {
-		e.global.debit(p, e.buckets(now), excess, e.maxDebt(p))
+		// Charged at the time of the frame that showed the offset: the
+		// debt, capped there, ends a window after that frame even when the
+		// member fell silent before the window closed (docs/security.md).
+		e.global.debit(p, at, excess, e.maxDebt(p))
 		e.stats.resynced.Add(uint64(excess))
 	}
 	for _, pr := range e.peers {

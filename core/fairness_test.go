@@ -1,6 +1,7 @@
 package gopherpace
 
 import (
+	"math"
 	"testing"
 	"time"
 )
@@ -34,5 +35,52 @@ func TestQuotaRepricesTokensOwed(t *testing.T) {
 	q.set(fast, 2*fast, now+2*fast)
 	if room := q.room(now + 2*fast); room > 2 {
 		t.Fatalf("room %d after repricing; the quota holds at most 2", room)
+	}
+}
+
+// saturate never hands an out-of-range float to the processor's conversion,
+// which Go leaves to each GOARCH: every processor gets these answers.
+func TestSaturateIsTheSameEverywhere(t *testing.T) {
+	inf := math.Inf(1)
+	for _, tc := range []struct {
+		f      float64
+		lo, hi int64
+		want   int64
+	}{
+		{1e30, 1, 1 << 58, 1 << 58},
+		{inf, 1, 1 << 58, 1 << 58},
+		{math.NaN(), 1, 1 << 58, 1 << 58},
+		{-inf, 1, 1 << 58, 1},
+		{-1e30, 0, 10, 0},
+		{0.5, 1, 10, 1},
+		{7.9, 1, 10, 7},
+		{float64(math.MaxInt64), 0, math.MaxInt64, math.MaxInt64},
+	} {
+		if got := saturate(tc.f, tc.lo, tc.hi); got != tc.want {
+			t.Errorf("saturate(%g, %d, %d) = %d, want %d", tc.f, tc.lo, tc.hi, got, tc.want)
+		}
+	}
+}
+
+// A peer's totals grow at most maxPerNs tokens a nanosecond since its last
+// sample (plus a fair window's worth), so its rates stay finite and
+// bounded whatever it claims; honest growth passes unchanged.
+func TestLoadClampsImplausibleGrowth(t *testing.T) {
+	const perNs = 100
+	var l load
+	ms := int64(time.Millisecond)
+	l.observe(0, 0, 0, perNs)
+	l.observe(10, 1000, 100*ms, perNs) // honest
+	l.observe(math.MaxUint64, math.MaxUint64, 200*ms, perNs)
+	a, d := l.rates(200 * ms)
+	most := float64(perNs) * float64(100*ms+fairWindow) / 0.2
+	if d > most+1000/0.2 || a > most+10/0.2 || math.IsInf(d, 0) {
+		t.Fatalf("rates %g admits/s, %g demand/s after a total of 2^64-1: over the growth bound %g", a, d, most)
+	}
+	var h load
+	h.observe(0, 0, 0, perNs)
+	h.observe(500, 5000, 250*ms, perNs)
+	if a, d := h.rates(250 * ms); a != 2000 || d != 20000 {
+		t.Fatalf("honest rates %g, %g, want 2000, 20000", a, d)
 	}
 }

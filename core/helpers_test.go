@@ -159,3 +159,13 @@ func sum(xs []int) int {
 	}
 	return n
 }
+
+// lastFrom is the last frame this transport received from a peer.
+func (t *tapTransport) lastFrom(from string) []byte {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.last[from] == nil {
+		panic("no frame from " + from)
+	}
+	return slices.Clone(t.last[from])
+}

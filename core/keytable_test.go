@@ -223,7 +223,12 @@ func TestRebuildLosesNoSpend(t *testing.T) {
 	})
 	t.Run("pointer", func(t *testing.T) {
 		s := newClusterStore(1 << 30)
-		rebuildLosesNoSpend(t, s, func(h uint64) int64 { return s.lookup(h).tat.Load() })
+		rebuildLosesNoSpend(t, s, func(h uint64) int64 {
+			if e := s.lookup(h); e != nil {
+				return e.tat.Load()
+			}
+			return 0 // never taken (its takers were not scheduled in time): nothing spent
+		})
 	})
 }
 
@@ -238,27 +243,43 @@ func rebuildLosesNoSpend[S, E any, PS held[S, E], P entry[E]](t *testing.T, s *s
 	p := mustPolicy(t, 1000, 1<<30) // never denies within this test: every take spends
 	var admitted [hot]atomic.Int64
 	var done atomic.Bool
-	var wg sync.WaitGroup
+	var wg, started sync.WaitGroup
+	var takes atomic.Int64
+	started.Add(3)
 	for g := range 3 {
 		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(uint64(g), 3))
-			for !done.Load() {
+			for first := true; !done.Load(); first = false {
 				i := rng.IntN(hot)
 				var d Decision
 				s.take(&d, uint64(i)<<shardBits|uint64(i%shards), p, now, 1)
 				if !d.Allowed {
 					t.Errorf("key %d denied", i)
+					if first {
+						started.Done()
+					}
 					return
 				}
 				admitted[i].Add(1)
+				takes.Add(1)
+				if first {
+					started.Done()
+				}
 			}
 		})
 	}
+	// The flood starts once every taker runs, and goes on (up to 20 rounds)
+	// until the takers have spent a thousand times during it: on a loaded
+	// machine they may otherwise not be scheduled before it ends.
+	started.Wait()
 	rng := rand.New(rand.NewPCG(1, 2))
-	for j := range flood {
-		s.get((rng.Uint64()|1<<40)<<shardBits|uint64(j%shards), now)
-		if j%sweepEach == sweepEach-1 {
-			s.sweep(now) // drops every flooded key: their buckets are full
+	before := takes.Load()
+	for round := 0; round < 20 && (round == 0 || takes.Load()-before < 1000); round++ {
+		for j := range flood {
+			s.get((rng.Uint64()|1<<40)<<shardBits|uint64(j%shards), now)
+			if j%sweepEach == sweepEach-1 {
+				s.sweep(now) // drops every flooded key: their buckets are full
+			}
 		}
 	}
 	done.Store(true)

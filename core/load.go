@@ -1,6 +1,10 @@
 package gopherpace
 
-import "time"
+import (
+	"math"
+	"math/bits"
+	"time"
+)
 
 // load is one node's admit and demand rates, measured from its running
 // totals over a sliding window: the change between the newest sample and
@@ -27,12 +31,20 @@ const (
 // observe takes new running totals at now. Totals that go back (a
 // reordered frame) are ignored; so are samples closer than loadSpacing to
 // the newest, but the newest always holds the latest totals.
-func (l *load) observe(admitTotal, demandTotal uint64, now int64) {
+//
+// A total grows by at most maxPerNs tokens per nanosecond since the newest
+// sample (plus a fairWindow's worth, for frames that arrive bunched):
+// more than a real node can be offered, so only a lie is cut, and the
+// rates stay finite whatever a peer claims (docs/security.md).
+func (l *load) observe(admitTotal, demandTotal uint64, now, maxPerNs int64) {
 	if l.n > 0 {
 		last := &l.samples[(l.next+loadSamples-1)%loadSamples]
 		if admitTotal < last.admitTotal || demandTotal < last.demandTotal || now < last.at {
 			return
 		}
+		most := satMul(uint64(now-last.at+fairWindow), uint64(maxPerNs))
+		admitTotal = last.admitTotal + min(admitTotal-last.admitTotal, most)
+		demandTotal = last.demandTotal + min(demandTotal-last.demandTotal, most)
 		if l.n > 1 && now-l.samples[(l.next+loadSamples-2)%loadSamples].at < loadSpacing {
 			*last = loadSample{now, admitTotal, demandTotal} // move the newest
 			return
@@ -67,4 +79,13 @@ func (l *load) rates(now int64) (admits, demand float64) {
 		return 0, 0
 	}
 	return float64(newest.admitTotal-oldest.admitTotal) / span, float64(newest.demandTotal-oldest.demandTotal) / span
+}
+
+// satMul is a·b, saturating at the largest uint64.
+func satMul(a, b uint64) uint64 {
+	hi, lo := bits.Mul64(a, b)
+	if hi != 0 {
+		return math.MaxUint64
+	}
+	return lo
 }

@@ -124,7 +124,9 @@ func (e *engine) apply(from string, b []byte, hold bool) {
 	}
 	wasVisible := s.synced && now-s.lastHeard <= e.isolation
 	s.lastHeard, p.lastHeard, p.heard, p.departed = now, now, true, f.leaving
-	s.load.observe(f.globalSum, f.demandSum, now)
+	// A node decides at most one request a nanosecond, each of at most a
+	// bucket of tokens (a larger cost is refused before it is counted).
+	s.load.observe(f.globalSum, f.demandSum, now, e.pols.dflt().burst)
 	e.contact(now, f.incarnation)
 	global := e.globalCharge(s, f, wasVisible)
 	if p.predicted > 0 {
@@ -154,8 +156,12 @@ func (e *engine) apply(from string, b []byte, hold bool) {
 	// With the frame's counts charged, this replica and the sender's have
 	// seen the same admits but this node's unreported ones (and those in
 	// flight): the difference of the levels is their offset (fairness.go).
-	s.offsets.observe(e.levelTokens(now)+e.global.pending()-f.level, now)
-	s.level, s.withheld = f.level, float64(f.withheld)/withheldOne
+	// A real peer reports its level clamped to ±B (levelTokens), so a
+	// level outside that range is a lie: clamped, it can only claim an
+	// emptier replica, which lowers this one by at most a bucket's debt.
+	level := min(max(f.level, -e.pols.dflt().burst), e.pols.dflt().burst)
+	s.offsets.observe(e.levelTokens(now)+e.global.pending()-level, now, at)
+	s.level, s.withheld = level, float64(f.withheld)/withheldOne
 }
 
 // member returns the peer record of a sender that the transport lists as

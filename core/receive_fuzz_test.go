@@ -82,11 +82,21 @@ func FuzzReceive(f *testing.F) {
 	f.Add([]byte{0, 1, 5, 200, 3, 0, 9, 9, 9, 2, 40, 0, 2, 7, 1, 255, 1, 2, 3})
 	f.Add([]byte{0, 0, 0, 255, 255, 255, 255, 0, 1, 0, 0, 0, 1, 2, 100, 0, 3, 1})
 	f.Add([]byte{1, 103, 112, 1, 0, 2, 255, 0, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4})
+	// Frames whose level, demand and withheld fields sit at their extremes.
+	f.Add([]byte{0, 0, 0, 255, 255, 0, 1, 5, 0, 0, 0, 0, 0xf3, 0xf0, 0, 0xf3, 3, 255})
+	f.Add([]byte{0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0xf0, 0x85, 0x8d, 0, 0x84, 3, 20, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0xf0, 0x85, 0x8d, 0, 0x84})
+	f.Add([]byte{0xc0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x87, 0, 0x8a, 3, 10, 0xc0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x8d, 0, 0x8a})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		const rate, burst = 1000, 100
 		n := &fuzzNet{now: time.Unix(1_700_000_000, 0), members: []string{"m1", "m2"}}
+		// Mostly fail-open, whose refill never slows; sometimes the share
+		// policy, where lying withheld shares and silent members slow it.
+		policy := PartitionFailOpen
+		if len(data) > 0 && data[0] >= 0xc0 {
+			policy = PartitionShare
+		}
 		l, err := New(WithRefillRate(rate), WithBucketSize(burst), WithTransport(n),
-			WithPartitionPolicy(PartitionFailOpen), WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+			WithPartitionPolicy(policy), WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -125,15 +135,24 @@ func FuzzReceive(f *testing.F) {
 			case 0, 1: // a well-formed frame with fuzzed fields
 				inc := []uint64{uint64(n.now.UnixNano()), uint64(n.now.UnixNano()) - uint64(time.Minute), 0, math.MaxUint64, u64(i + 2)}[byteAt(i+2)%5]
 				sum := u64(i+3) >> (byteAt(i+4) % 64)
+				if x := byteAt(i + 11); x >= 0xf0 {
+					sum = extreme(x, burst)
+				}
 				seq := uint64(byteAt(i + 6))
-				hdr := frameFor(e.id, inc, seq, sum, min(sum, uint64(byteAt(i+7))), byteAt(i+5)&1 == 1)
+				fr := frame{leaving: byteAt(i+5)&1 == 1, limiter: e.id, incarnation: inc, seq: seq, globalSum: sum,
+					global:    int64(min(sum, uint64(byteAt(i+7)))),
+					demandSum: extremeOr(byteAt(i+12), u64(i+2), burst),
+					level:     int64(extremeOr(byteAt(i+13), uint64(byteAt(i+14))-128, burst)),
+					withheld:  extremeOr(byteAt(i+15), uint64(byteAt(i+14))<<8, withheldOne)}
+				hdr := appendHeader(nil, &fr, 0)
+				hdr = hdr[:len(hdr)-1] // the entry count follows
 				if seq != 0 && op == 1 {
 					hdr = appendKeyed(hdr, keys[byteAt(i+8)%2], u64(i+9)>>(byteAt(i+10)%64))
 				} else {
 					hdr = append(hdr, 0)
 				}
 				b = hdr
-				i += 11
+				i += 16
 			case 2: // raw bytes
 				m := int(byteAt(i+1)) % 40
 				b = data[min(i+2, len(data)):min(i+2+m, len(data))]
@@ -161,7 +180,15 @@ func FuzzReceive(f *testing.F) {
 			return
 		}
 		// One window and one token after the last frame, every bucket admits.
-		n.advance(lastFrame.Add(p.window() + time.Duration(p.interval) + time.Millisecond).Sub(n.now))
+		// Under the share policy the buckets' clock may stand still while a
+		// lying withheld share is fresh (one isolation timeout after the
+		// last frame), then runs at least at a third of the rate while both
+		// members are silent: the bound docs/security.md states.
+		wait := p.window() + time.Duration(p.interval) + time.Millisecond
+		if policy == PartitionShare {
+			wait = time.Duration(e.isolation) + 3*(p.window()+time.Duration(p.interval)) + time.Duration(e.tick)
+		}
+		n.advance(lastFrame.Add(wait).Sub(n.now))
 		at := n.now
 		for _, key := range []string{"", "k", "j"} {
 			if d, _ := l.TakeAt(at, key, 1); !d.Allowed {
@@ -171,11 +198,22 @@ func FuzzReceive(f *testing.F) {
 	})
 }
 
-// frameFor encodes a frame header with the given fields and no entry count.
-func frameFor(limiter, inc, seq, sum, global uint64, leaving bool) []byte {
-	f := frame{leaving: leaving, limiter: limiter, incarnation: inc, seq: seq, globalSum: sum, global: int64(global)}
-	b := appendHeader(nil, &f, 0)
-	return b[:len(b)-1] // the caller appends the entry count
+// extremes are the values at which a received field's arithmetic breaks
+// if anything does: the ends of int64 and uint64, and one off either side
+// of ±B (a level's honest range) or of the withheld field's whole refill.
+func extreme(x byte, b int64) uint64 {
+	m := int64(max(b, 0))
+	return []uint64{math.MaxInt64, math.MaxInt64 - 20, 1 << 63, math.MaxUint64, math.MaxUint64 - 1,
+		uint64(m + 1), uint64(m - 1), uint64(-m - 1), uint64(-m + 1), uint64(m), uint64(-m),
+		1 << 40, uint64(1) << 62, uint64(-m << 40), 0, 1}[x%16]
+}
+
+// extremeOr is extreme(x, b) for x of 0x80 and above, otherwise v.
+func extremeOr(x byte, v uint64, b int64) uint64 {
+	if x >= 0x80 {
+		return extreme(x, b)
+	}
+	return v
 }
 
 // appendKeyed appends an entry count of one and one entry.

@@ -1,0 +1,195 @@
+package gopherpace_test
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	gopherpace "github.com/pedreviljoen/gopherpace/core"
+	"github.com/pedreviljoen/gopherpace/core/memtransport"
+)
+
+// The fields that wire version 2 added (the demand total, the replica level
+// and the withheld share) are a member's word like every other field: each
+// test here is one row of docs/security.md's field bounds, played by a
+// member that holds the key, on virtual time so that every figure repeats.
+
+// liar replays, every 10 ms for d, the last frame the victims heard from
+// name with change applied (none when change is nil), while the loaded
+// limiters take 2 requests each millisecond. It returns what each loaded limiter admitted.
+func liar(t *testing.T, net *memtransport.Network, lims []*gopherpace.Limiter, taps []*tapTransport, loaded []int,
+	name string, d time.Duration, change func(*gopherpace.TestFrame)) []int {
+	t.Helper()
+	admitted := make([]int, len(loaded))
+	for ms := range int(d / time.Millisecond) {
+		if ms%10 == 0 && change != nil {
+			for i, tap := range taps {
+				if lims[i] == nil || tap.Name() == name {
+					continue
+				}
+				f, err := gopherpace.DecodeTestFrame(tap.lastFrom(name))
+				if err != nil {
+					t.Fatal(err)
+				}
+				change(&f)
+				tap.inject(name, gopherpace.EncodeTestFrame(f))
+			}
+		}
+		now := net.Now()
+		for j, i := range loaded {
+			for range 2 {
+				if ok, _ := lims[i].AllowAt(now); ok {
+					admitted[j]++
+				}
+			}
+		}
+		net.Advance(time.Millisecond)
+	}
+	return admitted
+}
+
+// A member that claims its replica is fuller than it can be (a level of
+// MaxInt64, or just below it) must move nobody: before, the offset's int64
+// arithmetic wrapped and the resync charged a whole bucket of debt.
+func TestALevelClaimOfFullerMovesNobody(t *testing.T) {
+	const rate = 1000
+	for _, lie := range []int64{math.MaxInt64, math.MaxInt64 - 20, 1 << 40} {
+		for _, shape := range []struct {
+			name   string
+			nodes  int
+			loaded []int
+		}{{"victim alone", 2, []int{0}}, {"two victims", 3, []int{0, 1}}} {
+			run := func(change func(*gopherpace.TestFrame)) []int {
+				net := memtransport.New()
+				lims, taps := tappedCluster(t, net, shape.nodes, gopherpace.WithRefillRate(rate))
+				liar(t, net, lims, taps, shape.loaded, "", time.Second, nil)
+				return liar(t, net, lims, taps, shape.loaded, taps[shape.nodes-1].Name(), 500*time.Millisecond, change)
+			}
+			honest := run(func(*gopherpace.TestFrame) {}) // the same replays, unchanged
+			lied := run(func(f *gopherpace.TestFrame) { f.Level = lie })
+			t.Logf("level %d, %s: admitted %v in 500 ms (honest replays: %v)", lie, shape.name, lied, honest)
+			for j := range honest {
+				if lied[j] < honest[j]-2 {
+					t.Errorf("level %d, %s: node %d admitted %d of its usual %d in 500 ms", lie, shape.name, j, lied[j], honest[j])
+				}
+			}
+		}
+	}
+}
+
+// stallAfterSilence has member n1 of a two-node cluster fall out of
+// sight of n0 while frames under its name claim an empty replica (a level
+// of −2⁴⁰, clamped to −B) every 10 ms for 300 ms; then they stop. It
+// returns how long after the last such frame n0, offered 2 requests a
+// millisecond throughout, admits again.
+func stallAfterSilence(t *testing.T, burst int64, opts ...gopherpace.Option) time.Duration {
+	t.Helper()
+	const rate = 1000
+	net := memtransport.New()
+	lims, taps := tappedCluster(t, net, 2, append([]gopherpace.Option{gopherpace.WithRefillRate(rate), gopherpace.WithBucketSize(burst)}, opts...)...)
+	liar(t, net, lims, taps, []int{0}, "", time.Second, nil)
+	net.Isolate("n1")
+	last := taps[0].lastFrom("n1")
+	f, err := gopherpace.DecodeTestFrame(last)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Level = -1 << 40
+	lie := gopherpace.EncodeTestFrame(f)
+	var lastLie time.Time
+	for ms := range 300 {
+		if ms%10 == 0 {
+			taps[0].inject("n1", lie)
+			lastLie = net.Now()
+		}
+		lims[0].AllowAt(net.Now())
+		net.Advance(time.Millisecond)
+	}
+	for range 10_000 {
+		now := net.Now()
+		if ok, _ := lims[0].AllowAt(now); ok {
+			return now.Sub(lastLie)
+		}
+		lims[0].AllowAt(now)
+		net.Advance(time.Millisecond)
+	}
+	t.Fatal("n0 still stalled 10 s after the last frame")
+	return 0
+}
+
+// A member that claims an empty replica and then falls silent stalls a
+// node for at most one window (B/R) and one token after its last frame,
+// plus one tick for the resync to run: before, the resync could run after
+// the member's last frame and charge its debt from then, 143 ms (B = R) to
+// 244 ms (B = R/10) past the bound.
+func TestAStallEndsAWindowAfterTheLastFrame(t *testing.T) {
+	const rate = 1000
+	for _, burst := range []int64{rate, rate / 10} {
+		window := time.Duration(burst) * time.Second / rate
+		bound := window + time.Second/rate + gopherpace.DefaultGossipInterval/2
+		got := stallAfterSilence(t, burst, gopherpace.WithPartitionPolicy(gopherpace.PartitionFailOpen))
+		t.Logf("B = %d, fail-open: admits again %v after the last frame (window %v, bound %v)", burst, got, window, bound)
+		if got > bound {
+			t.Errorf("B = %d, fail-open: stalled %v after the member's last frame, over one window, one token and one tick (%v)", burst, got, bound)
+		}
+	}
+}
+
+// Under the share policy the silent member's share of the refill is also
+// withheld until the grace period ends (membership.go): with k of n nodes
+// in sight the bucket refills at R·k/n, so the same debt takes n/k times
+// as long to repay. The bound docs/security.md states: one window and one
+// token at the shared rate, plus one tick.
+func TestAStallUnderSharingEndsAtTheSharedRate(t *testing.T) {
+	const rate = 1000
+	for _, burst := range []int64{rate, rate / 10} {
+		window := time.Duration(burst) * time.Second / rate
+		const known, visible = 2, 1
+		bound := (window+time.Second/rate)*known/visible + gopherpace.DefaultGossipInterval/2
+		got := stallAfterSilence(t, burst)
+		t.Logf("B = %d, share: admits again %v after the last frame (bound %v)", burst, got, bound)
+		if got > bound {
+			t.Errorf("B = %d, share: stalled %v after the member's last frame, over %v", burst, got, bound)
+		}
+	}
+}
+
+// A demand total of 2⁶³ or more: before, the quota's price per token came
+// out of a float-to-int conversion that overflowed (on amd64 into a
+// negative price, which switched the quota off; arm64 saturates instead
+// and would deny for as long as the lie lasted). Now a peer's demand grows
+// at most by what a node could be offered in the time since its last frame,
+// every conversion saturates the same way on every processor, and the
+// cluster still admits its rate: the quota only ever holds back the lowest
+// quarter of the bucket, and anyone may take tokens above it.
+func TestAHugeDemandSaturates(t *testing.T) {
+	const rate = 1000
+	for _, lie := range []uint64{1 << 63, math.MaxUint64} {
+		run := func(change func(*gopherpace.TestFrame)) ([]int, []int) {
+			net := memtransport.New()
+			lims, taps := tappedCluster(t, net, 3, gopherpace.WithRefillRate(rate))
+			liar(t, net, lims, taps, []int{0, 1}, "", 2*time.Second, nil)
+			during := liar(t, net, lims, taps, []int{0, 1}, "n2", 200*time.Millisecond, change)
+			// While the lie is in the peers' demand estimates, the quota is
+			// either off or priced within range.
+			for _, l := range lims[:2] {
+				if iv, on := gopherpace.QuotaInterval(l); on && (iv < 1 || iv > time.Second) {
+					t.Fatalf("demand %d: quota priced at %d ns a token", lie, iv)
+				}
+			}
+			rest := liar(t, net, lims, taps, []int{0, 1}, "n2", 800*time.Millisecond, change)
+			during[0], during[1] = during[0]+rest[0], during[1]+rest[1]
+			after := liar(t, net, lims, taps, []int{0, 1}, "", 2*time.Second, nil)
+			return during, after
+		}
+		honest, _ := run(func(*gopherpace.TestFrame) {})
+		during, after := run(func(f *gopherpace.TestFrame) { f.DemandSum = lie })
+		t.Logf("demand %d: admitted %v during the lie (honest %v), %v in the 2 s after", lie, during, honest, after)
+		if got, want := sum(during), sum(honest); got < want*95/100 || got > want+rate/10 {
+			t.Errorf("demand %d: the cluster admitted %d in 1 s under the lie, %d without it", lie, got, want)
+		}
+		if lo, hi := min(after[0], after[1]), max(after[0], after[1]); float64(lo) < 0.9*float64(hi) {
+			t.Errorf("demand %d: the split %v after the lie ended is not even (equal offered load)", lie, after)
+		}
+	}
+}
