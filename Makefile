@@ -4,18 +4,75 @@ MODULES := $(shell find . -name go.mod -not -path './.git/*' -exec dirname {} \;
 GO ?= go
 
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
+# JOBS is how many modules are checked at once. Each module's go test runs
+# its packages in parallel too; two modules at once keep both cores busy
+# while the other links or waits on a test's timers.
+JOBS ?= 2
+# Tools built once per checkout (untracked), and each part's time.
+BIN := $(CURDIR)/.bin
+TIMES := $(CURDIR)/.test-times
 
-.PHONY: test fmt fmt-check vet lint tidy-check core-deps-check work bench demo demo-standalone fuzz accuracy browser
+.PHONY: test fmt fmt-check vet lint tidy-check core-deps-check work bench demo demo-standalone fuzz accuracy browser tools check-modules
 
-## test: format check, core dependency check, vet, staticcheck, a headless browser, and race tests in every module
-test: fmt-check core-deps-check vet lint browser
+## test: format check, core dependency check, then in every module (JOBS at a time) vet, staticcheck and race tests; a headless browser; prints how long each part took
+test:
+	@rm -f $(TIMES); t=$$(date +%s); \
+	status=0; \
+	$(MAKE) --no-print-directory fmt-check core-deps-check || status=1; \
+	echo "checks (gofmt, core deps) $$(( $$(date +%s) - t ))s" >> $(TIMES); t=$$(date +%s); \
+	$(MAKE) --no-print-directory tools browser || status=1; \
+	echo "tools (staticcheck build, Chromium) $$(( $$(date +%s) - t ))s" >> $(TIMES); t=$$(date +%s); \
+	[ $$status -ne 0 ] || $(MAKE) --no-print-directory check-modules || status=1; \
+	echo "modules, $(JOBS) at a time (wall) $$(( $$(date +%s) - t ))s" >> $(TIMES); t=$$(date +%s); \
+	if [ $$status -eq 0 ]; then \
+		echo "== go test core (no race detector: the per-processor counters' plain adds)"; \
+		(cd core && GOWORK=off $(GO) test -count=1 -run 'ProcCounter|Counts|Stats|Shadow' . && \
+			GOWORK=off $(GO) test -tags gopherpace_atomic_counters -count=1 -run 'ProcCounter|Counts' .) || status=1; \
+		echo "core without the race detector $$(( $$(date +%s) - t ))s" >> $(TIMES); \
+	fi; \
+	echo; echo "== time taken"; cat $(TIMES); rm -f $(TIMES); \
+	exit $$status
+
+## tools: build the pinned staticcheck once into .bin/
+tools: $(BIN)/staticcheck
+
+$(BIN)/staticcheck: Makefile
+	@echo "== building $(STATICCHECK)"
+	@GOWORK=off GOBIN=$(BIN) $(GO) install $(STATICCHECK)
+
+# One module's checks, in order: vet, staticcheck, race tests. Its output
+# is kept and printed whole when it ends, so that parallel modules do not
+# interleave; its times go to $(TIMES).
+define check_module
+m=$$1; log=$$(mktemp); \
+t0=$$(date +%s); (cd $$m && GOWORK=off $(GO) vet ./...) >$$log 2>&1 && \
+t1=$$(date +%s) && (cd $$m && GOWORK=off $(BIN)/staticcheck ./...) >>$$log 2>&1 && \
+t2=$$(date +%s) && (cd $$m && GOWORK=off $(GO) test -race -count=1 -timeout 5m ./...) >>$$log 2>&1; \
+rc=$$?; t3=$$(date +%s); \
+echo "== $$m: vet, staticcheck, go test -race"; cat $$log; rm -f $$log; \
+if [ $$rc -ne 0 ]; then echo "FAILED: $$m"; fi; \
+echo "  $$m: vet $$(( $${t1:-$$t3} - t0 ))s, staticcheck $$(( $${t2:-$$t3} - $${t1:-$$t3} ))s, test $$(( t3 - $${t2:-$$t3} ))s" >> $(TIMES); \
+exit $$rc
+endef
+export check_module
+
+## check-modules: vet, staticcheck and race tests in every module, JOBS modules at a time
+check-modules: tools
+	@printf '%s\n' $(MODULES) | xargs -P $(JOBS) -n 1 sh -c "$$check_module" _
+
+## vet: go vet in every module
+vet:
 	@set -e; for m in $(MODULES); do \
-		echo "== go test $$m"; \
-		(cd $$m && GOWORK=off $(GO) test -race -count=1 -timeout 5m ./...); \
+		echo "== go vet $$m"; \
+		(cd $$m && GOWORK=off $(GO) vet ./...); \
 	done
-	@echo "== go test core (no race detector: the per-processor counters' plain adds)"
-	@cd core && GOWORK=off $(GO) test -count=1 -run 'ProcCounter|Counts|Stats|Shadow' . && \
-		GOWORK=off $(GO) test -tags gopherpace_atomic_counters -count=1 -run 'ProcCounter|Counts' .
+
+## lint: staticcheck (pinned, built once) in every module, with zero findings
+lint: tools
+	@set -e; for m in $(MODULES); do \
+		echo "== staticcheck $$m"; \
+		(cd $$m && GOWORK=off $(BIN)/staticcheck ./...); \
+	done
 
 ## browser: install a headless Chromium from the OS packages, when missing, for the status page's browser test (it skips, saying why, where none can be installed)
 browser:
@@ -37,19 +94,6 @@ fmt:
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
-
-vet:
-	@set -e; for m in $(MODULES); do \
-		echo "== go vet $$m"; \
-		(cd $$m && GOWORK=off $(GO) vet ./...); \
-	done
-
-## lint: staticcheck (pinned) in every module, with zero findings
-lint:
-	@set -e; for m in $(MODULES); do \
-		echo "== staticcheck $$m"; \
-		(cd $$m && GOWORK=off $(GO) run $(STATICCHECK) ./...); \
-	done
 
 ## tidy-check: fail if any go.mod/go.sum is not tidy
 tidy-check:
