@@ -32,11 +32,15 @@ func (e *engine) allow(now int64) (ok bool, retry time.Duration, held bool) {
 		b := e.buckets(now)
 		if lz != nil && lz.hot(b) {
 			ok, retry := lz.allow(countedSource{e}, p, b)
-			if !ok {
+			switch {
+			case ok:
+				return true, 0, false
+			case e.mode.Load() == modeNormal:
 				e.denied.add(1)
 				return false, retry, e.global.unheard()+1 > p.localCap.Load()
 			}
-			return true, 0, false
+			// The limiter closed meanwhile: the standalone word decides.
+			goto general
 		}
 		if ok, retry, count, fast, contended := e.global.allow(p, b, &e.quota); fast {
 			// Only the first unreported token and the threshold
@@ -56,6 +60,7 @@ func (e *engine) allow(now int64) (ok bool, retry time.Duration, held bool) {
 		}
 	}
 	// Not normal, or past the cap of unreported tokens: the general path.
+general:
 	var d Decision
 	held = e.takeGlobal(&d, now, 1)
 	if !d.Allowed {
@@ -175,11 +180,9 @@ func (e *engine) takeKeyed(d *Decision, h uint64, p *policy, now, n int64) (held
 
 // refundGlobal gives back n tokens of the global bucket.
 func (e *engine) refundGlobal(now, n int64) {
-	if e.mode.Load() == modeStopped {
+	if e.mode.Load() == modeStopped || !e.global.refund(e.pols.dflt(), e.buckets(now), n) {
 		refund(e.standalone, e.pols.dflt(), now, n)
-		return
 	}
-	e.global.refund(e.pols.dflt(), e.buckets(now), n)
 }
 
 // refundKeyed gives back n tokens of key hash h's bucket, taking them out
@@ -213,7 +216,14 @@ func (s countedSource) takeUpTo(p *policy, now, n int64) (int64, time.Duration, 
 	return got, retry, contended
 }
 
-func (s countedSource) giveBack(p *policy, now, n int64) { s.e.global.refund(p, now, n) }
+// giveBack returns a lease's tokens; if the limiter closed since they were
+// taken, to the standalone word that holds the bucket now (on the engine's
+// clock: now is on the buckets' clock, lag behind it).
+func (s countedSource) giveBack(p *policy, now, n int64) {
+	if !s.e.global.refund(p, now, n) {
+		refund(s.e.standalone, p, now+s.e.lag.Load(), n)
+	}
+}
 
 // overCap holds back a request that would push the admits this node's
 // peers have not heard of yet (unheard) past its share of the burst: the

@@ -257,16 +257,16 @@ func (c *countedBucket) takeUpTo(p *policy, now, n, room int64, q *quota) (got, 
 // handed back. Like the plain word's operations, f leaves a full bucket's
 // time alone unless it spends: a caller whose time runs a little behind
 // must still find the bucket full.
-func (c *countedBucket) update(now int64, p *policy, f func(ahead, count int64) (int64, int64)) {
+func (c *countedBucket) update(now int64, p *policy, f func(ahead, count int64) (int64, int64)) (applied bool) {
 	for {
 		w := c.word.Load()
 		held := int64(w & countMask)
 		if held == handedBack {
-			return
+			return false
 		}
 		a, n := f(readAhead(w, now, p), held)
 		if c.word.CompareAndSwap(w, packCounted(now+a, n)) {
-			return
+			return true
 		}
 	}
 }
@@ -312,14 +312,16 @@ func (c *countedBucket) empty(p *policy, now int64) {
 }
 
 // refund gives back n tokens, never past full, and takes up to n of them
-// out of the unreported count.
-func (c *countedBucket) refund(p *policy, now, n int64) {
+// out of the unreported count. It reports false when the word was handed
+// back (the limiter closed meanwhile): the caller refunds the standalone
+// word instead, which holds the bucket now.
+func (c *countedBucket) refund(p *policy, now, n int64) bool {
 	if n < 1 {
-		return
+		return true
 	}
 	cost := costOf(n, p.interval, p.ceiling)
 	fromWord := int64(0)
-	c.update(now, p, func(a, count int64) (int64, int64) {
+	applied := c.update(now, p, func(a, count int64) (int64, int64) {
 		fromWord = min(count, n)
 		if a > 0 {
 			a = max(a-cost, 0)
@@ -327,6 +329,7 @@ func (c *countedBucket) refund(p *policy, now, n int64) {
 		return a, count - fromWord
 	})
 	unreport(&c.spill, n-fromWord)
+	return applied
 }
 
 // drain takes the unreported count for a report, and moves an idle
