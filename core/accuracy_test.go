@@ -36,9 +36,18 @@ func accuracyScenarios() []scenario {
 		}, fairFrom: []time.Duration{2 * time.Second, 12 * time.Second}},
 		{name: "leave", events: []simEvent{{10 * time.Second, func(c *simCluster) { c.leave(4) }}},
 			fairFrom: []time.Duration{2 * time.Second, 12 * time.Second}},
-		// The grace period ends at 15 s: one window inside it.
+		// memberlist's failure detection (memberpace's default profile)
+		// declares the crashed node dead 2 s after the crash.
 		{name: "crash", events: []simEvent{{5 * time.Second, func(c *simCluster) { c.crash(4) }}},
-			fairFrom: []time.Duration{7 * time.Second}},
+			netOpts: []memtransport.Option{memtransport.WithFailureDetection(2 * time.Second)}, fairFrom: []time.Duration{7 * time.Second}},
+		// A partition longer than failure detection: each side's memberlist
+		// declares the other dead; the majority takes the rate back, the
+		// minority yields.
+		{name: "partition 3/2, 8 s", events: []simEvent{
+			{5 * time.Second, func(c *simCluster) { c.net.Partition(c.names(0, 1, 2), c.names(3, 4)) }},
+			{13 * time.Second, func(c *simCluster) { c.net.Heal() }},
+		}, netOpts: []memtransport.Option{memtransport.WithFailureDetection(2 * time.Second)},
+			fairFrom: []time.Duration{15 * time.Second}},
 		{name: "partition 3/2", events: []simEvent{
 			{5 * time.Second, func(c *simCluster) { c.net.Partition(c.names(0, 1, 2), c.names(3, 4)) }},
 			{10 * time.Second, func(c *simCluster) { c.net.Heal() }},
@@ -129,10 +138,21 @@ func TestAccuracy(t *testing.T) {
 				between("rate after leave", c.rate(10*time.Second+c.sc.interval, 15*time.Second), 0.98*R, 1.02*R)
 			case "crash":
 				window()
-				// Grace period 10 s: from 5 s to 15 s a crash looks like a
-				// partition, so the survivors share R·4/5; then full R.
-				between("rate while the crashed node is in its grace period", c.rate(6*time.Second, 14*time.Second), 0.98*R*4/5, 1.01*R)
-				between("rate after the grace period", c.rate(16*time.Second, 20*time.Second), 0.98*R, 1.02*R)
+				// Until failure detection agrees (2 s), a crash looks like a
+				// partition: the survivors share R·4/5. Then the whole rate,
+				// long before the grace period (10 s) ends.
+				between("rate before failure detection agrees", c.rate(5500*time.Millisecond, 7*time.Second), 0.98*R*4/5, 1.01*R)
+				between("rate within a second of detection", c.rate(8*time.Second, 20*time.Second), 0.98*R, 1.02*R)
+			case "partition 3/2, 8 s":
+				partitionWindow(t, r, B)
+				between("rate during the partition", c.rate(5*time.Second, 13*time.Second), 0.9*R, 1.05*R)
+				// Once detection agrees, the majority admits the rate and the
+				// minority nothing.
+				between("the majority's rate", c.nodeRate(0, 8*time.Second, 13*time.Second)+c.nodeRate(1, 8*time.Second, 13*time.Second)+c.nodeRate(2, 8*time.Second, 13*time.Second), 0.98*R, 1.02*R)
+				between("the minority's rate", c.nodeRate(3, 8*time.Second, 13*time.Second)+c.nodeRate(4, 8*time.Second, 13*time.Second), 0, 0.01*R)
+				for s := 15 * time.Second; s < 20*time.Second; s += time.Second {
+					between("a second after the heal", c.rate(s, s+time.Second), 0.9*R, 1.1*R)
+				}
 			case "partition 3/2":
 				partitionWindow(t, r, B)
 				between("rate during the partition", c.rate(5*time.Second, 10*time.Second), 0.9*R, 1.05*R)

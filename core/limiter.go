@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -52,8 +53,9 @@ type Limiter struct {
 	leases     *leases // nil when the bucket is too small to lease
 	release    func()  // frees the limiter ID on the transport
 	closeOnce  sync.Once
-	shadow     *shadowing // nil unless WithShadowMode
-	changeMu   sync.Mutex // serialises changes of the policies (setrate.go)
+	closed     atomic.Bool // Close was called (Stats.Closed)
+	shadow     *shadowing  // nil unless WithShadowMode
+	changeMu   sync.Mutex  // serialises changes of the policies (setrate.go)
 	counts     decisionCounts
 }
 
@@ -161,6 +163,7 @@ func (l *Limiter) NodeName() string { return l.name }
 // closes the Transport. A closed limiter keeps deciding, as if standalone.
 func (l *Limiter) Close() error {
 	l.closeOnce.Do(func() {
+		l.closed.Store(true)
 		if l.eng != nil {
 			l.eng.stop()
 			l.release()

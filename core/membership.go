@@ -53,7 +53,7 @@ func (e *engine) evaluate(now int64) {
 		return
 	}
 	visible, known, heard := 1, 1, int64(1)
-	var silent []*peer
+	var silent, dead []*peer
 	for name, p := range e.peers {
 		quiet := now - p.lastHeard
 		if p.departed || quiet > e.grace {
@@ -73,11 +73,47 @@ func (e *engine) evaluate(now int64) {
 		}
 		if p.heard && quiet > e.suspectAfter() || !p.heard && quiet > e.firstContact() {
 			silent = append(silent, p)
+			if p.heard && !slices.Contains(listed, name) {
+				dead = append(dead, p)
+			}
 		}
 	}
-	e.slowClock(now, since, silent, known)
+	silent, known, yield := e.agreeOnTheDead(silent, dead, visible, known)
+	e.slowClock(now, since, silent, known, yield)
 	e.stats.heard.Store(heard)
 	e.retune(now, visible, known)
+}
+
+// agreeOnTheDead decides what silent peers that the transport no longer
+// lists (dead: memberlist's failure detector, with its indirect probes
+// through other members, has declared them failed or left) stand for.
+//
+// Seen from a strict majority of the known nodes, they crashed or left:
+// they are no longer known, so the rate is whole again as soon as the
+// failure detector agrees (seconds), not after the grace period. A strict
+// minority cannot tell a crash of the others from being cut off from them,
+// and in a partition the majority side has just taken the whole rate
+// back: so it yields, refilling nothing until the grace period ends
+// (yield). A tie (two nodes, or 2 of 4) keeps sharing as before, since
+// neither side can claim the rate. Peers that are silent but still listed
+// are always a partition or a slow network: they keep their share.
+func (e *engine) agreeOnTheDead(silent, dead []*peer, visible, known int) (_ []*peer, _ int, yield bool) {
+	if len(dead) == 0 || e.partition == PartitionFailOpen {
+		return silent, known, false
+	}
+	switch {
+	case 2*visible > known:
+		alive := silent[:0:0]
+		for _, p := range silent {
+			if !slices.Contains(dead, p) {
+				alive = append(alive, p)
+			}
+		}
+		return alive, known - len(dead), false
+	case 2*visible < known:
+		return silent, known, true
+	}
+	return silent, known, false
 }
 
 // suspectAfter is the silence after which a peer's share of the refill is
@@ -92,9 +128,16 @@ func (e *engine) suspectAfter() int64 { return e.tick + e.tick/5 }
 // still count for the grace period, and would otherwise refill faster than
 // they do. The median keeps one peer with an odd view (one that is itself
 // cut off from the rest) from holding everyone back.
-func (e *engine) slowClock(now, since int64, silent []*peer, known int) {
+func (e *engine) slowClock(now, since int64, silent []*peer, known int, yield bool) {
 	e.withheld = 0
 	if e.partition == PartitionFailOpen || since == 0 || now <= since {
+		return
+	}
+	if yield {
+		// A strict minority, cut off from a majority that has taken the
+		// rate back (agreeOnTheDead): the buckets' clock stands still.
+		e.withheld = 1
+		e.lag.Add(now - since)
 		return
 	}
 	p := e.pols.dflt()

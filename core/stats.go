@@ -58,6 +58,10 @@ type Stats struct {
 	// ShadowDenials counts the requests that shadow mode (WithShadowMode)
 	// let through because the limit denied them.
 	ShadowDenials uint64
+
+	// Closed reports that Close was called: the limiter still decides, on
+	// its own bucket alone, but has left the cluster.
+	Closed bool
 }
 
 // Stats returns a snapshot of the limiter's state. Its fields are read one
@@ -78,6 +82,7 @@ func (l *Limiter) Stats() Stats {
 		s.ShadowDenials = uint64(l.shadow.denials.load())
 	}
 	l.counts.fill(&s)
+	s.Closed = l.closed.Load()
 	p := l.pols.dflt()
 	tat = max(tat, now)
 	s.GlobalTokens = (now + p.tolerance - tat) / p.interval

@@ -23,7 +23,7 @@ type Network struct {
 	jitter   time.Duration
 	loss     float64
 	dup      float64
-	cut      map[link]bool
+	cut      map[link]time.Time // when each cut link was cut
 	maxFrame int
 	detect   time.Duration
 	running  bool
@@ -56,8 +56,10 @@ func WithDuplication(p float64) Option { return func(n *Network) { n.dup = p } }
 // WithMaxFrameSize sets the largest frame a transport accepts. Default 1350.
 func WithMaxFrameSize(b int) Option { return func(n *Network) { n.maxFrame = b } }
 
-// WithFailureDetection sets how long peers keep listing a crashed node as a
-// member, like memberlist's suspicion timeout. Default 5 s.
+// WithFailureDetection sets how long peers keep listing a crashed node, or
+// one whose link to them is cut, as a member: memberlist's failure
+// detection (probes, indirect probes and the suspicion timeout). Default
+// 5 s.
 func WithFailureDetection(d time.Duration) Option { return func(n *Network) { n.detect = d } }
 
 // WithRealTime runs the network on the real clock instead of a virtual
@@ -73,7 +75,7 @@ func New(opts ...Option) *Network {
 		rng:      rand.New(rand.NewPCG(1, 2)),
 		nodes:    make(map[string]*Transport),
 		latency:  time.Millisecond,
-		cut:      make(map[link]bool),
+		cut:      make(map[link]time.Time),
 		maxFrame: 1350,
 		detect:   5 * time.Second,
 	}
@@ -172,7 +174,8 @@ func (n *Network) Partition(a, b []string) {
 	defer n.mu.Unlock()
 	for _, x := range a {
 		for _, y := range b {
-			n.cut[link{x, y}], n.cut[link{y, x}] = true, true
+			at := n.nowLocked()
+			n.cut[link{x, y}], n.cut[link{y, x}] = at, at
 		}
 	}
 }
@@ -194,7 +197,7 @@ func (n *Network) Isolate(name string) {
 func (n *Network) Heal() {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	n.cut = make(map[link]bool)
+	n.cut = make(map[link]time.Time)
 }
 
 // deliver schedules frame from one node to every other live one.
@@ -208,7 +211,7 @@ func (n *Network) broadcast(from *Transport, frame []byte) error {
 		return fmt.Errorf("memtransport: frame of %d bytes exceeds the %d-byte limit", len(frame), n.maxFrame)
 	}
 	for _, to := range n.sortedNodesLocked() {
-		if to == from || !to.alive || n.cut[link{from.name, to.name}] {
+		if to == from || !to.alive || n.isCut(from.name, to.name) {
 			continue
 		}
 		copies := 1
@@ -252,11 +255,22 @@ func (n *Network) membersLocked(self *Transport) []string {
 		if t == self {
 			continue
 		}
+		// As memberlist's failure detector does, a node crashed or cut off
+		// for longer than the detection time is no longer listed.
+		cutAt, cut := n.cut[link{self.name, t.name}]
+		if cut && n.nowLocked().Sub(cutAt) >= n.detect {
+			continue
+		}
 		if t.alive || (t.crashed && n.nowLocked().Sub(t.crashedAt) < n.detect) {
 			names = append(names, t.name)
 		}
 	}
 	return names
+}
+
+func (n *Network) isCut(from, to string) bool {
+	_, cut := n.cut[link{from, to}]
+	return cut
 }
 
 func (n *Network) nowLocked() time.Time {

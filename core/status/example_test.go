@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"time"
 
 	gopherpace "github.com/pedreviljoen/gopherpace/core"
@@ -13,7 +14,8 @@ import (
 	"github.com/pedreviljoen/gopherpace/core/status"
 )
 
-// Readiness and the status page, next to the limited routes.
+// Readiness, the cluster diagnostic and the status page, next to the
+// limited routes.
 func Example() {
 	limiter, err := gopherpace.New(gopherpace.WithRate(100, time.Second))
 	if err != nil {
@@ -22,13 +24,52 @@ func Example() {
 	defer limiter.Close()
 
 	mux := http.NewServeMux()
-	mux.Handle("/readyz", status.Health(limiter))
+	mux.Handle("/readyz", status.Ready(limiter))   // the readiness probe
+	mux.Handle("/cluster", status.Health(limiter)) // for alerts and people
 	mux.Handle("/status", status.NewPage("checkout service", limiter))
 
+	for _, path := range []string{"/readyz", "/cluster"} {
+		rec := httptest.NewRecorder()
+		mux.ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
+		fmt.Print(path, " ", rec.Code, " ", rec.Body.String())
+	}
+	// Output:
+	// /readyz 200 ready: deciding requests
+	// /cluster 200 ok: standalone
+}
+
+// A replica stays ready while a peer is gone: only its own Close makes it
+// unready.
+func ExampleReady() {
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	network := memtransport.New()
+	var limiters []*gopherpace.Limiter
+	for _, name := range []string{"a", "b", "c"} {
+		tr, _ := network.Join(name)
+		l, err := gopherpace.New(gopherpace.WithRate(100, time.Second), gopherpace.WithTransport(tr), gopherpace.WithLogger(quiet))
+		if err != nil {
+			panic(err)
+		}
+		defer l.Close()
+		limiters = append(limiters, l)
+	}
+	network.Advance(time.Second)
+	network.Isolate("c") // c is out of everyone's sight
+	network.Advance(time.Second)
+	for _, h := range []http.Handler{status.Ready(limiters[0]), status.Health(limiters[0])} {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
+		line, _, _ := strings.Cut(strings.TrimSpace(rec.Body.String()), ";")
+		fmt.Println(rec.Code, line)
+	}
+	limiters[0].Close()
 	rec := httptest.NewRecorder()
-	mux.ServeHTTP(rec, httptest.NewRequest("GET", "/readyz", nil))
+	status.Ready(limiters[0]).ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
 	fmt.Print(rec.Code, " ", rec.Body.String())
-	// Output: 200 ok: standalone
+	// Output:
+	// 200 ready: deciding requests
+	// 503 degraded: 2 of 3 known nodes in sight
+	// 503 not ready: limiter 1 is closed
 }
 
 // A clustered node is whole while it sees every peer it knows of.

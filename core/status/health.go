@@ -36,11 +36,39 @@ func Check(l *gopherpace.Limiter) (ok bool, reason string) {
 	return false, fmt.Sprintf("%d of %d known nodes in sight; out of sight: %s", s.VisibleNodes, s.KnownNodes, strings.Join(away, ", "))
 }
 
+// Ready answers 200 "ready: deciding requests" while every limiter can decide
+// requests, and 503 "not ready: <reasons>" once one has been closed (the
+// replica is shutting down), as text. Mount it as the readiness probe.
+// Peers out of sight never make a replica unready: a dead peer is a reason
+// to report (Health, the status page, metrics), and if every replica
+// answered 503 while one of them was gone, a load balancer would take the
+// whole service out of rotation at once. Under any partition policy a
+// replica that is cut off still answers every request, by its policy.
+func Ready(limiters ...*gopherpace.Limiter) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Header().Set("Cache-Control", "no-store")
+		var closed []string
+		for i, l := range limiters {
+			if l.Stats().Closed {
+				closed = append(closed, fmt.Sprintf("limiter %d is closed", i+1))
+			}
+		}
+		if len(closed) > 0 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprintln(w, "not ready:", strings.Join(closed, "; "))
+			return
+		}
+		fmt.Fprintln(w, "ready: deciding requests")
+	})
+}
+
 // Health answers 200 "ok: <reason>" while every limiter is whole, and 503
-// "degraded: <reasons>" otherwise, as text. Mount it as a readiness or
-// alerting check: a degraded node still limits (see the partition policy
-// in docs/operations.md), but it limits by its share of the rate, or not
-// at all under fail-closed.
+// "degraded: <reasons>" otherwise, as text. It is a diagnostic for alerts
+// and for people, never a readiness probe (use Ready): a degraded node
+// still limits (see the partition policy in docs/operations.md), by its
+// share of the rate, or not at all under fail-closed, and every healthy
+// replica reports degraded while a crashed peer is out of sight.
 func Health(limiters ...*gopherpace.Limiter) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")

@@ -15,11 +15,20 @@
 //	GOPHERPACE_PLAINTEXT       "true": gossip unencrypted on purpose (trusted network only)
 //	GOPHERPACE_PARTITION       share (default), fail-closed or fail-open
 //	GOPHERPACE_HTTP_ADDR       HTTP listen address (default :8080)
+//	GOPHERPACE_DRAIN           how long to go on serving after SIGTERM while
+//	                           /readyz answers 503, so that load balancers stop
+//	                           sending first (default 0; the manifest sets 5s)
 //
-// Routes: /work is limited; /healthz is not (liveness); /readyz answers
-// 503 while this replica cannot see every peer it knows of (readiness);
-// /status is the live status page; /metrics is for Prometheus; /stats
-// shows the limiter's view of the cluster as JSON.
+// Routes: /work is limited; /healthz is not (liveness); /readyz answers 200
+// while this replica serves and 503 once it is shutting down (readiness:
+// peers out of sight never make it unready); /cluster answers 503 while
+// peers it knows of are out of sight (for alerts and people); /status is
+// the live status page; /metrics is for Prometheus; /stats shows the
+// limiter's view of the cluster as JSON.
+//
+// On SIGTERM it answers /readyz with 503 for GOPHERPACE_DRAIN, then stops
+// accepting connections, finishes the requests in flight, and only then
+// says goodbye to its peers, so that no request fails in a rolling deploy.
 package main
 
 import (
@@ -36,6 +45,7 @@ import (
 	"os/signal"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -55,6 +65,7 @@ type config struct {
 	gossip      []memberpace.Option
 	partition   gopherpace.PartitionPolicy
 	httpAddr    string
+	drain       time.Duration
 }
 
 // loadConfig reads the environment through getenv.
@@ -120,6 +131,11 @@ func loadConfig(getenv func(string) string) (config, error) {
 	if v := getenv("GOPHERPACE_HTTP_ADDR"); v != "" {
 		c.httpAddr = v
 	}
+	if v := getenv("GOPHERPACE_DRAIN"); v != "" {
+		if c.drain, err = time.ParseDuration(v); err != nil || c.drain < 0 {
+			return c, fmt.Errorf("GOPHERPACE_DRAIN: %q is not a duration such as 5s", v)
+		}
+	}
 	return c, nil
 }
 
@@ -158,7 +174,17 @@ func serve(ctx context.Context, cfg config, ready chan<- [2]string) error {
 		fmt.Fprintln(w, "done")
 	})))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "ok") })
-	mux.Handle("/readyz", status.Health(limiter))
+	var draining atomic.Bool
+	readiness := status.Ready(limiter)
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
+		if draining.Load() {
+			w.Header().Set("Cache-Control", "no-store")
+			http.Error(w, "not ready: shutting down", http.StatusServiceUnavailable)
+			return
+		}
+		readiness.ServeHTTP(w, r)
+	})
+	mux.Handle("/cluster", status.Health(limiter))
 	mux.Handle("/status", status.NewPage("gopherpace example server", limiter))
 	metrics := prompace.New()
 	if err := errors.Join(metrics.Add("work", limiter), metrics.AddTransport("memberlist", tr)); err != nil {
@@ -191,6 +217,13 @@ func serve(ctx context.Context, cfg config, ready chan<- [2]string) error {
 	case err := <-errc:
 		return err
 	case <-ctx.Done():
+	}
+	// Out of rotation first, still serving; then no new connections, the
+	// requests in flight finished; the goodbye follows in the defers.
+	draining.Store(true)
+	if cfg.drain > 0 {
+		logger.Info("draining: /readyz answers 503 before the server stops accepting", "for", cfg.drain)
+		time.Sleep(cfg.drain)
 	}
 	shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -17,8 +17,9 @@ func TestLoadConfig(t *testing.T) {
 	c, err := loadConfig(env(map[string]string{
 		"GOPHERPACE_RATE": "1000", "GOPHERPACE_DNS": "svc", "GOPHERPACE_SEEDS": "10.0.0.5:7946",
 		"GOPHERPACE_SECRET_KEY": "MDEyMzQ1Njc4OWFiY2RlZg==", "GOPHERPACE_PARTITION": "fail-closed",
+		"GOPHERPACE_DRAIN": "5s",
 	}))
-	if err != nil || c.rate != 1000 || c.burst != 1000 || c.seeds == nil || c.partition != gopherpace.PartitionFailClosed {
+	if err != nil || c.rate != 1000 || c.burst != 1000 || c.seeds == nil || c.partition != gopherpace.PartitionFailClosed || c.drain != 5*time.Second {
 		t.Fatalf("%+v %v", c, err)
 	}
 	for _, bad := range []map[string]string{
@@ -28,6 +29,8 @@ func TestLoadConfig(t *testing.T) {
 		{"GOPHERPACE_RATE": "1", "GOPHERPACE_GOSSIP_PORT": "z"},
 		{"GOPHERPACE_RATE": "1", "GOPHERPACE_SECRET_KEY": "%%%"},
 		{"GOPHERPACE_RATE": "1", "GOPHERPACE_PARTITION": "sometimes"},
+		{"GOPHERPACE_RATE": "1", "GOPHERPACE_DRAIN": "5"},
+		{"GOPHERPACE_RATE": "1", "GOPHERPACE_DRAIN": "-1s"},
 	} {
 		if _, err := loadConfig(env(bad)); err == nil {
 			t.Errorf("%v: no error", bad)
@@ -110,8 +113,11 @@ func TestTwoServersShareOneLimit(t *testing.T) {
 	if c, _ := get(b[0], "/healthz"); c != http.StatusOK {
 		t.Fatalf("healthz %d", c)
 	}
-	if c, body := get(b[0], "/readyz"); c != http.StatusOK || !strings.Contains(body, "2 of 2 known nodes in sight") {
+	if c, body := get(b[0], "/readyz"); c != http.StatusOK || body != "ready: deciding requests\n" {
 		t.Fatalf("readyz %d %q", c, body)
+	}
+	if c, body := get(b[0], "/cluster"); c != http.StatusOK || !strings.Contains(body, "2 of 2 known nodes in sight") {
+		t.Fatalf("cluster %d %q", c, body)
 	}
 	if c, body := get(b[0], "/status"); c != http.StatusOK || !strings.Contains(body, "<svg") && !strings.Contains(body, "the chart fills") {
 		t.Fatalf("status page %d", c)
