@@ -306,9 +306,11 @@ func (c *countedBucket) reprice(from, to *policy, now int64) {
 	})
 }
 
-// empty spends every token left, for a node that joined a running cluster.
-func (c *countedBucket) empty(p *policy, now int64) {
-	c.update(now, p, func(a, count int64) (int64, int64) { return max(a, p.tolerance), count })
+// lowerTo spends the tokens above level (0..B), for a node that joined a
+// running cluster whose replicas hold level tokens.
+func (c *countedBucket) lowerTo(p *policy, now, level int64) {
+	target := p.tolerance - min(max(level, 0), p.burst)*p.interval
+	c.update(now, p, func(a, count int64) (int64, int64) { return max(a, target), count })
 }
 
 // refund gives back n tokens, never past full, and takes up to n of them

@@ -127,7 +127,11 @@ func (e *engine) apply(from string, b []byte, hold bool) {
 	// A node decides at most one request a nanosecond, each of at most a
 	// bucket of tokens (a larger cost is refused before it is counted).
 	s.load.observe(f.globalSum, f.demandSum, now, e.pols.dflt().burst)
-	e.contact(now, f.incarnation)
+	// A real peer reports its level clamped to ±B (levelTokens), so a
+	// level outside that range is a lie: clamped, it can only claim an
+	// emptier replica, which lowers this one by at most a bucket's debt.
+	level := min(max(f.level, -e.pols.dflt().burst), e.pols.dflt().burst)
+	e.contact(now, f.incarnation, level)
 	global := e.globalCharge(s, f, wasVisible)
 	if p.predicted > 0 {
 		// Part of this peer's count was withheld while it was silent: if
@@ -156,10 +160,6 @@ func (e *engine) apply(from string, b []byte, hold bool) {
 	// With the frame's counts charged, this replica and the sender's have
 	// seen the same admits but this node's unreported ones (and those in
 	// flight): the difference of the levels is their offset (fairness.go).
-	// A real peer reports its level clamped to ±B (levelTokens), so a
-	// level outside that range is a lie: clamped, it can only claim an
-	// emptier replica, which lowers this one by at most a bucket's debt.
-	level := min(max(f.level, -e.pols.dflt().burst), e.pols.dflt().burst)
 	s.offsets.observe(e.levelTokens(now)+e.global.pending()-level, now, at)
 	s.level, s.withheld = level, float64(f.withheld)/withheldOne
 }
@@ -257,9 +257,14 @@ func (e *engine) reorderSlack() uint64 {
 
 // contact runs on every fresh frame. The first one ends the pre-contact
 // share; a peer that has been up for a while tells this node that it joined
-// a running cluster, whose buckets may be empty: its own replicas start
-// empty too instead of bringing a fresh full bucket.
-func (e *engine) contact(now int64, peerInc uint64) {
+// a running cluster, whose buckets may be spent: its own replica of the
+// global bucket comes down to the level the peer reports (never below
+// empty), instead of bringing a fresh full bucket, and its keyed replicas
+// start empty. A cluster that formed moments ago and is idle reports full
+// buckets, so its first burst is not refused (before, a node that joined a
+// second after the first emptied its bucket and refused a burst of B at
+// the rate's pace).
+func (e *engine) contact(now int64, peerInc uint64, level int64) {
 	if !e.contacted {
 		e.contacted = true
 		if e.mode.Load() == modePreContact {
@@ -271,9 +276,9 @@ func (e *engine) contact(now int64, peerInc uint64) {
 	}
 	if peerInc+uint64(2*e.interval) < e.inc {
 		e.learned = true
-		e.log.Info("joined a running cluster: starting from empty buckets", "node", e.name)
+		e.log.Info("joined a running cluster: starting from its level", "node", e.name, "tokens", max(level, 0))
 		b := e.buckets(now)
-		e.global.empty(e.pols.dflt(), b)
+		e.global.lowerTo(e.pols.dflt(), b, level)
 		e.keys.each(func(h uint64, ent *clusterEntry) { empty(&ent.tat, e.pols.forKey(h), b) })
 	}
 }

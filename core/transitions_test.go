@@ -94,3 +94,57 @@ func TestAMinorityYieldsUntilTheGracePeriodEnds(t *testing.T) {
 		t.Fatalf("after the grace period the survivor admitted %d in 2 s, want the whole rate", after)
 	}
 }
+
+// A cold cluster's first burst: nodes that join a second after the first
+// (a deployment starting its pods one by one) used to empty their buckets
+// when they heard the older node, and refused a burst of B sent the moment
+// every node heard every other, at the rate's pace. They now come down to
+// the level the older node reports, full while the cluster is idle.
+func TestAColdClusterAdmitsItsFirstBurst(t *testing.T) {
+	for _, lateBy := range []time.Duration{0, 300 * time.Millisecond, time.Second, 3 * time.Second} {
+		net := memtransport.New(memtransport.WithLatency(300*time.Microsecond, 200*time.Microsecond))
+		start := func(name string) *gopherpace.Limiter {
+			tr, err := net.Join(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			l, err := gopherpace.New(gopherpace.WithRefillRate(100), gopherpace.WithTransport(tr), gopherpace.WithLogger(discardLogger))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { l.Close() })
+			return l
+		}
+		lims := []*gopherpace.Limiter{start("a")}
+		net.Advance(lateBy)
+		lims = append(lims, start("b"), start("c"))
+		// The earliest moment: every node has heard every other.
+		for i := 0; ; i++ {
+			all := true
+			for _, l := range lims {
+				all = all && l.Stats().HeardNodes == 3
+			}
+			if all {
+				break
+			}
+			if i > 10_000 {
+				t.Fatal("the nodes never heard each other")
+			}
+			net.Advance(100 * time.Microsecond)
+		}
+		for _, target := range []int{2, 0} {
+			got := 0
+			for range 100 {
+				if d, _ := lims[target].TakeAt(net.Now(), "", 1); d.Allowed {
+					got++
+				}
+				net.Advance(100 * time.Microsecond) // sequential requests over loopback
+			}
+			if target == 2 && got < 99 {
+				t.Errorf("joined %v late: the first burst of 100 to a new node got %d", lateBy, got)
+			}
+			t.Logf("joined %v late: burst of 100 to %s got %d", lateBy, []string{"a", "b", "c"}[target], got)
+			net.Advance(2 * time.Second) // refill
+		}
+	}
+}
