@@ -3,6 +3,7 @@ package gopherpace_test
 import (
 	"fmt"
 	"math"
+	"strconv"
 	"testing"
 	"time"
 
@@ -52,6 +53,20 @@ func accuracyScenarios() []scenario {
 			{5 * time.Second, func(c *simCluster) { c.net.Partition(c.names(0, 1, 2), c.names(3, 4)) }},
 			{10 * time.Second, func(c *simCluster) { c.net.Heal() }},
 		}, fairFrom: afterHeal},
+		// Daily transitions. A rolling deploy replaces every replica under
+		// a new name, one every 3 s; a restart keeps the name (StatefulSet).
+		{name: "rolling deploy", events: rolling(false), fairFrom: []time.Duration{2 * time.Second, 7 * time.Second, 12 * time.Second}},
+		{name: "rolling restart, same names", events: rolling(true), fairFrom: []time.Duration{2 * time.Second, 7 * time.Second, 12 * time.Second}},
+		{name: "scale-out 3 → 5", nodes: 3, events: []simEvent{{10 * time.Second, func(c *simCluster) {
+			c.start(c.addNode("node-5"))
+			c.start(c.addNode("node-6"))
+		}}}, fairFrom: []time.Duration{2 * time.Second, 12 * time.Second}},
+		// Two replicas leave at once; one goodbye is lost on the way.
+		{name: "scale-in 5 → 3", events: []simEvent{{10 * time.Second, func(c *simCluster) {
+			c.net.Isolate(c.nodes[4].name)
+			c.leave(3)
+			c.leave(4)
+		}}}, fairFrom: []time.Duration{2 * time.Second, 11 * time.Second}},
 		{name: "uniform, N=10", nodes: 10},
 		{name: "uniform, N=30", nodes: 30},
 		{name: "cut 200 ms, heal", events: []simEvent{
@@ -68,6 +83,23 @@ func accuracyScenarios() []scenario {
 		{name: "isolate (fail-closed)", events: isolateNode0, fairFrom: afterHeal,
 			limOpts: []gopherpace.Option{gopherpace.WithPartitionPolicy(gopherpace.PartitionFailClosed)}},
 	}
+}
+
+// rolling replaces node i (0..4) at 2+3i s: the old one leaves (its
+// goodbye said), and a new one starts, under a new name or the same one.
+func rolling(sameName bool) []simEvent {
+	var evs []simEvent
+	for i := range 5 {
+		evs = append(evs, simEvent{time.Duration(2+3*i) * time.Second, func(c *simCluster) {
+			c.leave(i)
+			if sameName {
+				c.start(c.nodes[i])
+				return
+			}
+			c.start(c.addNode("node-" + strconv.Itoa(5+i)))
+		}})
+	}
+	return evs
 }
 
 // afterHeal: the fairness windows of a partition from 5 to 10 s.
@@ -136,6 +168,9 @@ func TestAccuracy(t *testing.T) {
 				window()
 				// Full rate within one interval of the goodbye.
 				between("rate after leave", c.rate(10*time.Second+c.sc.interval, 15*time.Second), 0.98*R, 1.02*R)
+			case "rolling deploy", "rolling restart, same names", "scale-out 3 → 5", "scale-in 5 → 3":
+				total(1)
+				window()
 			case "crash":
 				window()
 				// Until failure detection agrees (2 s), a crash looks like a

@@ -162,11 +162,27 @@ func (e *engine) rebalance(now int64) {
 	p, q := e.pols.dflt(), &e.quota
 	e.own.observe(e.globalSum, e.demandTotal(), now, p.burst)
 	a, d := e.own.rates(now)
+	if up := now - e.startedAt; d <= 0 && up > 0 && up < fairWindow {
+		// Just started (a replica of a rolling deploy, say): too soon for
+		// the windowed rates, so the totals since the start stand in for
+		// them. Without a quota a newcomer would race the others freely for
+		// its first ticks, and win: +30-70% of its share in its first second.
+		secs := float64(up) / float64(time.Second)
+		a, d = float64(e.globalSum+uint64(max(0, e.global.pending())))/secs, float64(e.demandTotal())/secs
+	}
 	admits, demand := a, d
 	emptiest := e.levelTokens(now)
 	for _, pr := range e.peers {
 		if s := pr.freshest(); s != nil && now-s.lastHeard <= e.isolation {
 			pa, pd := s.load.rates(now)
+			if !s.load.measured(now) {
+				// Heard too briefly to measure (it, or this node, has just
+				// started): taken as loaded like this node. Counting it as
+				// idle would hand this node the whole rate, and a replica
+				// that restarts in a rolling deploy took 80% of the
+				// cluster's admits for its first 200 ms.
+				pa, pd = a, d
+			}
 			admits += pa
 			demand += pd
 			emptiest = min(emptiest, s.level)

@@ -89,3 +89,25 @@ func satMul(a, b uint64) uint64 {
 	}
 	return lo
 }
+
+// measured reports whether rates has a window to measure at now: two
+// samples at least fairWindow/4 apart, the newest within fairWindow.
+func (l *load) measured(now int64) bool {
+	if l.n < 2 {
+		return false
+	}
+	newest := l.samples[(l.next+loadSamples-1)%loadSamples]
+	if now-newest.at > fairWindow {
+		return false
+	}
+	for k := 2; k <= l.n; k++ {
+		s := l.samples[(l.next+loadSamples-k)%loadSamples]
+		if newest.at-s.at > fairWindow {
+			return false
+		}
+		if newest.at-s.at >= fairWindow/4 {
+			return true
+		}
+	}
+	return false
+}
