@@ -12,7 +12,7 @@ JOBS ?= 2
 BIN := $(CURDIR)/.bin
 TIMES := $(CURDIR)/.test-times
 
-.PHONY: test fmt fmt-check vet lint tidy-check core-deps-check work bench demo demo-standalone fuzz accuracy browser tools check-modules
+.PHONY: test fmt fmt-check vet lint tidy-check core-deps-check work bench demo demo-standalone fuzz accuracy browser tools check-modules transitions haproxy
 
 ## test: format check, core dependency check, then in every module (JOBS at a time) vet, staticcheck and race tests; a headless browser; prints how long each part took
 test:
@@ -143,6 +143,20 @@ fuzz:
 	cd core && GOWORK=off $(GO) test -run '^$$' -fuzz FuzzReceive -fuzztime 30s .
 	cd core && GOWORK=off $(GO) test -run '^$$' -fuzz FuzzParseHost -fuzztime 30s ./clientip
 	cd core && GOWORK=off $(GO) test -run '^$$' -fuzz FuzzLimitsAllOrNothing -fuzztime 30s .
+
+## transitions: real HAProxy in front of real examples/server replicas under Poisson load through a crash, a rolling deploy, a rolling restart, a scale-out and a scale-in; prints the table docs/accuracy.md holds (RUNS=n runs of each; about 2.5 min a run of all)
+RUNS ?= 1
+transitions: haproxy
+	cd examples && GOWORK=off $(GO) run ./transitions -runs $(RUNS) $(SCENARIOS)
+
+## haproxy: install HAProxy from the OS packages when missing
+haproxy:
+	@if ! command -v haproxy >/dev/null 2>&1; then \
+		command -v apt-get >/dev/null 2>&1 || { echo "no apt-get here: install HAProxy yourself"; exit 1; }; \
+		SUDO=; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
+		echo "== installing HAProxy"; \
+		($$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends haproxy) >/dev/null; \
+	fi
 
 ## demo: three replicas gossiping over real memberlist on loopback, under skewed then uniform load
 demo:
