@@ -56,9 +56,15 @@ func (e *engine) evaluate(now int64) {
 	var silent, dead []*peer
 	for name, p := range e.peers {
 		quiet := now - p.lastHeard
-		if p.departed || quiet > e.grace {
-			// Gone, and no longer a member: forget it.
-			if !slices.Contains(listed, name) {
+		unlisted := !slices.Contains(listed, name)
+		if p.departed || quiet > e.grace || unlisted && !p.heard {
+			// Gone, and no longer a member: forget it. A member never heard
+			// from was known only from the transport's list, so once the
+			// list drops it nothing says it was ever there (a replacement
+			// that joined just after a crash learns of the crashed node
+			// from the list, and would otherwise withhold its share for
+			// the whole grace period).
+			if unlisted {
 				e.stats.lostPrevious.Add(p.missing())
 				delete(e.peers, name)
 			}
@@ -73,7 +79,7 @@ func (e *engine) evaluate(now int64) {
 		}
 		if p.heard && quiet > e.suspectAfter() || !p.heard && quiet > e.firstContact() {
 			silent = append(silent, p)
-			if p.heard && !slices.Contains(listed, name) {
+			if unlisted {
 				dead = append(dead, p)
 			}
 		}

@@ -148,3 +148,35 @@ func TestAColdClusterAdmitsItsFirstBurst(t *testing.T) {
 		}
 	}
 }
+
+// A replacement that joins right after a crash learns of the crashed node
+// only from the transport's list. Once the list drops it, the replacement
+// stops counting it too: before, it withheld the crashed node's share for
+// the whole grace period (over HAProxy, the crash-and-replace run admitted
+// 0.89 of R·t+B and the replacement 0.72 of the cluster's ratio).
+func TestAReplacementForgetsTheCrashedNodeItNeverHeard(t *testing.T) {
+	net, lims, trs := threeNodes(t)
+	trs[2].Crash()
+	tr, err := net.Join("n3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := gopherpace.New(gopherpace.WithRefillRate(1000), gopherpace.WithTransport(tr), gopherpace.WithLogger(discardLogger))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	all := []*gopherpace.Limiter{lims[0], lims[1], l}
+	drive(net, all, 2, 2500*time.Millisecond) // detection, then a tick
+	if st := l.Stats(); st.KnownNodes != 3 || st.Partitioned {
+		t.Fatalf("the replacement knows %d nodes (partitioned %v) after detection, want 3 whole", st.KnownNodes, st.Partitioned)
+	}
+	got := drive(net, all, 2, 3*time.Second)
+	t.Logf("admitted %v in 3 s after detection", got)
+	if total := sum(got); total < 2970 || total > 3100 {
+		t.Fatalf("admitted %d in 3 s after detection, want the whole rate (3000)", total)
+	}
+	if lo, hi := min(got[0], got[1], got[2]), max(got[0], got[1], got[2]); float64(lo) < 0.9*float64(hi) {
+		t.Fatalf("uneven split %v for equal load", got)
+	}
+}
