@@ -17,10 +17,11 @@ type Profile uint8
 
 const (
 	// ProfileLAN (default) is memberlist's LAN configuration probing every
-	// 500 ms (a crashed member is declared dead about 2.5 s after the crash
-	// in a cluster of up to 10, 4.5 s at 100), with a shorter suspicion
-	// ceiling (an unconfirmed suspicion lasts at most 6 s) and a 2 s TCP
-	// timeout.
+	// 500 ms with a suspicion of 3 probe intervals (a crashed member is
+	// declared dead 2.3-2.8 s after the crash in a cluster of up to 10,
+	// about 4 s at 100; memberlist's own LAN default takes 5-6 s), an
+	// unconfirmed suspicion lasting at most three times that, and a 2 s
+	// TCP timeout.
 	ProfileLAN Profile = iota
 	// ProfileWAN is memberlist's WAN configuration, for links with
 	// hundreds of milliseconds of latency.
