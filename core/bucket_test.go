@@ -154,11 +154,11 @@ func TestNewPolicyValidation(t *testing.T) {
 		rate, burst int64
 		want        string
 	}{
-		{0, 1, "must be > 0"},
-		{-5, 1, "must be > 0"},
+		{0, 1, "must be at least 1 token per"},
+		{-5, 1, "must be at least 1 token per"},
 		{2_000_000_000, 1, "above the maximum"},
-		{10, 0, "must be >= 1"},
-		{10, -1, "must be >= 1"},
+		{10, 0, "must be at least 1 token, got"},
+		{10, -1, "must be at least 1 token, got"},
 		{1, 2_000_000_000, "would take more than"},
 	} {
 		_, err := newPolicy(tc.rate, time.Second, tc.burst)

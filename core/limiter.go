@@ -1,7 +1,6 @@
 package gopherpace
 
 import (
-	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -59,8 +58,9 @@ type Limiter struct {
 	counts     decisionCounts
 }
 
-// New returns a Limiter configured by opts. WithRefillRate is required.
-// Invalid options give an error; New never panics on configuration.
+// New returns a Limiter configured by opts. A rate is required (WithRate or
+// WithRefillRate, not both). Invalid options give an error naming every
+// bad option at once; New never panics on configuration.
 func New(opts ...Option) (*Limiter, error) {
 	c := defaultConfig()
 	for _, o := range opts {
@@ -74,7 +74,7 @@ func New(opts ...Option) (*Limiter, error) {
 	}
 	def, err := newPolicy(c.rate, c.per, c.burst)
 	if err != nil {
-		return nil, err
+		return nil, errorf("%s: %w", c.rateWords, err) // checked in finish
 	}
 	l := &Limiter{
 		epoch:      time.Now(),
@@ -87,7 +87,7 @@ func New(opts ...Option) (*Limiter, error) {
 	for _, o := range c.overrides {
 		p, err := newPolicy(o.tokens, o.per, o.burst)
 		if err != nil {
-			return nil, fmt.Errorf("override %q: %w", o.key, err)
+			return nil, errorf("%s: %w", o.words, err) // checked in finish
 		}
 		if set.overrides == nil {
 			set.overrides = make(map[uint64]*policy, len(c.overrides))
@@ -104,8 +104,8 @@ func New(opts ...Option) (*Limiter, error) {
 		l.keys = newPlainStore(c.maxKeys)
 	} else {
 		if def.tolerance > maxClusteredTolerance {
-			return nil, errorf("bucket size %d at %d per %v takes %v to refill, over the %v a clustered limiter allows: lower the bucket size or raise the rate",
-				def.burst, def.tokens, def.per, time.Duration(def.tolerance), time.Duration(maxClusteredTolerance))
+			return nil, errorf("%s: a bucket of %d takes %s to refill, over the %s a clustered limiter allows: lower the bucket size or raise the rate",
+				c.rateWords, def.burst, longDuration(def.tolerance), longDuration(maxClusteredTolerance))
 		}
 		release, err := register(c.transport, c.limiterID)
 		if err != nil {

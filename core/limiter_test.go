@@ -17,15 +17,17 @@ func TestNewValidation(t *testing.T) {
 		want string
 	}{
 		{"no rate", nil, "WithRate (or WithRefillRate) is required"},
-		{"zero rate", []Option{WithRefillRate(0)}, "must be > 0"},
-		{"negative rate", []Option{WithRefillRate(-1)}, "must be > 0"},
+		{"zero rate", []Option{WithRefillRate(0)}, "WithRefillRate(0): the rate must be at least 1 token per 1s, got 0"},
+		{"negative rate", []Option{WithRefillRate(-1)}, "WithRefillRate(-1): the rate must be at least 1 token"},
+		{"negative rate, in WithRate's words", []Option{WithRate(-5, time.Second)}, "WithRate(-5, 1s): the rate must be at least 1 token"},
+		{"two rates", []Option{WithRate(10, time.Second), WithRefillRate(20)}, "WithRate(10, 1s) and WithRefillRate(20) both set the rate: keep one"},
 		{"absurd rate", []Option{WithRefillRate(1 << 40)}, "above the maximum"},
-		{"zero bucket", []Option{WithRefillRate(10), WithBucketSize(0)}, "bucket size must be >= 1"},
-		{"absurd bucket", []Option{WithRefillRate(1), WithBucketSize(1 << 50)}, "would take more than"},
+		{"zero bucket", []Option{WithRefillRate(10), WithBucketSize(0)}, "WithRefillRate(10) with WithBucketSize(0): the bucket size must be at least 1 token"},
+		{"absurd bucket", []Option{WithRefillRate(1), WithBucketSize(1 << 50)}, "would take more than 36 years to refill"},
 		{"empty node", []Option{WithRefillRate(1), WithNodeName("")}, "node name"},
 		{"nil logger", []Option{WithRefillRate(1), WithLogger(nil)}, "logger"},
 		{"zero keys", []Option{WithRefillRate(1), WithMaxKeys(0)}, "max keys"},
-		{"bad override", []Option{WithRefillRate(1), WithOverride("a", 0, 1)}, `override "a"`},
+		{"bad override", []Option{WithRefillRate(1), WithOverride("a", 0, 1)}, `WithOverride("a", 0, 1): the rate must be at least 1 token`},
 		{"empty override key", []Option{WithRefillRate(1), WithOverride("", 1, 1)}, "override key"},
 		{"nil option", []Option{WithRefillRate(1), nil}, "nil Option"},
 	} {
@@ -271,5 +273,31 @@ func TestTakeAndRefundOnTheClock(t *testing.T) {
 	l.Refund("k", 2)
 	if d, _ := l.Take("k", 2); !d.Allowed {
 		t.Fatal("the refunded tokens were not there")
+	}
+}
+
+// Every bad option is reported at once, each in its own words, with one
+// package prefix; SetOverride names itself instead of nesting prefixes.
+func TestNewReportsEveryBadOption(t *testing.T) {
+	_, err := New(WithRefillRate(0), WithMaxKeys(0), WithNodeName(""), WithOverride("k", 1, 0))
+	if err == nil {
+		t.Fatal("no error")
+	}
+	msg := err.Error()
+	for _, want := range []string{"WithRefillRate(0)", "WithMaxKeys(0)", "node name must not be empty", `WithOverride("k", 1, 0)`} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("error %q does not name %s", msg, want)
+		}
+	}
+	l, err := New(WithRefillRate(10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = l.SetOverride("k", 0, time.Second, 1)
+	if err == nil || strings.Count(err.Error(), "gopherpace:") != 1 || !strings.Contains(err.Error(), `SetOverride("k", 0, 1s, 1): the rate must be at least 1 token`) {
+		t.Fatalf("SetOverride error %v", err)
+	}
+	if err := l.SetRate(10, time.Second, 1<<50); err == nil || !strings.Contains(err.Error(), "SetRate(10, 1s, 1125899906842624): a bucket of") || !strings.Contains(err.Error(), "years") {
+		t.Fatalf("SetRate error %v", err)
 	}
 }

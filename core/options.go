@@ -1,6 +1,8 @@
 package gopherpace
 
 import (
+	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"time"
@@ -16,6 +18,7 @@ type config struct {
 	rate       int64         // tokens per period
 	per        time.Duration // the period
 	rateSet    bool
+	rateWords  string // the option that set the rate, as written
 	burst      int64
 	burstSet   bool
 	nodeName   string
@@ -138,7 +141,7 @@ func WithLimiterID(id string) Option {
 }
 
 type override struct {
-	key           string
+	key, words    string // words: the option as written
 	tokens, burst int64
 	per           time.Duration
 }
@@ -153,13 +156,25 @@ const DefaultMaxKeys = 1 << 20
 // (or WithRefillRate); tokens must be at least 1 and at most one per
 // nanosecond of the period.
 func WithRate(tokens int64, per time.Duration) Option {
-	return func(c *config) { c.rate, c.per, c.rateSet = tokens, per, true }
+	return func(c *config) { c.setRate(rateWords("WithRate", tokens, per, 0), tokens, per) }
 }
 
 // WithRefillRate sets the rate in whole tokens per second: WithRate(n,
 // time.Second). n must be between 1 and 1e9.
 func WithRefillRate(tokensPerSecond int64) Option {
-	return WithRate(tokensPerSecond, time.Second)
+	return func(c *config) {
+		c.setRate(rateWords("WithRefillRate", tokensPerSecond, time.Second, 0), tokensPerSecond, time.Second)
+	}
+}
+
+// setRate records the rate and the words that set it; a second rate is
+// refused rather than silently winning.
+func (c *config) setRate(words string, tokens int64, per time.Duration) {
+	if c.rateSet {
+		c.errs = append(c.errs, errorf("%s and %s both set the rate: keep one", c.rateWords, words))
+		return
+	}
+	c.rate, c.per, c.rateSet, c.rateWords = tokens, per, true, words
 }
 
 // WithBucketSize sets the bucket capacity in whole tokens: the largest burst
@@ -206,7 +221,12 @@ func WithMaxKeys(n int64) Option {
 // bucket size instead of the limiter's defaults, e.g. a paying tenant. The
 // same validation applies.
 func WithOverride(key string, tokensPerSecond, bucketSize int64) Option {
-	return WithOverrideRate(key, tokensPerSecond, time.Second, bucketSize)
+	return func(c *config) {
+		WithOverrideRate(key, tokensPerSecond, time.Second, bucketSize)(c)
+		if o := &c.overrides[len(c.overrides)-1]; o.key == key {
+			o.words = fmt.Sprintf("WithOverride(%q, %d, %d)", key, tokensPerSecond, bucketSize)
+		}
+	}
 }
 
 // WithOverrideRate is WithOverride with the rate over any period, as
@@ -216,7 +236,8 @@ func WithOverrideRate(key string, tokens int64, per time.Duration, bucketSize in
 		if key == "" {
 			c.errs = append(c.errs, errorf("override key must not be empty (the global bucket uses the limiter's own rate)"))
 		}
-		c.overrides = append(c.overrides, override{key: key, tokens: tokens, per: per, burst: bucketSize})
+		c.overrides = append(c.overrides, override{key: key, tokens: tokens, per: per, burst: bucketSize,
+			words: fmt.Sprintf("WithOverrideRate(%q, %d, %v, %d)", key, tokens, per, bucketSize)})
 	}
 }
 
@@ -245,30 +266,51 @@ func defaultConfig() config {
 	}
 }
 
+// finish checks the options together and fills in defaults. It reports
+// every bad option at once (errors.Join), each in the words of the option
+// the user wrote.
 func (c *config) finish() error {
-	if len(c.errs) > 0 {
-		return c.errs[0]
-	}
+	errs := c.errs
 	if !c.rateSet {
-		return errorf("WithRate (or WithRefillRate) is required: the sustained rate, such as WithRate(100, time.Hour) or WithRefillRate(100)")
+		errs = append(errs, errorf("WithRate (or WithRefillRate) is required: the sustained rate, such as WithRate(100, time.Hour) or WithRefillRate(100)"))
 	}
 	if !c.burstSet {
 		c.burst = c.rate
 	}
 	if c.grace < 2*c.interval {
-		return errorf("peer grace period %v must be at least two gossip intervals (%v): raise WithPeerGracePeriod or lower WithGossipInterval", c.grace, 2*c.interval)
+		errs = append(errs, errorf("peer grace period %v must be at least two gossip intervals (%v): raise WithPeerGracePeriod or lower WithGossipInterval", c.grace, 2*c.interval))
 	}
 	if c.maxKeys < 1 {
-		return errorf("max keys must be >= 1, got %d (the default is %d)", c.maxKeys, DefaultMaxKeys)
+		errs = append(errs, errorf("WithMaxKeys(%d): max keys must be at least 1 (the default is %d)", c.maxKeys, DefaultMaxKeys))
 	}
 	if c.transport != nil {
 		if c.nodeName != "" && c.nodeName != c.transport.Name() {
-			return errorf("node name %q differs from the transport's %q: a clustered limiter is named by its transport; leave WithNodeName out", c.nodeName, c.transport.Name())
+			errs = append(errs, errorf("node name %q differs from the transport's %q: a clustered limiter is named by its transport; leave WithNodeName out", c.nodeName, c.transport.Name()))
 		}
 		c.nodeName = c.transport.Name()
 		if fs := c.transport.MaxFrameSize(); fs < transportkit.MinFrameSize {
-			return errorf("transport's MaxFrameSize %d is below the minimum of %d bytes: a transport must carry at least that much in one frame", fs, transportkit.MinFrameSize)
+			errs = append(errs, errorf("transport's MaxFrameSize %d is below the minimum of %d bytes: a transport must carry at least that much in one frame", fs, transportkit.MinFrameSize))
 		}
+	}
+	if c.rateSet {
+		if _, err := newPolicy(c.rate, c.per, c.burst); err != nil {
+			if c.burstSet {
+				errs = append(errs, errorf("%s with WithBucketSize(%d): %w", c.rateWords, c.burst, err))
+			} else {
+				errs = append(errs, errorf("%s: %w", c.rateWords, err))
+			}
+		}
+	}
+	for _, o := range c.overrides {
+		if o.key == "" {
+			continue // reported by the option
+		}
+		if _, err := newPolicy(o.tokens, o.per, o.burst); err != nil {
+			errs = append(errs, errorf("%s: %w", o.words, err))
+		}
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
 	}
 	if c.nodeName == "" {
 		host, err := os.Hostname()

@@ -46,22 +46,23 @@ type policy struct {
 	flushAt  atomic.Int64
 }
 
+// newPolicy checks and builds a policy. Its errors say what is wrong in
+// plain words, without the package prefix: the caller names the option or
+// method the user wrote (see rateWords).
 func newPolicy(tokens int64, per time.Duration, burst int64) (*policy, error) {
 	switch {
 	case per < minPeriod || per > maxPeriod:
-		return nil, errorf("rate period %v is outside %v to %v: express the rate over a period in that range", per, minPeriod, maxPeriod)
-	case tokens <= 0 && per == time.Second:
-		return nil, errorf("refill rate must be > 0 tokens per second, got %d", tokens)
+		return nil, fmt.Errorf("the period %v is outside %v to %v: express the rate over a period in that range", per, minPeriod, maxPeriod)
 	case tokens <= 0:
-		return nil, errorf("rate must be > 0 tokens per %v, got %d", per, tokens)
+		return nil, fmt.Errorf("the rate must be at least 1 token per %v, got %d", per, tokens)
 	case tokens > int64(per):
-		return nil, errorf("rate %d per %v is above the maximum of one token a nanosecond: lower the tokens or lengthen the period", tokens, per)
+		return nil, fmt.Errorf("%d per %v is above the maximum of one token a nanosecond: lower the tokens or lengthen the period", tokens, per)
 	case burst < 1:
-		return nil, errorf("bucket size must be >= 1 token, got %d", burst)
+		return nil, fmt.Errorf("the bucket size must be at least 1 token, got %d", burst)
 	}
 	interval := (int64(per) + tokens - 1) / tokens
 	if burst > maxTolerance/interval {
-		return nil, errorf("bucket size %d at %d per %v would take more than %v to refill: lower the bucket size or raise the rate", burst, tokens, per, time.Duration(maxTolerance))
+		return nil, fmt.Errorf("a bucket of %d at %d per %v would take more than %s to refill: lower the bucket size or raise the rate", burst, tokens, per, longDuration(maxTolerance))
 	}
 	p := &policy{tokens: tokens, per: per, burst: burst, interval: interval, tolerance: burst * interval, recip: math.MaxUint64 / uint64(interval)}
 	p.ceiling = p.tolerance
@@ -179,4 +180,30 @@ func (ps *policies) each(f func(*policy)) {
 	for _, p := range s.overrides {
 		f(p)
 	}
+}
+
+// longDuration writes a span too long for time.Duration's hours to read
+// well: "36 years", "13 days", or the Duration itself under a day.
+func longDuration(ns int64) string {
+	const day = int64(24 * time.Hour)
+	switch d := time.Duration(ns); {
+	case ns >= 2*365*day:
+		return fmt.Sprintf("%d years", ns/(365*day))
+	case ns >= 2*day:
+		return fmt.Sprintf("%d days", ns/day)
+	default:
+		return d.String()
+	}
+}
+
+// rateWords is how the user wrote a rate: WithRefillRate(20) for a rate
+// per second, WithRate(10, 1h0m0s) otherwise.
+func rateWords(fn string, tokens int64, per time.Duration, burst int64) string {
+	switch fn {
+	case "WithRefillRate":
+		return fmt.Sprintf("WithRefillRate(%d)", tokens)
+	case "WithRate":
+		return fmt.Sprintf("WithRate(%d, %v)", tokens, per)
+	}
+	return fmt.Sprintf("%s(%d, %v, %d)", fn, tokens, per, burst)
 }

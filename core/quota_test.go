@@ -65,9 +65,9 @@ func TestRateValidation(t *testing.T) {
 	}{
 		{"period too short", []gopherpace.Option{gopherpace.WithRate(1, time.Nanosecond)}, "outside 1µs to 720h0m0s"},
 		{"period too long", []gopherpace.Option{gopherpace.WithRate(1, 31*24*time.Hour)}, "outside"},
-		{"no tokens", []gopherpace.Option{gopherpace.WithRate(0, time.Hour)}, "must be > 0 tokens per 1h0m0s"},
+		{"no tokens", []gopherpace.Option{gopherpace.WithRate(0, time.Hour)}, "WithRate(0, 1h0m0s): the rate must be at least 1 token per 1h0m0s"},
 		{"over a token a nanosecond", []gopherpace.Option{gopherpace.WithRate(2000, time.Microsecond)}, "one token a nanosecond"},
-		{"override period", []gopherpace.Option{gopherpace.WithRate(1, time.Hour), gopherpace.WithOverrideRate("k", 1, 0, 1)}, `override "k"`},
+		{"override period", []gopherpace.Option{gopherpace.WithRate(1, time.Hour), gopherpace.WithOverrideRate("k", 1, 0, 1)}, `WithOverrideRate("k", 1, 0s, 1): the period 0s is outside`},
 		{"override bucket", []gopherpace.Option{gopherpace.WithRate(1, time.Hour), gopherpace.WithOverrideRate("k", 1, time.Hour, 0)}, "bucket size"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,6 +1,9 @@
 package gopherpace
 
-import "sync"
+import (
+	"reflect"
+	"sync"
+)
 
 // Limiters that share a transport tell their frames apart by limiter ID. Two
 // with one ID would each take the other's frames for a peer's, and neither
@@ -20,11 +23,9 @@ var registry = struct {
 // register claims id on t until release is called. A transport that cannot
 // be a map key (a struct holding a slice, say) is not tracked.
 func register(t Transport, id string) (release func(), err error) {
-	defer func() {
-		if recover() != nil { // an uncomparable transport panics as a key
-			release, err = func() {}, nil
-		}
-	}()
+	if !reflect.ValueOf(t).Comparable() {
+		return func() {}, nil
+	}
 	r := registration{t, id}
 	registry.mu.Lock()
 	defer registry.mu.Unlock()

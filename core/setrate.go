@@ -37,7 +37,7 @@ func (l *Limiter) changeTime() int64 {
 func (l *Limiter) setRate(now int64, tokens int64, per time.Duration, burst int64) error {
 	p, err := l.buildPolicy(tokens, per, burst)
 	if err != nil {
-		return err
+		return errorf("SetRate(%d, %v, %d): %w", tokens, per, burst, err)
 	}
 	l.changeMu.Lock()
 	defer l.changeMu.Unlock()
@@ -64,7 +64,7 @@ func (l *Limiter) setOverride(now int64, key string, tokens int64, per time.Dura
 	}
 	p, err := l.buildPolicy(tokens, per, burst)
 	if err != nil {
-		return fmt.Errorf("override %q: %w", key, err)
+		return errorf("SetOverride(%q, %d, %v, %d): %w", key, tokens, per, burst, err)
 	}
 	h := hashKey(l.hashSecret, key)
 	l.changeMu.Lock()
@@ -124,8 +124,8 @@ func (l *Limiter) buildPolicy(tokens int64, per time.Duration, burst int64) (*po
 		return p, nil
 	}
 	if p.tolerance > maxClusteredTolerance {
-		return nil, errorf("bucket size %d at %d per %v takes %v to refill, over the %v a clustered limiter allows: lower the bucket size or raise the rate",
-			burst, tokens, per, time.Duration(p.tolerance), time.Duration(maxClusteredTolerance))
+		return nil, fmt.Errorf("a bucket of %d at %d per %v takes %s to refill, over the %s a clustered limiter allows: lower the bucket size or raise the rate",
+			burst, tokens, per, longDuration(p.tolerance), longDuration(maxClusteredTolerance))
 	}
 	if !l.eng.floor {
 		p.ceiling = 2 * p.tolerance

@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/netip"
-	"strings"
 
 	gopherpace "github.com/pedreviljoen/gopherpace/core"
 	"github.com/pedreviljoen/gopherpace/core/clientip"
@@ -116,7 +115,18 @@ func New(l *gopherpace.Limiter, s Settings) (*Gate, error) {
 		g.policies, g.names = []render.Policy{g.policy}, []string{name}
 		for _, p := range s.Also {
 			if err := headers.CheckPolicyName(p.Policy); err != nil {
-				return nil, fmt.Errorf("further limit: %w", err)
+				return nil, fmt.Errorf("further limit (WithAlso): %w", err)
+			}
+			// In the words of the option used: Combine would say "limiter 1
+			// is given twice" to someone who never called it.
+			for j, seen := range limiters {
+				if p.Limiter != seen {
+					continue
+				}
+				if j == 0 {
+					return nil, fmt.Errorf("WithAlso(%q) is given the middleware's own limiter: a further limit needs a limiter of its own", p.Policy)
+				}
+				return nil, fmt.Errorf("WithAlso(%q) is given the same limiter as WithAlso(%q): give each further limit its own limiter", p.Policy, s.Also[j-1].Policy)
 			}
 			limiters = append(limiters, p.Limiter)
 			g.policies = append(g.policies, render.NewPolicy(render.Style(s.Headers), p.Policy))
@@ -124,7 +134,7 @@ func New(l *gopherpace.Limiter, s Settings) (*Gate, error) {
 		}
 		ls, err := gopherpace.Combine(limiters...)
 		if err != nil {
-			return nil, errors.New(strings.TrimPrefix(err.Error(), "gopherpace: "))
+			return nil, fmt.Errorf("WithAlso: %w", err)
 		}
 		g.limits = ls
 	}

@@ -203,3 +203,30 @@ func TestFieldsAllocations(t *testing.T) {
 		}
 	}
 }
+
+// Errors keep their chains through Configure: errors.Is finds the sentinel
+// an option returned, under the adapter's prefix, whether the option or
+// the Gate found it. A further limit that is the gate's own limiter, or
+// another further limit's, is named in WithAlso's words.
+func TestErrorsKeepTheirChains(t *testing.T) {
+	l := newLimiter(t, 1, 1)
+	for name, opts := range map[string][]adapter.Option{
+		"option":             {adapter.PolicyName("")},
+		"further limit":      {adapter.Also(newLimiter(t, 1, 1), "bad name\n")},
+		"two bad, one named": {adapter.IPv6Prefix(0), adapter.PolicyName("")},
+	} {
+		_, err := adapter.Configure(l, "someadapter", opts)
+		if !errors.Is(err, headers.ErrPolicyName) || !strings.HasPrefix(err.Error(), "someadapter: ") {
+			t.Errorf("%s: errors.Is(%v, headers.ErrPolicyName) is false, or the prefix is missing", name, err)
+		}
+	}
+	_, err := adapter.Configure(l, "someadapter", []adapter.Option{adapter.Also(l, "hourly")})
+	if err == nil || !strings.Contains(err.Error(), `WithAlso("hourly") is given the middleware's own limiter`) {
+		t.Errorf("own limiter as a further limit: %v", err)
+	}
+	other := newLimiter(t, 1, 1)
+	_, err = adapter.Configure(l, "someadapter", []adapter.Option{adapter.Also(other, "a"), adapter.Also(other, "b")})
+	if err == nil || !strings.Contains(err.Error(), `WithAlso("b") is given the same limiter as WithAlso("a")`) {
+		t.Errorf("one limiter in two further limits: %v", err)
+	}
+}

@@ -2,6 +2,7 @@ package adapter
 
 import (
 	"errors"
+	"fmt"
 	"net/netip"
 
 	gopherpace "github.com/pedreviljoen/gopherpace/core"
@@ -83,10 +84,10 @@ func Refund(when func(status int) bool) Option {
 func Also(l *gopherpace.Limiter, policy string) Option {
 	return func(s *Settings) error {
 		if l == nil {
-			return errors.New("nil Limiter in a further limit")
+			return errors.New("nil Limiter in a further limit (WithAlso)")
 		}
 		if err := headers.CheckPolicyName(policy); err != nil {
-			return errors.New("further limit: " + err.Error())
+			return fmt.Errorf("further limit (WithAlso): %w", err)
 		}
 		s.Also = append(s.Also, Part{l, policy})
 		return nil
@@ -109,12 +110,14 @@ func DecisionInContext() Option {
 func Configure(l *gopherpace.Limiter, prefix string, opts []Option, problems ...error) (*Gate, error) {
 	var s Settings
 	errs := make([]error, 0, len(problems))
+	// Wrapped, not rebuilt from strings: errors.Is finds the sentinels
+	// (headers.ErrPolicyName, say) through every adapter's constructor.
 	for _, p := range problems {
-		errs = append(errs, errors.New(prefix+": "+p.Error()))
+		errs = append(errs, fmt.Errorf("%s: %w", prefix, p))
 	}
 	for _, o := range opts {
 		if err := o(&s); err != nil {
-			errs = append(errs, errors.New(prefix+": "+err.Error()))
+			errs = append(errs, fmt.Errorf("%s: %w", prefix, err))
 		}
 	}
 	if len(errs) > 0 {
@@ -122,7 +125,7 @@ func Configure(l *gopherpace.Limiter, prefix string, opts []Option, problems ...
 	}
 	g, err := New(l, s)
 	if err != nil {
-		return nil, errors.New(prefix + ": " + err.Error())
+		return nil, fmt.Errorf("%s: %w", prefix, err)
 	}
 	return g, nil
 }

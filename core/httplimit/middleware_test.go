@@ -208,3 +208,15 @@ func TestAllocations(t *testing.T) {
 		}
 	}
 }
+
+// The sentinel an option reports is found through Build.
+func TestBuildErrorsKeepTheirChains(t *testing.T) {
+	l, err := gopherpace.New(gopherpace.WithRefillRate(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Build(l, WithPolicyName(""))
+	if !errors.Is(err, headers.ErrPolicyName) || !strings.HasPrefix(err.Error(), "httplimit: ") {
+		t.Fatalf("errors.Is(%v, headers.ErrPolicyName) is false, or the prefix is missing", err)
+	}
+}
