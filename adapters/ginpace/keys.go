@@ -19,10 +19,11 @@ func GlobalKey(*gin.Context) (string, error) { return "", nil }
 // HeaderKey keys requests by the value of a request header, such as an API
 // key. A request without it gets ErrMissingKey.
 func HeaderKey(name string) KeyFunc {
+	missing := adapter.MissingKey("the " + name + " header")
 	return func(c *gin.Context) (string, error) {
 		if v := c.GetHeader(name); v != "" {
 			return v, nil
 		}
-		return "", ErrMissingKey
+		return "", missing
 	}
 }

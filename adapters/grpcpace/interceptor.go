@@ -36,6 +36,9 @@ func build(l *gopherpace.Limiter, server bool, opts []Option) (*interceptor, err
 		}
 		o(&c)
 	}
+	if c.wait && server {
+		c.require(false, "WithWait applies to client interceptors (BuildClient): a server cannot make its caller wait; leave it out here")
+	}
 	if c.wait && len(c.also) > 0 {
 		c.require(false, "WithWait waits for one limit: leave out WithAlso")
 	}

@@ -24,6 +24,7 @@ var errNoPeer = errors.New("call has no peer")
 // MetadataKey keys calls by the first value of an incoming (server) or
 // outgoing (client) metadata key, such as an API key.
 func MetadataKey(name string) KeyFunc {
+	missing := adapter.MissingKey("the " + name + " metadata")
 	return func(ctx context.Context, _ string) (string, error) {
 		if v := metadata.ValueFromIncomingContext(ctx, name); len(v) > 0 && v[0] != "" {
 			return v[0], nil
@@ -33,7 +34,7 @@ func MetadataKey(name string) KeyFunc {
 				return v[0], nil
 			}
 		}
-		return "", ErrMissingKey
+		return "", missing
 	}
 }
 

@@ -25,6 +25,11 @@ import (
 // error (400, or InvalidArgument over gRPC), and it spends nothing.
 var ErrMissingKey = errors.New("gopherpace: request has no rate-limit key")
 
+// MissingKey is ErrMissingKey naming what was looked for ("the X-Api-Key
+// header"), so that the 400 tells the client what to send; errors.Is
+// still finds ErrMissingKey. Key functions build it once, not per request.
+func MissingKey(what string) error { return fmt.Errorf("%w: %s is missing", ErrMissingKey, what) }
+
 // Settings are the options every adapter has, whatever its framework. The
 // zero Settings are the defaults: client keys from the connection's
 // address (no trusted proxies, IPv6 grouped by /64), the draft fields for

@@ -22,10 +22,11 @@ func GlobalKey(*http.Request) (string, error) { return "", nil }
 // key. A request without it gets ErrMissingKey.
 func HeaderKey(name string) KeyFunc {
 	name = http.CanonicalHeaderKey(name)
+	missing := adapter.MissingKey("the " + name + " header")
 	return func(r *http.Request) (string, error) {
 		v := r.Header.Get(name)
 		if v == "" {
-			return "", ErrMissingKey
+			return "", missing
 		}
 		return v, nil
 	}

@@ -220,3 +220,21 @@ func TestBuildErrorsKeepTheirChains(t *testing.T) {
 		t.Fatalf("errors.Is(%v, headers.ErrPolicyName) is false, or the prefix is missing", err)
 	}
 }
+
+// A request without the header its key comes from gets a 400 that names
+// the header; errors.Is still finds ErrMissingKey.
+func TestMissingKeyNamesTheHeader(t *testing.T) {
+	l, err := gopherpace.New(gopherpace.WithRefillRate(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := HeaderKey("x-api-key")(httptest.NewRequest("GET", "/", nil)); !errors.Is(err, ErrMissingKey) {
+		t.Fatalf("HeaderKey's error %v is not ErrMissingKey", err)
+	}
+	h := New(l, WithKeyFunc(HeaderKey("x-api-key")))(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, httptest.NewRequest("GET", "/", nil))
+	if w.Code != http.StatusBadRequest || !strings.Contains(w.Body.String(), "the X-Api-Key header is missing") {
+		t.Fatalf("%d %q", w.Code, w.Body.String())
+	}
+}
