@@ -40,7 +40,7 @@ func (e *engine) allow(now int64) (ok bool, retry time.Duration, held bool) {
 				return false, retry, e.global.unheard()+1 > p.localCap.Load()
 			}
 			// The limiter closed meanwhile: the standalone word decides.
-			goto general
+			return e.allowSlow(now)
 		}
 		if ok, retry, count, fast, contended := e.global.allow(p, b, &e.quota); fast {
 			// Only the first unreported token and the threshold
@@ -60,7 +60,11 @@ func (e *engine) allow(now int64) (ok bool, retry time.Duration, held bool) {
 		}
 	}
 	// Not normal, or past the cap of unreported tokens: the general path.
-general:
+	return e.allowSlow(now)
+}
+
+// allowSlow is allow on the general path: every mode, holds and caps.
+func (e *engine) allowSlow(now int64) (ok bool, retry time.Duration, held bool) {
 	var d Decision
 	held = e.takeGlobal(&d, now, 1)
 	if !d.Allowed {
