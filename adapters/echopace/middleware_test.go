@@ -131,6 +131,7 @@ func TestInvalidOptions(t *testing.T) {
 	conformance.RejectsInvalidOptions(t, "echopace", invalid,
 		func(opts ...Option) error { _, err := Build(l, opts...); return err },
 		func(opts ...Option) { RateLimiter(l, opts...) })
+	conformance.KeepsErrorChains(t, "echopace", WithPolicyName, func(opts ...Option) error { _, err := Build(l, opts...); return err })
 	if _, err := Build(nil); err == nil {
 		t.Error("nil limiter: no error")
 	}

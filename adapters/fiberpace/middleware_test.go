@@ -130,6 +130,7 @@ func TestInvalidOptions(t *testing.T) {
 	conformance.RejectsInvalidOptions(t, "fiberpace", invalid,
 		func(opts ...Option) error { _, err := Build(l, opts...); return err },
 		func(opts ...Option) { New(l, opts...) })
+	conformance.KeepsErrorChains(t, "fiberpace", WithPolicyName, func(opts ...Option) error { _, err := Build(l, opts...); return err })
 	if _, err := Build(nil); err == nil {
 		t.Error("nil limiter: no error")
 	}

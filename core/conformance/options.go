@@ -1,6 +1,7 @@
 package conformance
 
 import (
+	"errors"
 	"net/netip"
 
 	gopherpace "github.com/pedreviljoen/gopherpace/core"
@@ -87,5 +88,16 @@ func RejectsInvalidOptions[O any](t *testing.T, prefix string, invalid map[strin
 			}()
 			inline(opts...)
 		}()
+	}
+}
+
+// KeepsErrorChains checks that an error an option reports keeps its chain
+// through the adapter's constructor: build(policyName("")) fails with an
+// error starting prefix+": " in which errors.Is finds headers.ErrPolicyName.
+func KeepsErrorChains[O any](t *testing.T, prefix string, policyName func(string) O, build func(...O) error) {
+	t.Helper()
+	err := build(policyName(""))
+	if !errors.Is(err, headers.ErrPolicyName) || !strings.HasPrefix(err.Error(), prefix+": ") {
+		t.Errorf("errors.Is(%v, headers.ErrPolicyName) is false, or the error does not start %s:", err, prefix)
 	}
 }

@@ -177,6 +177,7 @@ func TestInvalidOptions(t *testing.T) {
 	conformance.RejectsInvalidOptions(t, "httplimit", invalid,
 		func(opts ...Option) error { _, err := Build(l, opts...); return err },
 		func(opts ...Option) { New(l, opts...) })
+	conformance.KeepsErrorChains(t, "httplimit", WithPolicyName, func(opts ...Option) error { _, err := Build(l, opts...); return err })
 	if _, err := Build(nil); err == nil || !strings.Contains(err.Error(), "nil Limiter") {
 		t.Errorf("nil limiter: %v", err)
 	}
@@ -206,18 +207,6 @@ func TestAllocations(t *testing.T) {
 		if got := testing.AllocsPerRun(200, func() { h.ServeHTTP(w, r) }); got > tc.want {
 			t.Errorf("style %d: %.1f allocations per request, want at most %.0f", tc.style, got, tc.want)
 		}
-	}
-}
-
-// The sentinel an option reports is found through Build.
-func TestBuildErrorsKeepTheirChains(t *testing.T) {
-	l, err := gopherpace.New(gopherpace.WithRefillRate(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = Build(l, WithPolicyName(""))
-	if !errors.Is(err, headers.ErrPolicyName) || !strings.HasPrefix(err.Error(), "httplimit: ") {
-		t.Fatalf("errors.Is(%v, headers.ErrPolicyName) is false, or the prefix is missing", err)
 	}
 }
 
