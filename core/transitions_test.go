@@ -11,6 +11,21 @@ import (
 // Who counts a silent peer as gone (membership.go, agreeOnTheDead), on
 // virtual time with memberlist's failure detection modelled at 2 s.
 
+// joinNode joins name to net with a limiter of rate per second on it.
+func joinNode(t *testing.T, net *memtransport.Network, name string, rate int64) (*gopherpace.Limiter, *memtransport.Transport) {
+	t.Helper()
+	tr, err := net.Join(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := gopherpace.New(gopherpace.WithRefillRate(rate), gopherpace.WithTransport(tr), gopherpace.WithLogger(discardLogger))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l, tr
+}
+
 // threeNodes starts three limiters sharing R = 1000/s and runs them for a
 // second under 2 requests a millisecond each.
 func threeNodes(t *testing.T) (*memtransport.Network, []*gopherpace.Limiter, []*memtransport.Transport) {
@@ -19,15 +34,7 @@ func threeNodes(t *testing.T) (*memtransport.Network, []*gopherpace.Limiter, []*
 	var lims []*gopherpace.Limiter
 	var trs []*memtransport.Transport
 	for _, name := range []string{"n0", "n1", "n2"} {
-		tr, err := net.Join(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		l, err := gopherpace.New(gopherpace.WithRefillRate(1000), gopherpace.WithTransport(tr), gopherpace.WithLogger(discardLogger))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { l.Close() })
+		l, tr := joinNode(t, net, name, 1000)
 		lims, trs = append(lims, l), append(trs, tr)
 	}
 	drive(net, lims, 2, time.Second)
@@ -104,15 +111,7 @@ func TestAColdClusterAdmitsItsFirstBurst(t *testing.T) {
 	for _, lateBy := range []time.Duration{0, 300 * time.Millisecond, time.Second, 3 * time.Second} {
 		net := memtransport.New(memtransport.WithLatency(300*time.Microsecond, 200*time.Microsecond))
 		start := func(name string) *gopherpace.Limiter {
-			tr, err := net.Join(name)
-			if err != nil {
-				t.Fatal(err)
-			}
-			l, err := gopherpace.New(gopherpace.WithRefillRate(100), gopherpace.WithTransport(tr), gopherpace.WithLogger(discardLogger))
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { l.Close() })
+			l, _ := joinNode(t, net, name, 100)
 			return l
 		}
 		lims := []*gopherpace.Limiter{start("a")}
@@ -157,15 +156,7 @@ func TestAColdClusterAdmitsItsFirstBurst(t *testing.T) {
 func TestAReplacementForgetsTheCrashedNodeItNeverHeard(t *testing.T) {
 	net, lims, trs := threeNodes(t)
 	trs[2].Crash()
-	tr, err := net.Join("n3")
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := gopherpace.New(gopherpace.WithRefillRate(1000), gopherpace.WithTransport(tr), gopherpace.WithLogger(discardLogger))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
+	l, _ := joinNode(t, net, "n3", 1000)
 	all := []*gopherpace.Limiter{lims[0], lims[1], l}
 	drive(net, all, 2, 2500*time.Millisecond) // detection, then a tick
 	if st := l.Stats(); st.KnownNodes != 3 || st.Partitioned {
