@@ -15,9 +15,10 @@ import (
 // from elsewhere) with this node's view of a limiter: its policy, its
 // members and when each was last heard, what it allowed and denied per
 // second recently as a small chart, and its gossip. The page reloads
-// itself every RefreshEvery; each load is also a sample for the chart, so
-// the chart fills while someone watches. A Page is safe for concurrent
-// use.
+// itself every RefreshEvery. The chart's samples are taken every
+// RefreshEvery whether or not anyone is looking (a timer, which stops once
+// the limiter is closed), so the first look already shows the last two
+// minutes. A Page is safe for concurrent use.
 type Page struct {
 	title   string
 	limiter *gopherpace.Limiter
@@ -39,21 +40,48 @@ type sample struct {
 }
 
 // NewPage returns the status page of l, titled title (a service's name,
-// say).
+// say), and starts sampling l for its chart.
 func NewPage(title string, l *gopherpace.Limiter) *Page {
-	return &Page{title: title, limiter: l}
+	p := &Page{title: title, limiter: l}
+	p.record(l.Stats(), time.Now())
+	time.AfterFunc(RefreshEvery, p.sampleEvery)
+	return p
+}
+
+// sampleEvery takes a sample and schedules the next one, until the
+// limiter is closed.
+func (p *Page) sampleEvery() {
+	s := p.limiter.Stats()
+	if s.Closed {
+		return
+	}
+	p.record(s, time.Now())
+	time.AfterFunc(RefreshEvery, p.sampleEvery)
+}
+
+// record adds a sample; one taken within a tenth of RefreshEvery of the
+// last replaces it, so that viewers reloading often do not crowd out the
+// history.
+func (p *Page) record(s gopherpace.Stats, now time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	x := sample{now, s.Allowed, s.Denied, s.ShadowDenials, s.BytesSent, s.BytesReceived, s.FramesSent, s.FramesReceived}
+	if n := len(p.samples); n > 1 && now.Sub(p.samples[n-2].at) < RefreshEvery/10 {
+		p.samples[n-1] = x
+		return
+	}
+	p.samples = append(p.samples, x)
+	if len(p.samples) > maxSamples {
+		p.samples = p.samples[len(p.samples)-maxSamples:]
+	}
 }
 
 // ServeHTTP renders the page.
 func (p *Page) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s := p.limiter.Stats()
 	now := time.Now()
+	p.record(s, now)
 	p.mu.Lock()
-	p.samples = append(p.samples, sample{now, s.Allowed, s.Denied, s.ShadowDenials,
-		s.BytesSent, s.BytesReceived, s.FramesSent, s.FramesReceived})
-	if len(p.samples) > maxSamples {
-		p.samples = p.samples[len(p.samples)-maxSamples:]
-	}
 	view := p.view(s, now)
 	p.mu.Unlock()
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
@@ -127,7 +155,7 @@ func period(d time.Duration) string {
 // as bars, newest on the right; p.mu is held.
 func (p *Page) chart() (string, template.HTML) {
 	if len(p.samples) < 2 {
-		return "the chart fills as the page reloads", ""
+		return "the chart fills as samples come in, every " + RefreshEvery.String(), ""
 	}
 	type bar struct{ allowed, denied float64 }
 	var bars []bar
@@ -143,7 +171,7 @@ func (p *Page) chart() (string, template.HTML) {
 		peak = max(peak, br.allowed+br.denied)
 	}
 	if len(bars) == 0 {
-		return "the chart fills as the page reloads", ""
+		return "the chart fills as samples come in, every " + RefreshEvery.String(), ""
 	}
 	const w, h = 600.0, 120.0
 	step := w / float64(maxSamples-1)

@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	gopherpace "github.com/pedreviljoen/gopherpace/core"
@@ -104,4 +105,29 @@ func TestPage(t *testing.T) {
 	if !strings.Contains(second, "denied per second") {
 		t.Error("no rates after two loads")
 	}
+}
+
+// The chart keeps a history whether or not anyone looks: the first look
+// after a minute of traffic already has a minute of samples. The sampling
+// stops once the limiter is closed (the bubble would not end otherwise).
+func TestPageSamplesWithoutViewers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l, err := gopherpace.New(gopherpace.WithRefillRate(100))
+		if err != nil {
+			t.Fatal(err)
+		}
+		page := status.NewPage("checkout-api", l)
+		for range 60 {
+			for range 50 {
+				l.Allow()
+			}
+			time.Sleep(time.Second)
+		}
+		_, body := get(t, page)
+		if bars := strings.Count(body, `fill="#2da44e"`); bars < 28 {
+			t.Errorf("the first look after a minute drew %d bars, want a minute's worth (30 samples)", bars)
+		}
+		l.Close()
+		time.Sleep(2 * status.RefreshEvery) // the sampler sees the limiter closed and stops
+	})
 }
