@@ -161,8 +161,8 @@ func (e *engine) demandTotal() uint64 {
 func (e *engine) rebalance(now int64) {
 	p, q := e.pols.dflt(), &e.quota
 	e.own.observe(e.globalSum, e.demandTotal(), now, p.burst)
-	a, d := e.own.rates(now)
-	if up := now - e.startedAt; d <= 0 && up > 0 && up < fairWindow {
+	a, d, measured := e.own.rates(now)
+	if up := now - e.startedAt; !measured && up > 0 && up < fairWindow {
 		// Just started (a replica of a rolling deploy, say): too soon for
 		// the windowed rates, so the totals since the start stand in for
 		// them. Without a quota a newcomer would race the others freely for
@@ -174,8 +174,8 @@ func (e *engine) rebalance(now int64) {
 	emptiest := e.levelTokens(now)
 	for _, pr := range e.peers {
 		if s := pr.freshest(); s != nil && now-s.lastHeard <= e.isolation {
-			pa, pd := s.load.rates(now)
-			if !s.load.measured(now) {
+			pa, pd, measured := s.load.rates(now)
+			if !measured {
 				// Heard too briefly to measure (it, or this node, has just
 				// started): taken as loaded like this node. Counting it as
 				// idle would hand this node the whole rate, and a replica

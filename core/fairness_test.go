@@ -72,7 +72,7 @@ func TestLoadClampsImplausibleGrowth(t *testing.T) {
 	l.observe(0, 0, 0, perNs)
 	l.observe(10, 1000, 100*ms, perNs) // honest
 	l.observe(math.MaxUint64, math.MaxUint64, 200*ms, perNs)
-	a, d := l.rates(200 * ms)
+	a, d, _ := l.rates(200 * ms)
 	most := float64(perNs) * float64(100*ms+fairWindow) / 0.2
 	if d > most+1000/0.2 || a > most+10/0.2 || math.IsInf(d, 0) {
 		t.Fatalf("rates %g admits/s, %g demand/s after a total of 2^64-1: over the growth bound %g", a, d, most)
@@ -80,7 +80,7 @@ func TestLoadClampsImplausibleGrowth(t *testing.T) {
 	var h load
 	h.observe(0, 0, 0, perNs)
 	h.observe(500, 5000, 250*ms, perNs)
-	if a, d := h.rates(250 * ms); a != 2000 || d != 20000 {
+	if a, d, ok := h.rates(250 * ms); !ok || a != 2000 || d != 20000 {
 		t.Fatalf("honest rates %g, %g, want 2000, 20000", a, d)
 	}
 }

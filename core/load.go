@@ -57,14 +57,16 @@ func (l *load) observe(admitTotal, demandTotal uint64, now, maxPerNs int64) {
 
 // rates are the admit and demand rates, per second, over the window that
 // ends at the newest sample; zero until two samples are fairWindow/4
-// apart, or when the newest is older than fairWindow at now.
-func (l *load) rates(now int64) (admits, demand float64) {
+// apart, or when the newest is older than fairWindow at now; measured
+// reports whether there was such a window (a peer heard too briefly has
+// none, which is not the same as idle).
+func (l *load) rates(now int64) (admits, demand float64, measured bool) {
 	if l.n < 2 {
-		return 0, 0
+		return 0, 0, false
 	}
 	newest := l.samples[(l.next+loadSamples-1)%loadSamples]
 	if now-newest.at > fairWindow {
-		return 0, 0
+		return 0, 0, false
 	}
 	oldest := newest
 	for k := 2; k <= l.n; k++ {
@@ -76,9 +78,9 @@ func (l *load) rates(now int64) (admits, demand float64) {
 	}
 	span := float64(newest.at-oldest.at) / float64(time.Second)
 	if newest.at-oldest.at < fairWindow/4 {
-		return 0, 0
+		return 0, 0, false
 	}
-	return float64(newest.admitTotal-oldest.admitTotal) / span, float64(newest.demandTotal-oldest.demandTotal) / span
+	return float64(newest.admitTotal-oldest.admitTotal) / span, float64(newest.demandTotal-oldest.demandTotal) / span, true
 }
 
 // satMul is a·b, saturating at the largest uint64.
@@ -88,26 +90,4 @@ func satMul(a, b uint64) uint64 {
 		return math.MaxUint64
 	}
 	return lo
-}
-
-// measured reports whether rates has a window to measure at now: two
-// samples at least fairWindow/4 apart, the newest within fairWindow.
-func (l *load) measured(now int64) bool {
-	if l.n < 2 {
-		return false
-	}
-	newest := l.samples[(l.next+loadSamples-1)%loadSamples]
-	if now-newest.at > fairWindow {
-		return false
-	}
-	for k := 2; k <= l.n; k++ {
-		s := l.samples[(l.next+loadSamples-k)%loadSamples]
-		if newest.at-s.at > fairWindow {
-			return false
-		}
-		if newest.at-s.at >= fairWindow/4 {
-			return true
-		}
-	}
-	return false
 }
