@@ -12,8 +12,9 @@ import (
 var wrapPolicy = render.NewPolicy(render.Draft, render.DefaultName)
 
 // Wrap returns a handler that spends one token of the global bucket per
-// request and answers 429 Too Many Requests, with Retry-After and the draft
-// RateLimit headers, when the bucket is empty. Allowed requests pass to
+// request and answers 429 Too Many Requests ("rate limit exceeded", as
+// every adapter says), with Retry-After and the draft RateLimit headers,
+// when the bucket is empty. Allowed requests pass to
 // next untouched. For keys, costs, skips and other headers use the
 // httplimit package.
 func (l *Limiter) Wrap(next http.Handler) http.Handler {

@@ -6,7 +6,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
-	gopherpace "github.com/pedreviljoen/gopherpace/core"
+	"github.com/pedreviljoen/gopherpace/core/conformance"
 	"github.com/pedreviljoen/gopherpace/core/headers"
 	"golang.org/x/time/rate"
 )
@@ -41,18 +41,13 @@ func benchEcho(b *testing.B, mw echo.MiddlewareFunc) {
 // BenchmarkEcho compares, per client IP on the admit path, Echo's own
 // RateLimiter (its memory store, x/time/rate per identifier, no fields)
 // with echopace sending no fields, and shows echopace's default (the
-// draft fields), a global key, and bare Echo. Each includes Echo's routing
+// draft fields), a global key, bare Echo, and a bare Take of the same key
+// (docs/performance.md#middleware). Each includes Echo's routing
 // and the handler.
 func BenchmarkEcho(b *testing.B) {
-	newLimiter := func(b *testing.B) *gopherpace.Limiter {
-		l, err := gopherpace.New(gopherpace.WithRefillRate(1_000_000_000), gopherpace.WithBucketSize(1_000_000_000))
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { l.Close() })
-		return l
-	}
+	newLimiter := conformance.BenchLimiter
 	b.Run("bare", func(b *testing.B) { benchEcho(b, nil) })
+	b.Run("take-same-key", func(b *testing.B) { conformance.BenchTake(b, "192.0.2.1") })
 	// Echo v4 applies middleware per request, so any middleware allocates
 	// its handler closure: this no-op one is the floor for every limiter.
 	b.Run("noop-middleware", func(b *testing.B) {

@@ -2,7 +2,9 @@ package echopace
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
+	"net/netip"
 
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
@@ -15,7 +17,7 @@ import (
 const ContextKey = "gopherpace.decision"
 
 // ErrRateLimitExceeded is the default answer to a denial.
-var ErrRateLimitExceeded = echo.NewHTTPError(http.StatusTooManyRequests, "rate limit exceeded")
+var ErrRateLimitExceeded = echo.NewHTTPError(adapter.DeniedStatus, adapter.DeniedMessage)
 
 // RateLimiter returns Echo middleware that limits requests with l, for
 // inline use as Echo's own RateLimiter:
@@ -47,6 +49,17 @@ func Build(l *gopherpace.Limiter, opts ...Option) (echo.MiddlewareFunc, error) {
 	if err != nil {
 		return nil, err
 	}
+	h := adapter.Hooks[echo.Context]{
+		Key: m.cfg.key, Cost: m.cfg.cost, Skip: m.cfg.skip,
+		Peer:      func(c echo.Context) (netip.Addr, string) { return adapter.RequestPeer(c.Request()) },
+		Forwarded: func(c echo.Context) ([]string, string) { return adapter.RequestForwarded(c.Request()) },
+	}
+	for _, k := range m.cfg.also {
+		h.Also = append(h.Also, k)
+	}
+	if m.flow, err = adapter.NewFlow(g, h); err != nil {
+		return nil, fmt.Errorf("echopace: %w", err)
+	}
 	m.gate = g
 	// Echo v4 builds the middleware chain for every request, so this
 	// closure is allocated per request; it holds only two words.
@@ -58,45 +71,18 @@ func Build(l *gopherpace.Limiter, opts ...Option) (echo.MiddlewareFunc, error) {
 type rateLimiter struct {
 	cfg  config
 	gate *adapter.Gate
+	flow *adapter.Flow[echo.Context]
 }
 
 func (m *rateLimiter) serve(c echo.Context, next echo.HandlerFunc) error {
-	cfg, g := &m.cfg, m.gate
-	if cfg.skip != nil && cfg.skip(c) {
-		return next(c)
-	}
 	var req adapter.Request
-	if cfg.key != nil {
-		var err error
-		if req.Keys[0], err = cfg.key(c); err != nil {
-			return m.fail(c, err)
-		}
-	} else {
-		var buf [64]byte
-		b, err := g.RequestKey(buf[:0], c.Request())
-		if err != nil {
-			return m.fail(c, err)
-		}
-		req.Keys[0] = string(b)
+	switch m.flow.Decide(c, &req) {
+	case adapter.Skip:
+		return next(c)
+	case adapter.Fail:
+		return m.fail(c, req.Err())
 	}
-	for i, also := range cfg.also {
-		req.Keys[i+1] = req.Keys[0]
-		if also != nil {
-			k, err := also(c)
-			if err != nil {
-				return m.fail(c, err)
-			}
-			req.Keys[i+1] = k
-		}
-	}
-	req.Cost = 1
-	if cfg.cost != nil {
-		req.Cost = cfg.cost(c)
-	}
-	if err := g.Decide(&req); err != nil {
-		return m.fail(c, err)
-	}
-	d := req.Decision()
+	g, d := m.gate, req.Decision()
 	if g.HasFields(d) {
 		g.SetHeaders(c.Response().Header(), &req)
 	}
@@ -104,14 +90,14 @@ func (m *rateLimiter) serve(c echo.Context, next echo.HandlerFunc) error {
 		c.Set(ContextKey, d)
 	}
 	if !d.Allowed {
-		if cfg.deny != nil {
-			return cfg.deny(c, d)
+		if m.cfg.deny != nil {
+			return m.cfg.deny(c, d)
 		}
 		return ErrRateLimitExceeded
 	}
 	err := next(c)
 	if g.Refunds() {
-		g.Settle(&req, status(c, err))
+		m.flow.Finish(&req, status(c, err))
 	}
 	return err
 }
@@ -120,11 +106,7 @@ func (m *rateLimiter) fail(c echo.Context, err error) error {
 	if m.cfg.onError != nil {
 		return m.cfg.onError(c, err)
 	}
-	code := adapter.Status(err)
-	msg := http.StatusText(code)
-	if code == http.StatusBadRequest {
-		msg = err.Error() // what the client must change
-	}
+	code, msg := adapter.Answer(err)
 	return &echo.HTTPError{Code: code, Message: msg, Internal: err}
 }
 

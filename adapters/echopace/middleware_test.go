@@ -22,8 +22,11 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // adapterOptions are this package's options in the conformance suite's terms.
 var adapterOptions = conformance.Options[Option]{
-	GlobalKey:      func() Option { return WithKeyFunc(GlobalKey) },
-	HeaderKey:      func(name string) Option { return WithKeyFunc(HeaderKey(name)) },
+	GlobalKey: func() Option { return WithKeyFunc(GlobalKey) },
+	HeaderKey: func(name string) Option { return WithKeyFunc(HeaderKey(name)) },
+	KeyError: func(err error) Option {
+		return WithKeyFunc(func(echo.Context) (string, error) { return "", err })
+	},
 	TrustedProxies: WithTrustedProxies,
 	IPv6Prefix:     WithIPv6Prefix,
 	CostFromHeader: func(name string) Option {

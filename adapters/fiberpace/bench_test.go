@@ -7,7 +7,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 	fiberlimiter "github.com/gofiber/fiber/v2/middleware/limiter"
-	gopherpace "github.com/pedreviljoen/gopherpace/core"
+	"github.com/pedreviljoen/gopherpace/core/conformance"
 	"github.com/pedreviljoen/gopherpace/core/headers"
 	"github.com/valyala/fasthttp"
 )
@@ -45,18 +45,17 @@ func benchFiber(b *testing.B, mw fiber.Handler, field string) {
 // BenchmarkFiber compares, per client IP on the admit path, Fiber's own
 // limiter middleware with fiberpace sending the same three fields
 // (X-RateLimit-Limit, -Remaining, -Reset: "legacy"), and shows fiberpace's
-// default (the draft fields), no fields, and bare Fiber. Each includes
+// default (the draft fields), no fields, bare Fiber, a middleware that
+// does nothing and a bare Take of the same key (docs/performance.md#middleware).
+// Each includes
 // Fiber's routing and the handler.
 func BenchmarkFiber(b *testing.B) {
-	newLimiter := func(b *testing.B) *gopherpace.Limiter {
-		l, err := gopherpace.New(gopherpace.WithRefillRate(1_000_000_000), gopherpace.WithBucketSize(1_000_000_000))
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { l.Close() })
-		return l
-	}
+	newLimiter := conformance.BenchLimiter
 	b.Run("bare", func(b *testing.B) { benchFiber(b, nil, "") })
+	// Any middleware costs Fiber a second routing step (c.Next): the floor
+	// of every limiter.
+	b.Run("noop-middleware", func(b *testing.B) { benchFiber(b, func(c *fiber.Ctx) error { return c.Next() }, "") })
+	b.Run("take-same-key", func(b *testing.B) { conformance.BenchTake(b, "192.0.2.1") })
 	b.Run("fiber-limiter/per-ip/legacy-fields", func(b *testing.B) {
 		benchFiber(b, fiberlimiter.New(fiberlimiter.Config{Max: 1 << 30, Expiration: time.Hour}), "X-RateLimit-Remaining")
 	})

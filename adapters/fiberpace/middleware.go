@@ -2,14 +2,13 @@ package fiberpace
 
 import (
 	"errors"
+	"fmt"
 	"net/netip"
-	"strings"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/gofiber/fiber/v2/utils"
 	gopherpace "github.com/pedreviljoen/gopherpace/core"
 	"github.com/pedreviljoen/gopherpace/core/adapter"
-	"github.com/pedreviljoen/gopherpace/core/clientip"
 )
 
 // ContextKey is the c.Locals key of the Decision (WithDecisionInContext).
@@ -33,64 +32,48 @@ func New(l *gopherpace.Limiter, opts ...Option) fiber.Handler {
 // Build is New, returning an error naming every invalid option instead of
 // panicking.
 func Build(l *gopherpace.Limiter, opts ...Option) (fiber.Handler, error) {
-	var cfg config
+	m := &middleware{}
 	for _, o := range opts {
 		if o == nil {
-			cfg.require(false, "nil Option")
+			m.cfg.require(false, "nil Option")
 			continue
 		}
-		o(&cfg)
+		o(&m.cfg)
 	}
-	g, err := adapter.Configure(l, "fiberpace", cfg.shared, cfg.problems...)
+	g, err := adapter.Configure(l, "fiberpace", m.cfg.shared, m.cfg.problems...)
 	if err != nil {
 		return nil, err
 	}
-	return func(c *fiber.Ctx) error { return serve(g, &cfg, c) }, nil
+	h := adapter.Hooks[*fiber.Ctx]{
+		Key: m.cfg.key, Cost: m.cfg.cost, Skip: m.cfg.skip, Peer: peer, Forwarded: forwarded,
+		// fasthttp reuses a request's bytes once its handler returns.
+		KeysOutliveRequest: true,
+	}
+	for _, k := range m.cfg.also {
+		h.Also = append(h.Also, k)
+	}
+	if m.flow, err = adapter.NewFlow(g, h); err != nil {
+		return nil, fmt.Errorf("fiberpace: %w", err)
+	}
+	m.gate = g
+	return m.serve, nil
 }
 
-func serve(g *adapter.Gate, cfg *config, c *fiber.Ctx) error {
-	if cfg.skip != nil && cfg.skip(c) {
-		return c.Next()
-	}
+type middleware struct {
+	cfg  config
+	gate *adapter.Gate
+	flow *adapter.Flow[*fiber.Ctx]
+}
+
+func (m *middleware) serve(c *fiber.Ctx) error {
 	var req adapter.Request
-	if cfg.key != nil {
-		var err error
-		if req.Keys[0], err = cfg.key(c); err != nil {
-			return fail(cfg, c, err)
-		}
-	} else {
-		peer, ok := netip.AddrFromSlice(c.Context().RemoteIP())
-		if !ok {
-			return fail(cfg, c, clientip.ErrNoClientIP)
-		}
-		var buf [64]byte
-		req.Keys[0] = string(g.ClientKeyAddr(buf[:0], peer, func() ([]string, string) { return forwarded(c) }))
+	switch m.flow.Decide(c, &req) {
+	case adapter.Skip:
+		return c.Next()
+	case adapter.Fail:
+		return m.fail(c, req.Err())
 	}
-	for i, also := range cfg.also {
-		req.Keys[i+1] = req.Keys[0]
-		if also != nil {
-			k, err := also(c)
-			if err != nil {
-				return fail(cfg, c, err)
-			}
-			req.Keys[i+1] = k
-		}
-	}
-	if g.Refunds() {
-		// The keys are used again after the handler; fasthttp may have
-		// reused the bytes behind a key read from the request by then.
-		for i := range g.Limits() {
-			req.Keys[i] = strings.Clone(req.Keys[i])
-		}
-	}
-	req.Cost = 1
-	if cfg.cost != nil {
-		req.Cost = cfg.cost(c)
-	}
-	if err := g.Decide(&req); err != nil {
-		return fail(cfg, c, err)
-	}
-	d := req.Decision()
+	g, d := m.gate, req.Decision()
 	if g.HasFields(d) {
 		var f adapter.Fields
 		g.RenderRequest(&f, &req)
@@ -104,16 +87,22 @@ func serve(g *adapter.Gate, cfg *config, c *fiber.Ctx) error {
 		c.Locals(ContextKey, d)
 	}
 	if !d.Allowed {
-		if cfg.deny != nil {
-			return cfg.deny(c, d)
+		if m.cfg.deny != nil {
+			return m.cfg.deny(c, d)
 		}
-		return c.SendStatus(fiber.StatusTooManyRequests)
+		return c.Status(adapter.DeniedStatus).SendString(adapter.DeniedMessage)
 	}
 	err := c.Next()
 	if g.Refunds() {
-		g.Settle(&req, status(c, err))
+		m.flow.Finish(&req, status(c, err))
 	}
 	return err
+}
+
+// peer is the connection's address, already parsed by fasthttp.
+func peer(c *fiber.Ctx) (netip.Addr, string) {
+	a, _ := netip.AddrFromSlice(c.Context().RemoteIP())
+	return a, ""
 }
 
 // forwarded reads every X-Forwarded-For field, in order, and X-Real-IP.
@@ -124,15 +113,11 @@ func forwarded(c *fiber.Ctx) (xff []string, realIP string) {
 	return xff, c.Get("X-Real-IP")
 }
 
-func fail(cfg *config, c *fiber.Ctx, err error) error {
-	if cfg.onError != nil {
-		return cfg.onError(c, err)
+func (m *middleware) fail(c *fiber.Ctx, err error) error {
+	if m.cfg.onError != nil {
+		return m.cfg.onError(c, err)
 	}
-	code := adapter.Status(err)
-	msg := "rate limiter error"
-	if code == fiber.StatusBadRequest {
-		msg = err.Error() // what the client must change
-	}
+	code, msg := adapter.Answer(err)
 	return fiber.NewError(code, msg)
 }
 

@@ -30,8 +30,11 @@ func TestMain(m *testing.M) {
 
 // adapterOptions are this package's options in the conformance suite's terms.
 var adapterOptions = conformance.Options[Option]{
-	GlobalKey:      func() Option { return WithKeyFunc(GlobalKey) },
-	HeaderKey:      func(name string) Option { return WithKeyFunc(HeaderKey(name)) },
+	GlobalKey: func() Option { return WithKeyFunc(GlobalKey) },
+	HeaderKey: func(name string) Option { return WithKeyFunc(HeaderKey(name)) },
+	KeyError: func(err error) Option {
+		return WithKeyFunc(func(*fiber.Ctx) (string, error) { return "", err })
+	},
 	TrustedProxies: WithTrustedProxies,
 	IPv6Prefix:     WithIPv6Prefix,
 	CostFromHeader: func(name string) Option {

@@ -78,7 +78,7 @@ func WithSkip(f func(*fiber.Ctx) bool) Option {
 
 // WithDenyHandler sets what answers a denied request (Fiber's
 // LimitReached, with the Decision). The rate-limit fields and Retry-After
-// are already set. Default: 429 Too Many Requests.
+// are already set. Default: 429 with "rate limit exceeded" as plain text.
 func WithDenyHandler(f func(*fiber.Ctx, gopherpace.Decision) error) Option {
 	return func(c *config) { c.require(f != nil, "nil deny handler"); c.deny = f }
 }

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/gin-gonic/gin"
-	gopherpace "github.com/pedreviljoen/gopherpace/core"
+	"github.com/pedreviljoen/gopherpace/core/conformance"
 	"github.com/pedreviljoen/gopherpace/core/headers"
 )
 
@@ -41,18 +41,17 @@ func benchEngine(b *testing.B, use gin.HandlerFunc) {
 // BenchmarkGin measures ginpace on the admit path: per client IP with its
 // default fields (the draft RateLimit-Policy and RateLimit) and with none,
 // and with a global key, beside bare Gin. Each includes Gin's routing and
-// the handler. Gin has no limiter of its own to compare with; bench/
+// the handler; beside them, a middleware that does nothing and a bare Take
+// of the same key, the floors docs/performance.md#middleware measures
+// against. Gin has no limiter of its own to compare with; bench/
 // compares the net/http middleware with its peers.
 func BenchmarkGin(b *testing.B) {
-	newLimiter := func(b *testing.B) *gopherpace.Limiter {
-		l, err := gopherpace.New(gopherpace.WithRefillRate(1_000_000_000), gopherpace.WithBucketSize(1_000_000_000))
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { l.Close() })
-		return l
-	}
+	newLimiter := conformance.BenchLimiter
 	b.Run("bare", func(b *testing.B) { benchEngine(b, nil) })
+	// Any middleware costs Gin a step of its chain: the floor of every
+	// limiter.
+	b.Run("noop-middleware", func(b *testing.B) { benchEngine(b, func(c *gin.Context) { c.Next() }) })
+	b.Run("take-same-key", func(b *testing.B) { conformance.BenchTake(b, "192.0.2.1") })
 	b.Run("ginpace/per-ip/draft-fields", func(b *testing.B) { benchEngine(b, New(newLimiter(b))) })
 	b.Run("ginpace/per-ip/no-fields", func(b *testing.B) { benchEngine(b, New(newLimiter(b), WithHeaders(headers.None))) })
 	b.Run("ginpace/global/no-fields", func(b *testing.B) {

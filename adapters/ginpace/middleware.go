@@ -1,7 +1,8 @@
 package ginpace
 
 import (
-	"net/http"
+	"fmt"
+	"net/netip"
 
 	"github.com/gin-gonic/gin"
 	gopherpace "github.com/pedreviljoen/gopherpace/core"
@@ -29,62 +30,50 @@ func New(l *gopherpace.Limiter, opts ...Option) gin.HandlerFunc {
 // Build is New, returning an error naming every invalid option instead of
 // panicking.
 func Build(l *gopherpace.Limiter, opts ...Option) (gin.HandlerFunc, error) {
-	var cfg config
+	m := &middleware{}
 	for _, o := range opts {
 		if o == nil {
-			cfg.require(false, "nil Option")
+			m.cfg.require(false, "nil Option")
 			continue
 		}
-		o(&cfg)
+		o(&m.cfg)
 	}
-	g, err := adapter.Configure(l, "ginpace", cfg.shared, cfg.problems...)
+	g, err := adapter.Configure(l, "ginpace", m.cfg.shared, m.cfg.problems...)
 	if err != nil {
 		return nil, err
 	}
-	return func(c *gin.Context) { serve(g, &cfg, c) }, nil
+	h := adapter.Hooks[*gin.Context]{
+		Key: m.cfg.key, Cost: m.cfg.cost, Skip: m.cfg.skip,
+		Peer:      func(c *gin.Context) (netip.Addr, string) { return adapter.RequestPeer(c.Request) },
+		Forwarded: func(c *gin.Context) ([]string, string) { return adapter.RequestForwarded(c.Request) },
+	}
+	for _, k := range m.cfg.also {
+		h.Also = append(h.Also, k)
+	}
+	if m.flow, err = adapter.NewFlow(g, h); err != nil {
+		return nil, fmt.Errorf("ginpace: %w", err)
+	}
+	m.gate = g
+	return m.serve, nil
 }
 
-func serve(g *adapter.Gate, cfg *config, c *gin.Context) {
-	if cfg.skip != nil && cfg.skip(c) {
+type middleware struct {
+	cfg  config
+	gate *adapter.Gate
+	flow *adapter.Flow[*gin.Context]
+}
+
+func (m *middleware) serve(c *gin.Context) {
+	var req adapter.Request
+	switch m.flow.Decide(c, &req) {
+	case adapter.Skip:
 		c.Next()
 		return
-	}
-	var req adapter.Request
-	if cfg.key != nil {
-		var err error
-		if req.Keys[0], err = cfg.key(c); err != nil {
-			fail(cfg, c, err)
-			return
-		}
-	} else {
-		var buf [64]byte
-		b, err := g.RequestKey(buf[:0], c.Request)
-		if err != nil {
-			fail(cfg, c, err)
-			return
-		}
-		req.Keys[0] = string(b)
-	}
-	for i, also := range cfg.also {
-		req.Keys[i+1] = req.Keys[0]
-		if also != nil {
-			k, err := also(c)
-			if err != nil {
-				fail(cfg, c, err)
-				return
-			}
-			req.Keys[i+1] = k
-		}
-	}
-	req.Cost = 1
-	if cfg.cost != nil {
-		req.Cost = cfg.cost(c)
-	}
-	if err := g.Decide(&req); err != nil {
-		fail(cfg, c, err)
+	case adapter.Fail:
+		m.fail(c, req.Err())
 		return
 	}
-	d := req.Decision()
+	g, d := m.gate, req.Decision()
 	if g.HasFields(d) {
 		g.SetHeaders(c.Writer.Header(), &req)
 	}
@@ -92,33 +81,29 @@ func serve(g *adapter.Gate, cfg *config, c *gin.Context) {
 		c.Set(ContextKey, d)
 	}
 	if !d.Allowed {
-		if cfg.deny != nil {
-			cfg.deny(c, d)
+		if m.cfg.deny != nil {
+			m.cfg.deny(c, d)
 			return
 		}
-		c.AbortWithStatusJSON(http.StatusTooManyRequests, gin.H{
-			"error":               "rate limit exceeded",
+		c.AbortWithStatusJSON(adapter.DeniedStatus, gin.H{
+			"error":               adapter.DeniedMessage,
 			"retry_after_seconds": headers.RetryAfterSeconds(d.RetryAfter),
 		})
 		return
 	}
 	c.Next()
 	if g.Refunds() {
-		g.Settle(&req, c.Writer.Status())
+		m.flow.Finish(&req, c.Writer.Status())
 	}
 }
 
-func fail(cfg *config, c *gin.Context, err error) {
-	if cfg.onError != nil {
-		cfg.onError(c, err)
+func (m *middleware) fail(c *gin.Context, err error) {
+	if m.cfg.onError != nil {
+		m.cfg.onError(c, err)
 		return
 	}
 	_ = c.Error(err)
-	code := adapter.Status(err)
-	msg := http.StatusText(code)
-	if code == http.StatusBadRequest {
-		msg = err.Error() // what the client must change
-	}
+	code, msg := adapter.Answer(err)
 	c.AbortWithStatusJSON(code, gin.H{"error": msg})
 }
 

@@ -5,7 +5,7 @@ import (
 	"net"
 	"testing"
 
-	gopherpace "github.com/pedreviljoen/gopherpace/core"
+	"github.com/pedreviljoen/gopherpace/core/conformance"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/peer"
 )
@@ -14,6 +14,7 @@ import (
 // a no-op handler: the pass-through interceptor is the baseline; grpcpace
 // keyed by the caller's address (the default) and with a global key are
 // measured on the admit path, without header metadata (the default).
+// Beside them, a bare Take of the same key (docs/performance.md#middleware).
 // gRPC has no limiter of its own to compare with.
 func BenchmarkUnaryServer(b *testing.B) {
 	ctx := peer.NewContext(context.Background(), &peer.Peer{Addr: &net.TCPAddr{IP: net.IPv4(192, 0, 2, 1), Port: 5000}})
@@ -32,25 +33,16 @@ func BenchmarkUnaryServer(b *testing.B) {
 			b.Fatalf("%d of %d calls reached the handler", handled, loops)
 		}
 	}
-	newLimiter := func() *gopherpace.Limiter {
-		l, _ := gopherpace.New(gopherpace.WithRefillRate(1_000_000_000), gopherpace.WithBucketSize(1_000_000_000))
-		return l
-	}
 	b.Run("pass-through", func(b *testing.B) {
 		run(b, func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 			return h(ctx, req)
 		})
 	})
+	b.Run("take-same-key", func(b *testing.B) { conformance.BenchTake(b, "192.0.2.1") })
 	b.Run("grpcpace/global", func(b *testing.B) {
-		l := newLimiter()
-		defer l.Close()
-		icpt := UnaryServerInterceptor(l, WithKeyFunc(GlobalKey))
-		run(b, icpt)
+		run(b, UnaryServerInterceptor(conformance.BenchLimiter(b), WithKeyFunc(GlobalKey)))
 	})
 	b.Run("grpcpace/per-ip", func(b *testing.B) {
-		l := newLimiter()
-		defer l.Close()
-		icpt := UnaryServerInterceptor(l)
-		run(b, icpt)
+		run(b, UnaryServerInterceptor(conformance.BenchLimiter(b)))
 	})
 }

@@ -3,6 +3,7 @@ package grpcpace
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/netip"
 
@@ -18,9 +19,16 @@ import (
 
 type interceptor struct {
 	gate    *adapter.Gate
+	flow    *adapter.Flow[rpc]
 	cfg     config
 	server  bool
 	headers bool // server interceptors send header metadata
+}
+
+// An rpc is what the flow reads a call by: its context and method.
+type rpc struct {
+	ctx    context.Context
+	method string
 }
 
 func build(l *gopherpace.Limiter, server bool, opts []Option) (*interceptor, error) {
@@ -46,9 +54,58 @@ func build(l *gopherpace.Limiter, server bool, opts []Option) (*interceptor, err
 	if err != nil {
 		return nil, err
 	}
-	x := &interceptor{gate: g, cfg: c, server: server}
+	h := adapter.Hooks[rpc]{Key: callFunc(c.key), Peer: callPeer, Forwarded: callForwarded, NamedPeers: true}
+	for _, k := range c.also {
+		h.Also = append(h.Also, callFunc(k))
+	}
+	if c.cost != nil {
+		cost := c.cost
+		h.Cost = func(c rpc) int64 { return cost(c.ctx, c.method) }
+	}
+	if c.skip != nil {
+		skip := c.skip
+		h.Skip = func(c rpc) bool { return skip(c.ctx, c.method) }
+	}
+	flow, err := adapter.NewFlow(g, h)
+	if err != nil {
+		return nil, fmt.Errorf("grpcpace: %w", err)
+	}
+	x := &interceptor{gate: g, flow: flow, cfg: c, server: server}
 	x.headers = server && g.HasFields(gopherpace.Decision{Allowed: true})
 	return x, nil
+}
+
+// callFunc is a KeyFunc over a call; nil stays nil (the default key).
+func callFunc(k KeyFunc) func(rpc) (string, error) {
+	if k == nil {
+		return nil
+	}
+	return func(c rpc) (string, error) { return k(c.ctx, c.method) }
+}
+
+// callPeer is the caller's address; a peer that is not IP (a Unix socket,
+// bufconn) is keyed by its address string.
+func callPeer(c rpc) (netip.Addr, string) {
+	p, ok := peer.FromContext(c.ctx)
+	if !ok || p.Addr == nil {
+		return netip.Addr{}, ""
+	}
+	if ta, ok := p.Addr.(*net.TCPAddr); ok {
+		if a, ok := netip.AddrFromSlice(ta.IP); ok {
+			return a, ""
+		}
+	}
+	return netip.Addr{}, p.Addr.String()
+}
+
+// callForwarded reads the forwarding metadata of a call from a trusted
+// proxy.
+func callForwarded(c rpc) ([]string, string) {
+	real := ""
+	if v := metadata.ValueFromIncomingContext(c.ctx, "x-real-ip"); len(v) > 0 {
+		real = v[0]
+	}
+	return metadata.ValueFromIncomingContext(c.ctx, "x-forwarded-for"), real
 }
 
 // check decides one call or message. It returns nil to go ahead, or the
@@ -57,42 +114,21 @@ func build(l *gopherpace.Limiter, server bool, opts []Option) (*interceptor, err
 // when the call ends.
 func (x *interceptor) check(ctx context.Context, method string, perMessage bool) (context.Context, *adapter.Request, error) {
 	c, g := &x.cfg, x.gate
-	if c.skip != nil && c.skip(ctx, method) {
-		return ctx, nil, nil
-	}
 	var req adapter.Request
-	if c.key != nil {
-		var err error
-		if req.Keys[0], err = c.key(ctx, method); err != nil {
-			return ctx, nil, x.fail(err)
-		}
-	} else {
-		var buf [64]byte
-		b, err := x.peerKey(buf[:0], ctx)
-		if err != nil {
-			return ctx, nil, x.fail(err)
-		}
-		req.Keys[0] = string(b)
-	}
-	for i, also := range c.also {
-		req.Keys[i+1] = req.Keys[0]
-		if also != nil {
-			k, err := also(ctx, method)
-			if err != nil {
-				return ctx, nil, x.fail(err)
-			}
-			req.Keys[i+1] = k
-		}
-	}
-	req.Cost = 1
-	if c.cost != nil {
-		req.Cost = c.cost(ctx, method)
-	}
 	if c.wait && !x.server && !perMessage {
+		switch x.flow.Prepare(rpc{ctx, method}, &req) {
+		case adapter.Skip:
+			return ctx, nil, nil
+		case adapter.Fail:
+			return ctx, nil, x.fail(req.Err())
+		}
 		return ctx, nil, x.wait(ctx, &req)
 	}
-	if err := g.Decide(&req); err != nil {
-		return ctx, nil, x.fail(err)
+	switch x.flow.Decide(rpc{ctx, method}, &req) {
+	case adapter.Skip:
+		return ctx, nil, nil
+	case adapter.Fail:
+		return ctx, nil, x.fail(req.Err())
 	}
 	d := req.Decision()
 	if x.headers && !perMessage {
@@ -117,51 +153,31 @@ func (x *interceptor) check(ctx context.Context, method string, perMessage bool)
 // wait spends the call's tokens from the limiter, waiting for them as
 // Limiter.Wait does (a client with WithWait; one limit only).
 func (x *interceptor) wait(ctx context.Context, req *adapter.Request) error {
-	err := x.gate.Limiter().Wait(ctx, req.Keys[0], req.Cost)
+	err := x.gate.Limiter().Wait(ctx, req.Key(0), req.Cost)
 	switch {
 	case err == nil:
 		return nil
 	case errors.Is(err, gopherpace.ErrWaitTooLong):
-		return status.Error(codes.ResourceExhausted, "rate limit: "+err.Error())
+		return status.Error(codes.ResourceExhausted, adapter.DeniedMessage+": "+err.Error())
 	case ctx.Err() != nil:
 		return status.FromContextError(ctx.Err()).Err()
 	}
 	return x.fail(err)
 }
 
-// peerKey appends the default server key: the caller's address, or the
-// one trusted proxies forwarded; a peer that is not IP (a Unix socket,
-// bufconn) is keyed by its address string.
-func (x *interceptor) peerKey(dst []byte, ctx context.Context) ([]byte, error) {
-	p, ok := peer.FromContext(ctx)
-	if !ok || p.Addr == nil {
-		return dst, errNoPeer
-	}
-	if ta, ok := p.Addr.(*net.TCPAddr); ok {
-		if a, ok := netip.AddrFromSlice(ta.IP); ok {
-			return x.gate.ClientKeyAddr(dst, a, func() ([]string, string) {
-				real := ""
-				if v := metadata.ValueFromIncomingContext(ctx, "x-real-ip"); len(v) > 0 {
-					real = v[0]
-				}
-				return metadata.ValueFromIncomingContext(ctx, "x-forwarded-for"), real
-			}), nil
-		}
-	}
-	return append(dst, p.Addr.String()...), nil
-}
-
 // fail is the status for an error from a key function or the limiter:
 // InvalidArgument for the call's own faults (retrying cannot help), and
-// Internal, or nothing under WithFailOpen, for the rest.
+// Internal, or nothing under WithFailOpen, for the rest; the messages
+// are every adapter's (adapter.Answer).
 func (x *interceptor) fail(err error) error {
+	_, msg := adapter.Answer(err)
 	if adapter.ClientFault(err) {
-		return status.Error(codes.InvalidArgument, "rate limit: "+err.Error())
+		return status.Error(codes.InvalidArgument, msg)
 	}
 	if x.cfg.failOpen {
 		return nil
 	}
-	return status.Error(codes.Internal, "rate limiter: "+err.Error())
+	return status.Error(codes.Internal, msg)
 }
 
 // refund gives back what an admitted call spent when it ended with a code

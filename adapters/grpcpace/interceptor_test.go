@@ -14,6 +14,7 @@ import (
 	"time"
 
 	gopherpace "github.com/pedreviljoen/gopherpace/core"
+	"github.com/pedreviljoen/gopherpace/core/adapter"
 	"github.com/pedreviljoen/gopherpace/core/headers"
 	"github.com/pedreviljoen/gopherpace/core/memtransport"
 	"go.uber.org/goleak"
@@ -152,20 +153,25 @@ func TestMetadataKeyCodesAndFailOpen(t *testing.T) {
 	if err := call(client, withKey("bob")); err != nil {
 		t.Fatalf("bob has a bucket of his own: %v", err)
 	}
-	if err := call(client, withKey("alice")); status.Code(err) != codes.ResourceExhausted {
+	// Every code with every adapter's message (adapter.Answer).
+	answers := func(err error, code codes.Code, msg string) bool {
+		st, _ := status.FromError(err)
+		return st.Code() == code && st.Message() == msg
+	}
+	if err := call(client, withKey("alice")); !answers(err, codes.ResourceExhausted, adapter.DeniedMessage) {
 		t.Fatalf("alice again: %v", err)
 	}
-	if err := call(client, context.Background()); status.Code(err) != codes.InvalidArgument {
-		t.Fatalf("no key: %v, want InvalidArgument", err)
+	if err := call(client, context.Background()); !answers(err, codes.InvalidArgument, adapter.MissingKey("the x-api-key metadata").Error()) {
+		t.Fatalf("no key: %v, want InvalidArgument naming the metadata", err)
 	}
 	big, _ := serve(t, []grpc.ServerOption{unaryServer(t, l, WithCost(func(context.Context, string) int64 { return 2 }))})
-	if err := call(big, context.Background()); status.Code(err) != codes.InvalidArgument {
+	if err := call(big, context.Background()); status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), gopherpace.ErrCostExceedsLimit.Error()) {
 		t.Fatalf("cost above the bucket: %v, want InvalidArgument", err)
 	}
 	down := WithKeyFunc(func(context.Context, string) (string, error) { return "", errors.New("tenant directory down") })
 	closed, _ := serve(t, []grpc.ServerOption{unaryServer(t, l, down)})
-	if err := call(closed, context.Background()); status.Code(err) != codes.Internal {
-		t.Fatalf("server fault: %v, want Internal", err)
+	if err := call(closed, context.Background()); !answers(err, codes.Internal, adapter.ServerErrorMessage) {
+		t.Fatalf("server fault: %v, want Internal saying only where", err)
 	}
 	open, _ := serve(t, []grpc.ServerOption{unaryServer(t, l, down, WithFailOpen())})
 	if err := call(open, context.Background()); err != nil {

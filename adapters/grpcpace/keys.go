@@ -2,7 +2,6 @@ package grpcpace
 
 import (
 	"context"
-	"errors"
 
 	"github.com/pedreviljoen/gopherpace/core/adapter"
 	"google.golang.org/grpc/metadata"
@@ -16,10 +15,6 @@ type KeyFunc func(ctx context.Context, fullMethod string) (string, error)
 // keys on; the call fails with codes.InvalidArgument, which retry policies
 // do not retry.
 var ErrMissingKey = adapter.ErrMissingKey
-
-// errNoPeer is a server call without a peer in its context: the server's
-// setup, not the caller's fault.
-var errNoPeer = errors.New("call has no peer")
 
 // MetadataKey keys calls by the first value of an incoming (server) or
 // outgoing (client) metadata key, such as an API key.

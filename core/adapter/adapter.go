@@ -12,7 +12,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/netip"
 
 	gopherpace "github.com/pedreviljoen/gopherpace/core"
 	"github.com/pedreviljoen/gopherpace/core/clientip"
@@ -188,33 +187,6 @@ func (f *Fields) Name(i int) string { return f.f.Name(i) }
 // rendered again or goes away, so a framework must copy it, as
 // fasthttp's header setters do.
 func (f *Fields) Value(i int) string { return f.f.Value(i) }
-
-// ClientKey appends the default key of a request to dst: the client's
-// address (see clientip.Config.AppendKey) from the connection's peer
-// ("ip:port") and the forwarding fields, read only from trusted proxies.
-// Keys fit a 64-byte buffer on the stack.
-func (g *Gate) ClientKey(dst []byte, peer string, forwardedFor []string, realIP string) ([]byte, error) {
-	return g.ip.AppendKey(dst, peer, forwardedFor, realIP)
-}
-
-// ClientKeyAddr is ClientKey for a peer address already parsed; fields
-// reads the forwarding fields (X-Forwarded-For, every one in order, and
-// X-Real-IP) and is called only for a trusted peer.
-func (g *Gate) ClientKeyAddr(dst []byte, peer netip.Addr, fields func() (forwardedFor []string, realIP string)) []byte {
-	if !g.ip.Trusts(peer) {
-		return g.ip.AppendKeyAddr(dst, peer, nil, "")
-	}
-	xff, real := fields()
-	return g.ip.AppendKeyAddr(dst, peer, xff, real)
-}
-
-// RequestKey is ClientKey for an *http.Request.
-func (g *Gate) RequestKey(dst []byte, r *http.Request) ([]byte, error) {
-	if len(g.ip.TrustedProxies) == 0 {
-		return g.ip.AppendKey(dst, r.RemoteAddr, nil, "")
-	}
-	return g.ip.AppendKey(dst, r.RemoteAddr, r.Header.Values("X-Forwarded-For"), r.Header.Get("X-Real-IP"))
-}
 
 // Status is the HTTP status that answers an error from a key function or
 // from Take: 400 Bad Request for what the request itself got wrong (no

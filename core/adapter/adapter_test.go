@@ -72,34 +72,6 @@ func TestStatusOfErrors(t *testing.T) {
 	}
 }
 
-// Forwarding fields are read only for a trusted peer: the func that reads
-// them is never called for another.
-func TestClientKeyReadsFieldsOnlyFromTrustedPeers(t *testing.T) {
-	l := newLimiter(t, 1, 1)
-	g, err := adapter.Configure(l, "x", []adapter.Option{adapter.TrustedProxies(netip.MustParsePrefix("10.0.0.0/8"))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	read := 0
-	fields := func() ([]string, string) { read++; return []string{"6.6.6.6, 198.51.100.7"}, "" }
-	var buf [64]byte
-	if k := string(g.ClientKeyAddr(buf[:0], netip.MustParseAddr("203.0.113.1"), fields)); k != "203.0.113.1" || read != 0 {
-		t.Fatalf("untrusted peer: key %q, fields read %d times", k, read)
-	}
-	if k := string(g.ClientKeyAddr(buf[:0], netip.MustParseAddr("10.1.2.3"), fields)); k != "198.51.100.7" || read != 1 {
-		t.Fatalf("trusted peer: key %q, fields read %d times", k, read)
-	}
-	r, _ := http.NewRequest(http.MethodGet, "/", nil)
-	r.RemoteAddr = "[2001:db8:1:2::5]:443"
-	if k, err := g.RequestKey(buf[:0], r); err != nil || string(k) != "2001:db8:1:2::/64" {
-		t.Fatalf("IPv6 peer: %q, %v", k, err)
-	}
-	r.RemoteAddr = "@"
-	if _, err := g.RequestKey(buf[:0], r); !errors.Is(err, clientip.ErrNoClientIP) {
-		t.Fatalf("Unix socket peer: %v", err)
-	}
-}
-
 func TestDecideFieldsAndRefunds(t *testing.T) {
 	l := newLimiter(t, 1, 2)
 	g, err := adapter.Configure(l, "x", []adapter.Option{adapter.Refund(adapter.RefundServerErrors), adapter.PolicyName("p")})

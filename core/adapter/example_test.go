@@ -11,9 +11,9 @@ import (
 )
 
 // The heart of an adapter for a framework of your own: check the shared
-// options once, then per request work out the key, take, set the fields
-// and answer.
-func ExampleConfigure() {
+// options once and build the flow with the framework's hooks; then per
+// request decide, and do the framework's I/O for each step.
+func ExampleNewFlow() {
 	limiter, err := gopherpace.New(gopherpace.WithRefillRate(1), gopherpace.WithBucketSize(1))
 	if err != nil {
 		log.Fatal(err)
@@ -23,32 +23,35 @@ func ExampleConfigure() {
 	if err != nil {
 		log.Fatal(err)
 	}
+	flow, err := adapter.NewFlow(gate, adapter.Hooks[*http.Request]{Peer: adapter.RequestPeer, Forwarded: adapter.RequestForwarded})
+	if err != nil {
+		log.Fatal(err)
+	}
 	serve := func(w http.ResponseWriter, r *http.Request) {
-		var buf [64]byte
-		key, err := gate.RequestKey(buf[:0], r)
-		if err != nil {
-			http.Error(w, "no client address", adapter.Status(err))
-			return
-		}
-		req := adapter.Request{Cost: 1}
-		req.Keys[0] = string(key)
-		if err := gate.Decide(&req); err != nil {
-			http.Error(w, err.Error(), adapter.Status(err))
+		var req adapter.Request
+		switch flow.Decide(r, &req) {
+		case adapter.Skip:
+			return // the next handler
+		case adapter.Fail:
+			status, msg := adapter.Answer(req.Err())
+			http.Error(w, msg, status)
 			return
 		}
 		if d := req.Decision(); gate.HasFields(d) {
 			gate.SetHeaders(w.Header(), &req)
 		}
 		if !req.Decision().Allowed {
-			w.WriteHeader(http.StatusTooManyRequests)
+			http.Error(w, adapter.DeniedMessage, adapter.DeniedStatus)
+			return
 		}
+		// the next handler, then flow.Finish(&req, status)
 	}
 	for range 2 {
 		w := httptest.NewRecorder()
 		serve(w, httptest.NewRequest(http.MethodGet, "/", nil))
-		fmt.Println(w.Code, w.Header().Get("RateLimit"))
+		fmt.Printf("%d %s %q\n", w.Code, w.Header().Get("RateLimit"), w.Body)
 	}
 	// Output:
-	// 200 "per-client";r=0;t=1
-	// 429 "per-client";r=0;t=1
+	// 200 "per-client";r=0;t=1 ""
+	// 429 "per-client";r=0;t=1 "rate limit exceeded\n"
 }

@@ -3,6 +3,7 @@ package adapter
 import (
 	"net/http"
 	"time"
+	"unsafe"
 
 	gopherpace "github.com/pedreviljoen/gopherpace/core"
 	"github.com/pedreviljoen/gopherpace/core/internal/render"
@@ -21,6 +22,44 @@ type Request struct {
 	d    gopherpace.Decision
 	at   time.Time
 	all  [MaxLimits]gopherpace.Decision // each limit's, with Also
+	err  error
+	// A client key a Flow built is kept in buf, not in Keys: a string
+	// converted from bytes on the stack would move to the heap once stored
+	// through a pointer. Bit i of own says Keys[i] is that key. Key reads
+	// it from the Request's own buf every time, so a copied Request stays
+	// whole; the limiter never keeps a key it is given (buckets are found
+	// by the key's hash).
+	own uint8
+	n   uint8
+	buf [keyBytes]byte
+}
+
+// keyBytes holds the longest client key: an IPv6 prefix, "/128" included.
+const keyBytes = 64
+
+// Key is the bucket key of limit i (0: the gate's own).
+func (r *Request) Key(i int) string {
+	if r.own&(1<<i) != 0 {
+		return unsafe.String(&r.buf[0], int(r.n))
+	}
+	return r.Keys[i]
+}
+
+// Err is why the flow failed the request (Step Fail).
+func (r *Request) Err() error { return r.err }
+
+func (r *Request) fail(err error) Step {
+	r.err = err
+	return Fail
+}
+
+// hold makes b, appended to r.buf[:0], the request's own key.
+func (r *Request) hold(b []byte) {
+	if len(b) == 0 || len(b) > len(r.buf) || &b[0] != &r.buf[0] {
+		r.Keys[0] = string(b)
+		return
+	}
+	r.n, r.own = uint8(len(b)), r.own|1
 }
 
 // Decision is the request's decision: with further limits, the one
@@ -45,11 +84,12 @@ func (g *Gate) DeniedBy(r *Request) string {
 func (g *Gate) Decide(r *Request) error {
 	var err error
 	if g.limits == nil {
-		r.d, r.at, err = g.l.TakeTimed(r.Keys[0], r.Cost)
+		r.d, r.at, err = g.l.TakeTimed(r.Key(0), r.Cost)
 		return err
 	}
 	n := len(g.policies)
-	r.d, r.at, err = g.limits.TakeAll(r.Keys[:n], r.Cost, r.all[:n])
+	keys := r.keys(n)
+	r.d, r.at, err = g.limits.TakeAll(keys[:n], r.Cost, r.all[:n])
 	return err
 }
 
@@ -97,8 +137,18 @@ func (g *Gate) GiveBack(r *Request) {
 		return
 	}
 	if g.limits == nil {
-		g.l.Refund(r.Keys[0], r.Cost)
+		g.l.Refund(r.Key(0), r.Cost)
 		return
 	}
-	g.limits.Refund(r.Keys[:len(g.policies)], r.Cost)
+	n := len(g.policies)
+	keys := r.keys(n)
+	g.limits.Refund(keys[:n], r.Cost)
+}
+
+// keys are the first n keys, as Key reads them.
+func (r *Request) keys(n int) (ks [MaxLimits]string) {
+	for i := range n {
+		ks[i] = r.Key(i)
+	}
+	return ks
 }

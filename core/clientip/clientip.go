@@ -183,6 +183,50 @@ func ParseHost(s string) (netip.Addr, bool) {
 	return a.Unmap().WithZone(""), true
 }
 
+// IPv4Host is the IPv4 address of "ip" or "ip:port" when it is written as
+// Go writes one (four decimal fields, no leading zeros): then it is its
+// own key (AppendKey would write the same bytes), and the caller needs
+// neither to parse nor to copy it. Anything else is not ok, and goes the
+// way of ParseHost.
+func IPv4Host(s string) (host string, ok bool) {
+	fields, digits, value := 0, 0, 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= '0' && c <= '9':
+			if digits == 1 && value == 0 { // a leading zero
+				return "", false
+			}
+			digits++
+			value = value*10 + int(c-'0')
+			if digits > 3 || value > 255 {
+				return "", false
+			}
+		case c == '.' || c == ':':
+			if digits == 0 {
+				return "", false
+			}
+			fields++
+			digits, value = 0, 0
+			if c == ':' {
+				if fields != 4 || strings.IndexByte(s[i+1:], ':') >= 0 {
+					return "", false
+				}
+				return s[:i], true
+			}
+			if fields == 4 {
+				return "", false
+			}
+		default:
+			return "", false
+		}
+	}
+	if fields != 3 || digits == 0 {
+		return "", false
+	}
+	return s, true
+}
+
 func contains(prefixes []netip.Prefix, a netip.Addr) bool {
 	for _, p := range prefixes {
 		if p.Contains(a) {

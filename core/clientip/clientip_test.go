@@ -113,3 +113,31 @@ func FuzzParseHost(f *testing.F) {
 		}
 	})
 }
+
+// An address IPv4Host takes as its own key is the key AppendKey writes
+// for what ParseHost reads, so that the shortcut can never split or merge
+// clients; and every IPv4 address net/http reports takes the shortcut.
+func FuzzIPv4Host(f *testing.F) {
+	for _, s := range []string{"192.0.2.1:80", "192.0.2.1", "01.2.3.4:1", "1.2.3.4:5:6", "1.2.3.256:1", "1.2.3:4", "1.2.3.4.5", "[::1]:1", "1.2.3.4:", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		host, ok := IPv4Host(s)
+		addr, parsed := ParseHost(s)
+		if ok {
+			if !parsed || !addr.Is4() {
+				t.Fatalf("IPv4Host(%q) = %q, but ParseHost says %v, %v", s, host, addr, parsed)
+			}
+			if key := string(AppendKey(nil, addr, DefaultIPv6Prefix)); key != host {
+				t.Fatalf("IPv4Host(%q) = %q, but the key is %q", s, host, key)
+			}
+		}
+		if len(s) >= 4 {
+			a := netip.AddrFrom4([4]byte{s[0], s[1], s[2], s[3]})
+			hp := netip.AddrPortFrom(a, 1234).String()
+			if host, ok := IPv4Host(hp); !ok || host != a.String() {
+				t.Fatalf("IPv4Host(%q) = %q, %v; want %q", hp, host, ok, a)
+			}
+		}
+	})
+}

@@ -1,6 +1,7 @@
 package conformance
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	gopherpace "github.com/pedreviljoen/gopherpace/core"
+	"github.com/pedreviljoen/gopherpace/core/adapter"
 	"github.com/pedreviljoen/gopherpace/core/headers"
 	"github.com/pedreviljoen/gopherpace/core/memtransport"
 )
@@ -63,6 +65,7 @@ var cases = []testCase{
 		expect(t, denied, 429)
 		header(t, denied, "Retry-After", "1")
 		header(t, denied, "RateLimit", `"per-client";r=0;t=1`)
+		says(t, denied, adapter.DeniedMessage)
 	}},
 	{"no fields when asked for none, but Retry-After on a denial; legacy fields when asked for", func(t *testing.T, server Server) {
 		url := server(t, limiter(t, 1), Setup{Headers: headers.None})
@@ -105,14 +108,31 @@ var cases = []testCase{
 		expect(t, get(t, url+"/", "X-API-Key", "tenant-a"), 200)
 		expect(t, get(t, url+"/", "X-API-Key", "tenant-a"), 429)
 		expect(t, get(t, url+"/", "X-API-Key", "tenant-b"), 200)
-		expect(t, get(t, url+"/"), 400)
+		missing := get(t, url+"/")
+		expect(t, missing, 400)
+		says(t, missing, adapter.MissingKey("the X-API-Key header").Error())
+	}},
+	{"a key function's own error is 500, says only where, and spends nothing", func(t *testing.T, server Server) {
+		url := server(t, limiter(t, 1), Setup{Key: KeyFailing})
+		for range 2 {
+			failed := get(t, url+"/")
+			expect(t, failed, 500)
+			says(t, failed, adapter.ServerErrorMessage)
+			if strings.Contains(failed.body, "key store") {
+				t.Fatalf("the client sees the error's details: %q", failed.body)
+			}
+		}
 	}},
 	{"a request may cost several tokens; a cost the bucket cannot grant is 400 and spends nothing", func(t *testing.T, server Server) {
 		url := server(t, limiter(t, 5), Setup{CostHeader: "X-Cost"})
 		expect(t, get(t, url+"/", "X-Cost", "3"), 200)
 		expect(t, get(t, url+"/", "X-Cost", "3"), 429)
-		expect(t, get(t, url+"/", "X-Cost", "6"), 400)
-		expect(t, get(t, url+"/", "X-Cost", "0"), 400)
+		tooMuch := get(t, url+"/", "X-Cost", "6")
+		expect(t, tooMuch, 400)
+		says(t, tooMuch, gopherpace.ErrCostExceedsLimit.Error())
+		none := get(t, url+"/", "X-Cost", "0")
+		expect(t, none, 400)
+		says(t, none, gopherpace.ErrInvalidCost.Error())
 		expect(t, get(t, url+"/", "X-Cost", "2"), 200)
 		expect(t, get(t, url+"/"), 429)
 	}},
@@ -237,6 +257,20 @@ func expect(t *testing.T, r response, status int) {
 	t.Helper()
 	if r.status != status {
 		t.Fatalf("status %d, want %d (headers %v, body %q)", r.status, status, r.header, r.body)
+	}
+}
+
+// says checks that a response's body carries message, in whatever
+// envelope its framework wraps it.
+func says(t *testing.T, r response, message string) {
+	t.Helper()
+	text := r.body
+	var fields map[string]any // Gin's and Echo's JSON, which escapes '>'
+	if json.Unmarshal([]byte(r.body), &fields) == nil {
+		text = fmt.Sprint(fields)
+	}
+	if !strings.Contains(text, message) {
+		t.Fatalf("body %q does not say %q (status %d)", r.body, message, r.status)
 	}
 }
 

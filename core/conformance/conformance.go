@@ -10,8 +10,11 @@
 //   - Allowed responses carry the RateLimit-Policy and RateLimit fields
 //     (draft style, the default); a denial is 429 with Retry-After and the
 //     same fields.
-//   - A missing key, or a cost the bucket can never grant, is 400; it spends
-//     nothing.
+//   - A missing key, or a cost the bucket can never grant, is 400 with the
+//     error's text; any other key error is 500 with
+//     adapter.ServerErrorMessage; neither spends anything. A denial's
+//     message is adapter.DeniedMessage. Each message comes in the
+//     framework's envelope (plain text, Gin's JSON, Echo's HTTPError).
 //   - Skipped requests spend nothing and carry no fields.
 //   - A request may cost several tokens, and responses may give their
 //     tokens back by status (refunds).
@@ -42,6 +45,9 @@ const (
 	// KeyHeader keys by the request header named in Setup.KeyHeader; a
 	// request without it is a key error (400).
 	KeyHeader
+	// KeyFailing is a key function that fails every request with an error
+	// that is not the request's fault (500).
+	KeyFailing
 )
 
 // Setup is one configuration of the adapter under test, in terms every

@@ -17,6 +17,7 @@ import (
 type Options[O any] struct {
 	GlobalKey         func() O
 	HeaderKey         func(name string) O
+	KeyError          func(err error) O // a key function that returns err
 	TrustedProxies    func(...netip.Prefix) O
 	IPv6Prefix        func(bits int) O
 	CostFromHeader    func(name string) O // cost Cost(the request's value of the header)
@@ -31,6 +32,10 @@ type Options[O any] struct {
 	AlsoFromHeader func(l *gopherpace.Limiter, name, policy string) O
 }
 
+// ErrKeyFailing is the error of the KeyFailing key function: the
+// server's fault, not the request's.
+var ErrKeyFailing = errors.New("conformance: the key store is down")
+
 // OptionsFor returns the options that configure an adapter as s says.
 func OptionsFor[O any](s Setup, o Options[O]) []O {
 	opts := []O{o.Headers(s.Headers)}
@@ -39,6 +44,8 @@ func OptionsFor[O any](s Setup, o Options[O]) []O {
 		opts = append(opts, o.GlobalKey())
 	case KeyHeader:
 		opts = append(opts, o.HeaderKey(s.KeyHeader))
+	case KeyFailing:
+		opts = append(opts, o.KeyError(ErrKeyFailing))
 	}
 	if len(s.TrustedProxies) > 0 {
 		opts = append(opts, o.TrustedProxies(s.TrustedProxies...))

@@ -4,7 +4,7 @@ import (
 	"net/http"
 	"testing"
 
-	gopherpace "github.com/pedreviljoen/gopherpace/core"
+	"github.com/pedreviljoen/gopherpace/core/conformance"
 	"github.com/pedreviljoen/gopherpace/core/headers"
 )
 
@@ -16,8 +16,25 @@ func (*discardWriter) WriteHeader(int)             {}
 
 // BenchmarkMiddleware measures the admit path per client IP (the default
 // key) in each field style, and with a global key, over a handler that
-// does nothing. bench/ compares it with peer libraries.
+// does nothing; beside it, the bare handler and a bare Take of the same
+// key, the floor the middleware's cost is measured against
+// (docs/performance.md#middleware). bench/ compares it with peer
+// libraries.
 func BenchmarkMiddleware(b *testing.B) {
+	b.Run("bare", func(b *testing.B) {
+		served := 0
+		h := http.HandlerFunc(func(http.ResponseWriter, *http.Request) { served++ })
+		w := &discardWriter{h: http.Header{}}
+		r, _ := http.NewRequest(http.MethodGet, "http://example.test/", nil)
+		b.ReportAllocs()
+		for b.Loop() {
+			h.ServeHTTP(w, r)
+		}
+		if served != b.N {
+			b.Fatalf("%d of %d requests served", served, b.N)
+		}
+	})
+	b.Run("take-same-key", func(b *testing.B) { conformance.BenchTake(b, "192.0.2.1") })
 	for _, tc := range []struct {
 		name string
 		opts []Option
@@ -29,11 +46,7 @@ func BenchmarkMiddleware(b *testing.B) {
 		{"global/no-fields", []Option{WithHeaders(headers.None), WithKeyFunc(GlobalKey)}},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
-			l, err := gopherpace.New(gopherpace.WithRefillRate(1_000_000_000), gopherpace.WithBucketSize(1_000_000_000))
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer l.Close()
+			l := conformance.BenchLimiter(b)
 			served := 0
 			h := New(l, tc.opts...)(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { served++ }))
 			w := &discardWriter{h: http.Header{}}

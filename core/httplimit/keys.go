@@ -21,8 +21,8 @@ func GlobalKey(*http.Request) (string, error) { return "", nil }
 // HeaderKey keys requests by the value of a request header, such as an API
 // key. A request without it gets ErrMissingKey.
 func HeaderKey(name string) KeyFunc {
+	missing := adapter.MissingKey("the " + name + " header") // as the user wrote it
 	name = http.CanonicalHeaderKey(name)
-	missing := adapter.MissingKey("the " + name + " header")
 	return func(r *http.Request) (string, error) {
 		v := r.Header.Get(name)
 		if v == "" {

@@ -2,6 +2,7 @@ package httplimit
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 
 	gopherpace "github.com/pedreviljoen/gopherpace/core"
@@ -10,6 +11,7 @@ import (
 
 // Middleware limits the requests that pass through it with one Limiter.
 type Middleware struct {
+	flow *adapter.Flow[*http.Request]
 	gate *adapter.Gate
 	cfg  config
 }
@@ -45,7 +47,17 @@ func Build(l *gopherpace.Limiter, opts ...Option) (*Middleware, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Middleware{gate: g, cfg: c}, nil
+	h := adapter.Hooks[*http.Request]{
+		Key: c.key, Cost: c.cost, Skip: c.skip, Peer: adapter.RequestPeer, Forwarded: adapter.RequestForwarded,
+	}
+	for _, k := range c.also {
+		h.Also = append(h.Also, k)
+	}
+	flow, err := adapter.NewFlow(g, h)
+	if err != nil {
+		return nil, fmt.Errorf("httplimit: %w", err)
+	}
+	return &Middleware{flow: flow, gate: g, cfg: c}, nil
 }
 
 // Wrap returns next behind the limiter.
@@ -56,60 +68,29 @@ func (m *Middleware) Wrap(next http.Handler) http.Handler {
 }
 
 func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
-	c, g := &m.cfg, m.gate
-	if c.skip != nil && c.skip(r) {
+	var req adapter.Request
+	switch m.flow.Decide(r, &req) {
+	case adapter.Skip:
 		next.ServeHTTP(w, r)
 		return
-	}
-	var req adapter.Request
-	if c.key != nil {
-		var err error
-		if req.Keys[0], err = c.key(r); err != nil {
-			m.fail(w, r, err)
-			return
-		}
-	} else {
-		var buf [64]byte
-		b, err := g.RequestKey(buf[:0], r)
-		if err != nil {
-			m.fail(w, r, err)
-			return
-		}
-		req.Keys[0] = string(b)
-	}
-	for i, also := range c.also {
-		req.Keys[i+1] = req.Keys[0]
-		if also != nil {
-			k, err := also(r)
-			if err != nil {
-				m.fail(w, r, err)
-				return
-			}
-			req.Keys[i+1] = k
-		}
-	}
-	req.Cost = 1
-	if c.cost != nil {
-		req.Cost = c.cost(r)
-	}
-	if err := g.Decide(&req); err != nil {
-		m.fail(w, r, err)
+	case adapter.Fail:
+		m.fail(w, r, req.Err())
 		return
 	}
-	d := req.Decision()
+	g, d := m.gate, req.Decision()
 	if g.HasFields(d) {
 		g.SetHeaders(w.Header(), &req)
 	}
+	if g.DecisionInContext() {
+		r = r.WithContext(context.WithValue(r.Context(), decisionKey{}, d))
+	}
 	if !d.Allowed {
-		if c.deny != nil {
-			c.deny(w, r, d)
+		if m.cfg.deny != nil {
+			m.cfg.deny(w, r, d)
 		} else {
 			writeDenied(w)
 		}
 		return
-	}
-	if g.DecisionInContext() {
-		r = r.WithContext(context.WithValue(r.Context(), decisionKey{}, d))
 	}
 	if !g.Refunds() {
 		next.ServeHTTP(w, r)
@@ -117,7 +98,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	}
 	sw := statusWriter{ResponseWriter: w}
 	next.ServeHTTP(&sw, r)
-	g.Settle(&req, sw.status())
+	m.flow.Finish(&req, sw.status())
 }
 
 func (m *Middleware) fail(w http.ResponseWriter, r *http.Request, err error) {
@@ -125,11 +106,7 @@ func (m *Middleware) fail(w http.ResponseWriter, r *http.Request, err error) {
 		m.cfg.onError(w, r, err)
 		return
 	}
-	code := adapter.Status(err)
-	msg := http.StatusText(code)
-	if code == http.StatusBadRequest {
-		msg += ": " + err.Error() // what the client must change
-	}
+	code, msg := adapter.Answer(err)
 	http.Error(w, msg, code)
 }
 
@@ -142,11 +119,14 @@ func FromContext(ctx context.Context) (gopherpace.Decision, bool) {
 	return d, ok
 }
 
-// writeDenied answers 429 with a short text body; the fields are set.
+// writeDenied answers adapter.DeniedStatus with adapter.DeniedMessage as
+// plain text, as http.Error would; the fields are set.
 func writeDenied(w http.ResponseWriter) {
 	hdr := w.Header()
 	hdr["Content-Type"] = []string{"text/plain; charset=utf-8"}
 	hdr["X-Content-Type-Options"] = []string{"nosniff"}
-	w.WriteHeader(http.StatusTooManyRequests)
-	_, _ = w.Write([]byte("Too Many Requests\n"))
+	w.WriteHeader(adapter.DeniedStatus)
+	_, _ = w.Write(deniedBody)
 }
+
+var deniedBody = []byte(adapter.DeniedMessage + "\n")

@@ -19,8 +19,11 @@ import (
 
 // adapterOptions are this package's options in the conformance suite's terms.
 var adapterOptions = conformance.Options[Option]{
-	GlobalKey:      func() Option { return WithKeyFunc(GlobalKey) },
-	HeaderKey:      func(name string) Option { return WithKeyFunc(HeaderKey(name)) },
+	GlobalKey: func() Option { return WithKeyFunc(GlobalKey) },
+	HeaderKey: func(name string) Option { return WithKeyFunc(HeaderKey(name)) },
+	KeyError: func(err error) Option {
+		return WithKeyFunc(func(*http.Request) (string, error) { return "", err })
+	},
 	TrustedProxies: WithTrustedProxies,
 	IPv6Prefix:     WithIPv6Prefix,
 	CostFromHeader: func(name string) Option {
@@ -220,10 +223,16 @@ func TestMissingKeyNamesTheHeader(t *testing.T) {
 	if _, err := HeaderKey("x-api-key")(httptest.NewRequest("GET", "/", nil)); !errors.Is(err, ErrMissingKey) {
 		t.Fatalf("HeaderKey's error %v is not ErrMissingKey", err)
 	}
+	// Named as the user wrote it, and found whatever the request's case.
 	h := New(l, WithKeyFunc(HeaderKey("x-api-key")))(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 	w := httptest.NewRecorder()
 	h.ServeHTTP(w, httptest.NewRequest("GET", "/", nil))
-	if w.Code != http.StatusBadRequest || !strings.Contains(w.Body.String(), "the X-Api-Key header is missing") {
+	if w.Code != http.StatusBadRequest || !strings.Contains(w.Body.String(), "the x-api-key header is missing") {
 		t.Fatalf("%d %q", w.Code, w.Body.String())
+	}
+	r := httptest.NewRequest("GET", "/", nil)
+	r.Header.Set("X-API-KEY", "k")
+	if k, err := HeaderKey("x-api-key")(r); k != "k" || err != nil {
+		t.Fatalf("HeaderKey read %q, %v", k, err)
 	}
 }

@@ -167,13 +167,17 @@ func appendSFString(b []byte, s string) []byte {
 	return append(b, '"')
 }
 
+// DeniedMessage is what every adapter, and Limiter.Wrap, says to a
+// denied request.
+const DeniedMessage = "rate limit exceeded"
+
 // WriteTooManyRequests answers a denied request: q's fields in p's style,
-// then 429 with a short text body.
+// then 429 with DeniedMessage as plain text.
 func WriteTooManyRequests(w http.ResponseWriter, p Policy, q Quota, now time.Time) {
 	hdr := w.Header()
 	p.SetHeader(hdr, q, now)
 	hdr["Content-Type"] = []string{"text/plain; charset=utf-8"}
 	hdr["X-Content-Type-Options"] = []string{"nosniff"}
 	w.WriteHeader(http.StatusTooManyRequests)
-	_, _ = w.Write([]byte("Too Many Requests\n"))
+	_, _ = w.Write([]byte(DeniedMessage + "\n"))
 }
