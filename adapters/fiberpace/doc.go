@@ -22,4 +22,6 @@
 // only a 64-bit hash of each key, never the string; with WithRefund a key
 // from WithKeyFunc is copied, because it is needed again after the handler
 // has run.
+//
+// For Fiber v3 (github.com/gofiber/fiber/v3) use the fiber3pace module.
 package fiberpace

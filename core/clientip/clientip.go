@@ -189,42 +189,36 @@ func ParseHost(s string) (netip.Addr, bool) {
 // neither to parse nor to copy it. Anything else is not ok, and goes the
 // way of ParseHost.
 func IPv4Host(s string) (host string, ok bool) {
-	fields, digits, value := 0, 0, 0
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c >= '0' && c <= '9':
-			if digits == 1 && value == 0 { // a leading zero
+	host = s
+	if i := strings.IndexByte(s, ':'); i >= 0 {
+		if strings.IndexByte(s[i+1:], ':') >= 0 {
+			return "", false
+		}
+		host = s[:i]
+	}
+	dots, digits, value := 0, 0, 0
+	for i := 0; i < len(host); i++ {
+		c := host[i]
+		if c == '.' {
+			if digits == 0 || dots == 3 {
 				return "", false
 			}
-			digits++
-			value = value*10 + int(c-'0')
-			if digits > 3 || value > 255 {
-				return "", false
-			}
-		case c == '.' || c == ':':
-			if digits == 0 {
-				return "", false
-			}
-			fields++
-			digits, value = 0, 0
-			if c == ':' {
-				if fields != 4 || strings.IndexByte(s[i+1:], ':') >= 0 {
-					return "", false
-				}
-				return s[:i], true
-			}
-			if fields == 4 {
-				return "", false
-			}
-		default:
+			dots, digits, value = dots+1, 0, 0
+			continue
+		}
+		d := int(c) - '0'
+		if d < 0 || d > 9 || digits == 1 && value == 0 { // not a digit, or after a leading zero
+			return "", false
+		}
+		digits, value = digits+1, value*10+d
+		if value > 255 {
 			return "", false
 		}
 	}
-	if fields != 3 || digits == 0 {
+	if dots != 3 || digits == 0 {
 		return "", false
 	}
-	return s, true
+	return host, true
 }
 
 func contains(prefixes []netip.Prefix, a netip.Addr) bool {

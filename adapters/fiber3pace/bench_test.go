@@ -1,0 +1,74 @@
+package fiber3pace
+
+import (
+	"net"
+	"testing"
+	"time"
+
+	"github.com/gofiber/fiber/v3"
+	fiberlimiter "github.com/gofiber/fiber/v3/middleware/limiter"
+	"github.com/pedreviljoen/gopherpace/core/conformance"
+	"github.com/pedreviljoen/gopherpace/core/headers"
+	"github.com/valyala/fasthttp"
+)
+
+// benchFiber serves one GET through app and mw, from one client address,
+// on the admit path, and checks every request reached the handler and
+// carried the fields wanted.
+func benchFiber(b *testing.B, mw fiber.Handler, field string) {
+	app := fiber.New()
+	if mw != nil {
+		app.Use(mw)
+	}
+	served := 0
+	app.Get("/", func(c fiber.Ctx) error { served++; return c.SendStatus(fiber.StatusOK) })
+	h := app.Handler()
+	var req fasthttp.Request
+	req.SetRequestURI("/")
+	req.Header.SetMethod(fiber.MethodGet)
+	var ctx fasthttp.RequestCtx
+	ctx.Init(&req, &net.TCPAddr{IP: net.IPv4(192, 0, 2, 1), Port: 1234}, nil)
+	b.ReportAllocs()
+	loops := 0
+	for b.Loop() {
+		h(&ctx)
+		loops++
+	}
+	if served != loops {
+		b.Fatalf("%d of %d requests reached the handler", served, loops)
+	}
+	if field != "" && len(ctx.Response.Header.Peek(field)) == 0 {
+		b.Fatalf("response lacks %s", field)
+	}
+}
+
+// BenchmarkFiber compares, per client IP on the admit path, Fiber's own
+// limiter middleware with fiber3pace sending the same three fields
+// (X-RateLimit-Limit, -Remaining, -Reset: "legacy"), and shows fiber3pace's
+// default (the draft fields), no fields, bare Fiber, a middleware that
+// does nothing and a bare Take of the same key (docs/performance.md#middleware).
+// Each includes
+// Fiber's routing and the handler.
+func BenchmarkFiber(b *testing.B) {
+	newLimiter := conformance.BenchLimiter
+	b.Run("bare", func(b *testing.B) { benchFiber(b, nil, "") })
+	// Any middleware costs Fiber a second routing step (c.Next): the floor
+	// of every limiter.
+	b.Run("noop-middleware", func(b *testing.B) { benchFiber(b, func(c fiber.Ctx) error { return c.Next() }, "") })
+	b.Run("take-same-key", func(b *testing.B) { conformance.BenchTake(b, "192.0.2.1") })
+	b.Run("fiber-limiter/per-ip/legacy-fields", func(b *testing.B) {
+		benchFiber(b, fiberlimiter.New(fiberlimiter.Config{Max: 1 << 30, Expiration: time.Hour}), "X-RateLimit-Remaining")
+	})
+	b.Run("fiber3pace/per-ip/legacy-fields", func(b *testing.B) {
+		benchFiber(b, New(newLimiter(b), WithHeaders(headers.Legacy)), "X-RateLimit-Remaining")
+	})
+	b.Run("fiber3pace/per-ip/draft-fields", func(b *testing.B) {
+		benchFiber(b, New(newLimiter(b)), "RateLimit")
+	})
+	b.Run("fiber3pace/per-ip/no-fields", func(b *testing.B) {
+		benchFiber(b, New(newLimiter(b), WithHeaders(headers.None)), "")
+	})
+	b.Run("fiber3pace/global/no-fields", func(b *testing.B) {
+		benchFiber(b, New(newLimiter(b), WithHeaders(headers.None), WithKeyFunc(GlobalKey)), "")
+	})
+}

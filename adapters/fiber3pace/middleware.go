@@ -1,0 +1,153 @@
+package fiber3pace
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"sync"
+	"unsafe"
+
+	"github.com/gofiber/fiber/v3"
+	gopherpace "github.com/pedreviljoen/gopherpace/core"
+	"github.com/pedreviljoen/gopherpace/core/adapter"
+)
+
+// ContextKey is the c.Locals key of the Decision (WithDecisionInContext).
+const ContextKey = "gopherpace.decision"
+
+// New returns Fiber middleware that limits requests with l, for inline use
+// as Fiber's own limiter:
+//
+//	app.Use(fiber3pace.New(limiter))
+//
+// It panics on a nil Limiter or an invalid option, as a misconfigured
+// server should not start; Build returns the error instead.
+func New(l *gopherpace.Limiter, opts ...Option) fiber.Handler {
+	h, err := Build(l, opts...)
+	if err != nil {
+		panic(err)
+	}
+	return h
+}
+
+// Build is New, returning an error naming every invalid option instead of
+// panicking.
+func Build(l *gopherpace.Limiter, opts ...Option) (fiber.Handler, error) {
+	m := &middleware{}
+	for _, o := range opts {
+		if o == nil {
+			m.cfg.require(false, "nil Option")
+			continue
+		}
+		o(&m.cfg)
+	}
+	g, err := adapter.Configure(l, "fiber3pace", m.cfg.shared, m.cfg.problems...)
+	if err != nil {
+		return nil, err
+	}
+	h := adapter.Hooks[fiber.Ctx]{
+		Key: m.cfg.key, Cost: m.cfg.cost, Skip: m.cfg.skip, Peer: peer, Forwarded: forwarded,
+		// fasthttp reuses a request's bytes once its handler returns.
+		KeysOutliveRequest: true,
+	}
+	for _, k := range m.cfg.also {
+		h.Also = append(h.Also, k)
+	}
+	if m.flow, err = adapter.NewFlow(g, h); err != nil {
+		return nil, fmt.Errorf("fiber3pace: %w", err)
+	}
+	m.gate = g
+	return m.serve, nil
+}
+
+type middleware struct {
+	cfg  config
+	gate *adapter.Gate
+	flow *adapter.Flow[fiber.Ctx]
+}
+
+func (m *middleware) serve(c fiber.Ctx) error {
+	var req adapter.Request
+	switch m.flow.Decide(c, &req) {
+	case adapter.Skip:
+		return c.Next()
+	case adapter.Fail:
+		return m.fail(c, req.Err())
+	}
+	g, d := m.gate, req.Decision()
+	if g.HasFields(d) {
+		// fasthttp v1.69's setters copy the values but leak them to the
+		// escape analysis, which would move a Fields on the stack (640
+		// bytes) to the heap on every request: one from a pool instead.
+		f := fieldsPool.Get().(*adapter.Fields)
+		g.RenderRequest(f, &req)
+		h := &c.Response().Header
+		for i := range f.Len() {
+			// The names are canonical already; fasthttp copies both.
+			h.SetCanonical(unsafeBytes(f.Name(i)), unsafeBytes(f.Value(i)))
+		}
+		fieldsPool.Put(f)
+	}
+	if g.DecisionInContext() {
+		c.Locals(ContextKey, d)
+	}
+	if !d.Allowed {
+		if m.cfg.deny != nil {
+			return m.cfg.deny(c, d)
+		}
+		return c.Status(adapter.DeniedStatus).SendString(adapter.DeniedMessage)
+	}
+	err := c.Next()
+	if g.Refunds() {
+		m.flow.Finish(&req, status(c, err))
+	}
+	return err
+}
+
+var fieldsPool = sync.Pool{New: func() any { return new(adapter.Fields) }}
+
+// unsafeBytes is s as bytes, for fasthttp's setters, which copy them.
+func unsafeBytes(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }
+
+// peer is the connection's address, already parsed by fasthttp.
+func peer(c fiber.Ctx) (netip.Addr, string) {
+	a, _ := netip.AddrFromSlice(c.RequestCtx().RemoteIP())
+	return a, ""
+}
+
+// forwarded reads every X-Forwarded-For field, in order, and X-Real-IP.
+func forwarded(c fiber.Ctx) (xff []string, realIP string) {
+	for _, v := range c.Request().Header.PeekAll(fiber.HeaderXForwardedFor) {
+		xff = append(xff, string(v))
+	}
+	return xff, c.Get("X-Real-IP")
+}
+
+func (m *middleware) fail(c fiber.Ctx, err error) error {
+	if m.cfg.onError != nil {
+		return m.cfg.onError(c, err)
+	}
+	code, msg := adapter.Answer(err)
+	return fiber.NewError(code, msg)
+}
+
+// status is the response status a request will end with: an error that
+// later handlers returned decides it (the app's error handler writes it
+// after this middleware returns), as a *fiber.Error's code or 500.
+func status(c fiber.Ctx, err error) int {
+	if err == nil {
+		return c.Response().StatusCode()
+	}
+	var fe *fiber.Error
+	if errors.As(err, &fe) {
+		return fe.Code
+	}
+	return fiber.StatusInternalServerError
+}
+
+// FromContext returns the Decision made for this request, when the
+// middleware runs WithDecisionInContext.
+func FromContext(c fiber.Ctx) (gopherpace.Decision, bool) {
+	d, ok := c.Locals(ContextKey).(gopherpace.Decision)
+	return d, ok
+}

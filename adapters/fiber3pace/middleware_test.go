@@ -1,0 +1,169 @@
+package fiber3pace
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/http/httptest"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/gofiber/fiber/v3"
+	gopherpace "github.com/pedreviljoen/gopherpace/core"
+	"github.com/pedreviljoen/gopherpace/core/conformance"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m,
+		// fasthttp's process-wide goroutine that refreshes the Date header.
+		goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.updateServerDate.func1"),
+		// fasthttp's worker-pool cleaner notices Stop only after its
+		// 10-second sleep; it exits then.
+		goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.(*workerPool).Start.func2"),
+		// The process-wide clock of Fiber's own limiter, which the
+		// benchmarks compare with.
+		goleak.IgnoreAnyFunction("github.com/gofiber/utils/v2.StartTimeStampUpdater.func1.1"),
+	)
+}
+
+// adapterOptions are this package's options in the conformance suite's terms.
+var adapterOptions = conformance.Options[Option]{
+	GlobalKey: func() Option { return WithKeyFunc(GlobalKey) },
+	HeaderKey: func(name string) Option { return WithKeyFunc(HeaderKey(name)) },
+	KeyError: func(err error) Option {
+		return WithKeyFunc(func(fiber.Ctx) (string, error) { return "", err })
+	},
+	TrustedProxies: WithTrustedProxies,
+	IPv6Prefix:     WithIPv6Prefix,
+	CostFromHeader: func(name string) Option {
+		return WithCost(func(c fiber.Ctx) int64 { return conformance.Cost(c.Get(name)) })
+	},
+	SkipPath:   func(path string) Option { return WithSkip(func(c fiber.Ctx) bool { return c.Path() == path }) },
+	Refund:     WithRefund,
+	PolicyName: WithPolicyName,
+	Headers:    WithHeaders,
+	DenyHandler: func() Option {
+		return WithDenyHandler(func(c fiber.Ctx, d gopherpace.Decision) error {
+			c.Set("X-Denied-Remaining", fmt.Sprint(d.Remaining))
+			return c.Status(fiber.StatusTooManyRequests).SendString("denied")
+		})
+	},
+	DecisionInContext: WithDecisionInContext,
+	AlsoFromHeader: func(l *gopherpace.Limiter, name, policy string) Option {
+		return WithAlso(l, HeaderKey(name), policy)
+	},
+}
+
+// newApp is a Fiber app configured as the Fiber docs suggest behind a
+// proxy, trusting every peer: the adapter must not rely on it.
+func newApp(h fiber.Handler) *fiber.App {
+	app := fiber.New(fiber.Config{
+		ProxyHeader: fiber.HeaderXForwardedFor, TrustProxy: true,
+		TrustProxyConfig: fiber.TrustProxyConfig{Proxies: []string{"0.0.0.0/0"}},
+	})
+	app.Use(h)
+	app.Get("/", func(c fiber.Ctx) error {
+		if d, ok := FromContext(c); ok {
+			c.Set("X-Remaining", fmt.Sprint(d.Remaining))
+		}
+		return c.SendString("ok")
+	})
+	// A failure returned as an error: the app's ErrorHandler writes it
+	// after the middleware has returned, and a refund must still see 500.
+	app.Get("/fail", func(c fiber.Ctx) error { return errors.New("failed") })
+	app.Get("/skip", func(c fiber.Ctx) error { return c.SendString("ok") })
+	return app
+}
+
+func TestConformance(t *testing.T) {
+	conformance.Run(t, func(t *testing.T, l *gopherpace.Limiter, s conformance.Setup) string {
+		app := newApp(New(l, conformance.OptionsFor(s, adapterOptions)...))
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- app.Listener(ln, fiber.ListenConfig{DisableStartupMessage: true}) }()
+		t.Cleanup(func() {
+			if err := app.Shutdown(); err != nil {
+				t.Error(err)
+			}
+			<-done
+		})
+		return "http://" + ln.Addr().String()
+	})
+}
+
+func limiter(t *testing.T, rate, burst int64) *gopherpace.Limiter {
+	t.Helper()
+	l, err := gopherpace.New(gopherpace.WithRefillRate(rate), gopherpace.WithBucketSize(burst))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l
+}
+
+func TestErrorHandlerSeesTheError(t *testing.T) {
+	var seen error
+	app := newApp(New(limiter(t, 1, 1), WithCost(func(fiber.Ctx) int64 { return 2 }),
+		WithErrorHandler(func(c fiber.Ctx, err error) error {
+			seen = err
+			return c.SendStatus(fiber.StatusRequestEntityTooLarge)
+		})))
+	resp, err := app.Test(httptest.NewRequest("GET", "/", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != 413 || !errors.Is(seen, gopherpace.ErrCostExceedsLimit) {
+		t.Fatalf("%d, %v; want the handler's 413 for ErrCostExceedsLimit", resp.StatusCode, seen)
+	}
+}
+
+func TestInvalidOptions(t *testing.T) {
+	l := limiter(t, 1, 1)
+	invalid := map[string][]Option{
+		"nil key": {WithKeyFunc(nil)}, "nil cost": {WithCost(nil)}, "nil skip": {WithSkip(nil)},
+		"nil deny": {WithDenyHandler(nil)}, "nil error": {WithErrorHandler(nil)}, "nil refund": {WithRefund(nil)},
+		"style": {WithHeaders(9)}, "policy": {WithPolicyName("")}, "nil option": {nil},
+		"IPv6 prefix": {WithIPv6Prefix(0)},
+	}
+	conformance.RejectsInvalidOptions(t, "fiber3pace", invalid,
+		func(opts ...Option) error { _, err := Build(l, opts...); return err },
+		func(opts ...Option) { New(l, opts...) })
+	conformance.KeepsErrorChains(t, "fiber3pace", WithPolicyName, func(opts ...Option) error { _, err := Build(l, opts...); return err })
+	if _, err := Build(nil); err == nil {
+		t.Error("nil limiter: no error")
+	}
+}
+
+// In a synctest bubble the clock is virtual: the bucket refills exactly
+// when its rate says, with no sleeping in real time. Fiber's in-memory
+// test connection keeps every goroutine inside the bubble.
+func TestRefillsWithVirtualTime(t *testing.T) {
+	// fasthttp starts a process-wide goroutine (the Date header's clock)
+	// on first use; start it outside the bubble, which would wait for it.
+	if _, err := newApp(New(limiter(t, 1, 1))).Test(httptest.NewRequest("GET", "/", nil), fiber.TestConfig{Timeout: 0}); err != nil {
+		t.Fatal(err)
+	}
+	synctest.Test(t, func(t *testing.T) {
+		app := newApp(New(limiter(t, 2, 1)))
+		code := func() int {
+			resp, err := app.Test(httptest.NewRequest("GET", "/", nil), fiber.TestConfig{Timeout: 0})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return resp.StatusCode
+		}
+		codes := []int{code(), code()}
+		time.Sleep(499 * time.Millisecond)
+		codes = append(codes, code())
+		time.Sleep(time.Millisecond) // one token at 2/s after 500ms
+		codes = append(codes, code())
+		if fmt.Sprint(codes) != "[200 429 429 200]" {
+			t.Fatalf("codes %v, want [200 429 429 200]", codes)
+		}
+	})
+}
