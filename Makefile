@@ -114,7 +114,7 @@ work:
 	$(GO) work init
 	$(GO) work use -r .
 
-FRAMEWORK_ADAPTERS := adapters/ginpace adapters/echopace adapters/fiberpace adapters/fiber3pace adapters/grpcpace
+FRAMEWORK_ADAPTERS := adapters/ginpace adapters/echopace adapters/echo5pace adapters/fiberpace adapters/fiber3pace adapters/grpcpace
 
 ## bench: side-by-side benchmarks against peer libraries (a table with ratios to the fastest peer), gubernator's GLOBAL mode against ours on one cluster scenario, then each framework adapter against its bare framework; a failed part is reported and the rest still runs
 bench:

@@ -1,4 +1,4 @@
-// Package echopace is Echo middleware for a gopherpace Limiter, standalone
+// Package echopace is Echo v4 middleware for a gopherpace Limiter, standalone
 // or clustered, used as Echo's own RateLimiter is:
 //
 //	e.Use(echopace.RateLimiter(limiter))
@@ -18,4 +18,6 @@
 // NewStore adapts a Limiter to Echo's own middleware.RateLimiter as a
 // drop-in RateLimiterStore (without fields or costs, which that interface
 // cannot carry).
+//
+// For Echo v5 (github.com/labstack/echo/v5) use the echo5pace module.
 package echopace

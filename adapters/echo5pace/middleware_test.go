@@ -1,0 +1,173 @@
+package echo5pace
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/labstack/echo/v5"
+	"github.com/labstack/echo/v5/middleware"
+	gopherpace "github.com/pedreviljoen/gopherpace/core"
+	"github.com/pedreviljoen/gopherpace/core/conformance"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// adapterOptions are this package's options in the conformance suite's terms.
+var adapterOptions = conformance.Options[Option]{
+	GlobalKey: func() Option { return WithKeyFunc(GlobalKey) },
+	HeaderKey: func(name string) Option { return WithKeyFunc(HeaderKey(name)) },
+	KeyError: func(err error) Option {
+		return WithKeyFunc(func(*echo.Context) (string, error) { return "", err })
+	},
+	TrustedProxies: WithTrustedProxies,
+	IPv6Prefix:     WithIPv6Prefix,
+	CostFromHeader: func(name string) Option {
+		return WithCost(func(c *echo.Context) int64 { return conformance.Cost(c.Request().Header.Get(name)) })
+	},
+	SkipPath:   func(path string) Option { return WithSkip(func(c *echo.Context) bool { return c.Path() == path }) },
+	Refund:     WithRefund,
+	PolicyName: WithPolicyName,
+	Headers:    WithHeaders,
+	DenyHandler: func() Option {
+		return WithDenyHandler(func(c *echo.Context, d gopherpace.Decision) error {
+			c.Response().Header().Set("X-Denied-Remaining", fmt.Sprint(d.Remaining))
+			return c.String(http.StatusTooManyRequests, "denied")
+		})
+	},
+	DecisionInContext: WithDecisionInContext,
+	AlsoFromHeader: func(l *gopherpace.Limiter, name, policy string) Option {
+		return WithAlso(l, HeaderKey(name), policy)
+	},
+}
+
+// newEcho is an Echo app whose IPExtractor trusts X-Forwarded-For from
+// anyone: the adapter must not.
+func newEcho(mw echo.MiddlewareFunc) *echo.Echo {
+	e := echo.New()
+	e.IPExtractor = echo.ExtractIPFromXFFHeader(echo.TrustIPRange(mustCIDR("0.0.0.0/0")))
+	e.Use(mw)
+	e.GET("/", func(c *echo.Context) error {
+		if d, ok := FromContext(c); ok {
+			c.Response().Header().Set("X-Remaining", fmt.Sprint(d.Remaining))
+		}
+		return c.String(http.StatusOK, "ok")
+	})
+	// A failure returned as an error: the HTTPErrorHandler writes it after
+	// the middleware has returned, and a refund must still see 500.
+	e.GET("/fail", func(c *echo.Context) error { return errors.New("failed") })
+	e.GET("/skip", func(c *echo.Context) error { return c.String(http.StatusOK, "ok") })
+	return e
+}
+
+func TestConformance(t *testing.T) {
+	conformance.Run(t, func(t *testing.T, l *gopherpace.Limiter, s conformance.Setup) string {
+		srv := httptest.NewServer(newEcho(RateLimiter(l, conformance.OptionsFor(s, adapterOptions)...)))
+		t.Cleanup(srv.Close)
+		return srv.URL
+	})
+}
+
+func limiter(t *testing.T, rate, burst int64) *gopherpace.Limiter {
+	t.Helper()
+	l, err := gopherpace.New(gopherpace.WithRefillRate(rate), gopherpace.WithBucketSize(burst))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l
+}
+
+func serve(e *echo.Echo, path string) *httptest.ResponseRecorder {
+	w := httptest.NewRecorder()
+	e.ServeHTTP(w, httptest.NewRequest(http.MethodGet, path, nil))
+	return w
+}
+
+// A denial is an *echo.HTTPError, so the application's HTTPErrorHandler
+// answers it, with the fields already set.
+func TestDenialGoesThroughTheAppErrorHandler(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEcho(RateLimiter(limiter(t, 1, 1)))
+		e.HTTPErrorHandler = func(c *echo.Context, err error) {
+			var he *echo.HTTPError
+			if errors.As(err, &he) {
+				_ = c.JSON(he.Code, map[string]any{"problem": he.Message})
+			}
+		}
+		serve(e, "/")
+		w := serve(e, "/")
+		if w.Code != 429 || w.Header().Get("Retry-After") != "1" || !strings.Contains(w.Body.String(), `"problem":"rate limit exceeded"`) {
+			t.Fatalf("%d %v %q", w.Code, w.Header(), w.Body.String())
+		}
+	})
+}
+
+func TestErrorHandlerSeesTheError(t *testing.T) {
+	var seen error
+	e := newEcho(RateLimiter(limiter(t, 1, 1), WithCost(func(*echo.Context) int64 { return 2 }),
+		WithErrorHandler(func(c *echo.Context, err error) error {
+			seen = err
+			return c.NoContent(http.StatusRequestEntityTooLarge)
+		})))
+	if w := serve(e, "/"); w.Code != 413 || !errors.Is(seen, gopherpace.ErrCostExceedsLimit) {
+		t.Fatalf("%d, %v; want the handler's 413 for ErrCostExceedsLimit", w.Code, seen)
+	}
+}
+
+func TestInvalidOptions(t *testing.T) {
+	l := limiter(t, 1, 1)
+	invalid := map[string][]Option{
+		"nil key": {WithKeyFunc(nil)}, "nil cost": {WithCost(nil)}, "nil skip": {WithSkip(nil)},
+		"nil deny": {WithDenyHandler(nil)}, "nil error": {WithErrorHandler(nil)}, "nil refund": {WithRefund(nil)},
+		"style": {WithHeaders(9)}, "policy": {WithPolicyName("")}, "nil option": {nil},
+		"IPv6 prefix": {WithIPv6Prefix(-1)},
+	}
+	conformance.RejectsInvalidOptions(t, "echo5pace", invalid,
+		func(opts ...Option) error { _, err := Build(l, opts...); return err },
+		func(opts ...Option) { RateLimiter(l, opts...) })
+	conformance.KeepsErrorChains(t, "echo5pace", WithPolicyName, func(opts ...Option) error { _, err := Build(l, opts...); return err })
+	if _, err := Build(nil); err == nil {
+		t.Error("nil limiter: no error")
+	}
+}
+
+func TestStoreDropsIntoEchosOwnMiddleware(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEcho(middleware.RateLimiterWithConfig(middleware.RateLimiterConfig{Store: NewStore(limiter(t, 1, 1))}))
+		if a, b := serve(e, "/").Code, serve(e, "/").Code; a != 200 || b != 429 {
+			t.Fatalf("codes %d %d", a, b)
+		}
+	})
+}
+
+func mustCIDR(s string) *net.IPNet {
+	_, n, err := net.ParseCIDR(s)
+	if err != nil {
+		panic(err)
+	}
+	return n
+}
+
+// In a synctest bubble the clock is virtual: the bucket refills exactly
+// when its rate says, with no sleeping in real time.
+func TestRefillsWithVirtualTime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEcho(RateLimiter(limiter(t, 2, 1)))
+		codes := []int{serve(e, "/").Code, serve(e, "/").Code}
+		time.Sleep(499 * time.Millisecond)
+		codes = append(codes, serve(e, "/").Code)
+		time.Sleep(time.Millisecond) // one token at 2/s after 500ms
+		codes = append(codes, serve(e, "/").Code)
+		if fmt.Sprint(codes) != "[200 429 429 200]" {
+			t.Fatalf("codes %v, want [200 429 429 200]", codes)
+		}
+	})
+}

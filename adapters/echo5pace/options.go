@@ -1,0 +1,109 @@
+package echo5pace
+
+import (
+	"errors"
+	"net/netip"
+
+	"github.com/labstack/echo/v5"
+	gopherpace "github.com/pedreviljoen/gopherpace/core"
+	"github.com/pedreviljoen/gopherpace/core/adapter"
+	"github.com/pedreviljoen/gopherpace/core/headers"
+)
+
+// Option configures the middleware; RateLimiter panics and Build returns
+// an error on an invalid one.
+type Option func(*config)
+
+type config struct {
+	shared   []adapter.Option
+	key      KeyFunc
+	also     []KeyFunc // the keys of further limits, in order
+	cost     func(*echo.Context) int64
+	skip     func(*echo.Context) bool
+	deny     func(*echo.Context, gopherpace.Decision) error
+	onError  func(*echo.Context, error) error
+	problems []error
+}
+
+func (c *config) require(ok bool, problem string) {
+	if !ok {
+		c.problems = append(c.problems, errors.New(problem))
+	}
+}
+
+func shared(o adapter.Option) Option { return func(c *config) { c.shared = append(c.shared, o) } }
+
+// WithKeyFunc sets how requests map to buckets. Default: the client's
+// address (see WithTrustedProxies and WithIPv6Prefix).
+func WithKeyFunc(f KeyFunc) Option {
+	return func(c *config) { c.require(f != nil, "nil KeyFunc"); c.key = f }
+}
+
+// WithAlso makes every request pass l too, all or nothing, keyed by key
+// (nil: the same key as the middleware's own limit), its policy named
+// policy in the draft fields, which then list every policy: 10 a second
+// per client and 100 an hour per API key, say. A request either limit
+// denies spends from neither. Up to three.
+func WithAlso(l *gopherpace.Limiter, key KeyFunc, policy string) Option {
+	return func(c *config) {
+		c.shared = append(c.shared, adapter.Also(l, policy))
+		c.also = append(c.also, key)
+	}
+}
+
+// WithTrustedProxies trusts the forwarding fields (X-Forwarded-For, walked
+// from the right, and X-Real-IP) of requests from these networks, for the
+// default key. Without it, the connection's address is the client,
+// whatever Echo's IPExtractor says.
+func WithTrustedProxies(networks ...netip.Prefix) Option {
+	return shared(adapter.TrustedProxies(networks...))
+}
+
+// WithIPv6Prefix groups IPv6 clients by their first bits bits for the
+// default key. Default: 64.
+func WithIPv6Prefix(bits int) Option { return shared(adapter.IPv6Prefix(bits)) }
+
+// WithCost sets how many tokens a request spends. Default: 1. A cost
+// below 1 or above the bucket size is answered as a bad request.
+func WithCost(f func(*echo.Context) int64) Option {
+	return func(c *config) { c.require(f != nil, "nil cost func"); c.cost = f }
+}
+
+// WithSkip exempts requests for which f returns true (health checks, say):
+// they spend nothing and get no fields. Echo's middleware.Skipper fits.
+func WithSkip(f func(*echo.Context) bool) Option {
+	return func(c *config) { c.require(f != nil, "nil skip func"); c.skip = f }
+}
+
+// WithDenyHandler sets what answers a denied request. The rate-limit
+// fields and Retry-After are already set. Default: ErrRateLimitExceeded,
+// which the application's HTTPErrorHandler renders.
+func WithDenyHandler(f func(*echo.Context, gopherpace.Decision) error) Option {
+	return func(c *config) { c.require(f != nil, "nil deny handler"); c.deny = f }
+}
+
+// WithErrorHandler sets what answers a request whose key or cost the
+// limiter cannot use. Default: an *echo.HTTPError wrapping the error, 400
+// for the request's own faults (no key, a cost out of range) or 500
+// otherwise (see adapter.Status).
+func WithErrorHandler(f func(*echo.Context, error) error) Option {
+	return func(c *config) { c.require(f != nil, "nil error handler"); c.onError = f }
+}
+
+// WithHeaders selects the rate-limit fields of every limited response.
+// Default: headers.Draft.
+func WithHeaders(style headers.Style) Option { return shared(adapter.Headers(style)) }
+
+// WithPolicyName names the policy in the draft fields. Default:
+// headers.DefaultPolicy.
+func WithPolicyName(name string) Option { return shared(adapter.PolicyName(name)) }
+
+// WithRefund gives back a request's tokens when when reports true for its
+// response's status (an error a handler returns decides it, as the
+// HTTPErrorHandler will answer): adapter.RefundFailed,
+// adapter.RefundServerErrors, or a func of your own.
+func WithRefund(when func(status int) bool) Option { return shared(adapter.Refund(when)) }
+
+// WithDecisionInContext stores each request's Decision in the Echo
+// context for FromContext.
+func WithDecisionInContext() Option { return shared(adapter.DecisionInContext()) }
