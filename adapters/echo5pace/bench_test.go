@@ -37,9 +37,11 @@ func benchEcho(b *testing.B, mw echo.MiddlewareFunc) {
 	}
 }
 
-// BenchmarkEcho compares, per client IP on the admit path, Echo's own
-// RateLimiter (its memory store, x/time/rate per identifier, no fields)
-// with echopace sending no fields, and shows echopace's default (the
+// BenchmarkEcho compares, per client IP on the admit path, Echo v5's own
+// RateLimiter (its memory store, x/time/rate per identifier, which in v5
+// sets X-RateLimit-Limit and X-RateLimit-Remaining) with echo5pace
+// sending the legacy fields (those two and X-RateLimit-Reset: one more),
+// and shows echo5pace with no fields, its default (the
 // draft fields), a global key, bare Echo, and a bare Take of the same key
 // (docs/performance.md#middleware). Each includes Echo's routing
 // and the handler.
@@ -54,9 +56,12 @@ func BenchmarkEcho(b *testing.B) {
 			return func(c *echo.Context) error { return next(c) }
 		})
 	})
-	b.Run("echo-limiter/per-ip/no-fields", func(b *testing.B) {
+	b.Run("echo-limiter/per-ip/x-ratelimit-fields", func(b *testing.B) {
 		store := middleware.NewRateLimiterMemoryStoreWithConfig(middleware.RateLimiterMemoryStoreConfig{Rate: 1e9, Burst: 1e9})
 		benchEcho(b, middleware.RateLimiter(store))
+	})
+	b.Run("echo5pace/per-ip/legacy-fields", func(b *testing.B) {
+		benchEcho(b, RateLimiter(newLimiter(b), WithHeaders(headers.Legacy)))
 	})
 	b.Run("echo5pace/per-ip/no-fields", func(b *testing.B) {
 		benchEcho(b, RateLimiter(newLimiter(b), WithHeaders(headers.None)))
