@@ -1,0 +1,121 @@
+package otelpace
+
+import (
+	gopherpace "github.com/pedreviljoen/gopherpace/core"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+)
+
+// The limiter instruments, one stream per limiter (and per attribute value
+// below). docs/operations.md lists them beside prompace's names.
+type instruments struct {
+	requests, tokensAllowed, overflow                           metric.Int64ObservableCounter
+	globalTokens, liveKeys, limitTokens, limitBurst, clustered  metric.Int64ObservableGauge
+	limitPeriod                                                 metric.Float64ObservableGauge
+	peers, partitioned                                          metric.Int64ObservableGauge
+	frames, bytes, dropped, missing, sendFailures, tokensGossip metric.Int64ObservableCounter
+	keysDropped                                                 metric.Int64ObservableCounter
+}
+
+func newInstruments(m metric.Meter) (in instruments, err error) {
+	// The first error stops the rest: each later call then does nothing.
+	counter := func(name, unit, desc string) metric.Int64ObservableCounter {
+		if err != nil {
+			return nil
+		}
+		var c metric.Int64ObservableCounter
+		c, err = m.Int64ObservableCounter(name, metric.WithUnit(unit), metric.WithDescription(desc))
+		return c
+	}
+	gauge := func(name, unit, desc string) metric.Int64ObservableGauge {
+		if err != nil {
+			return nil
+		}
+		var g metric.Int64ObservableGauge
+		g, err = m.Int64ObservableGauge(name, metric.WithUnit(unit), metric.WithDescription(desc))
+		return g
+	}
+	in.requests = counter("gopherpace.requests", "{request}",
+		"Requests decided, by decision: allowed, denied, or shadowed (let through by shadow mode though the limit denied them).")
+	in.tokensAllowed = counter("gopherpace.tokens.allowed", "{token}", "Tokens spent by allowed requests.")
+	in.globalTokens = gauge("gopherpace.global.tokens", "{token}", "Tokens in this node's replica of the global bucket (below zero: debt).")
+	in.liveKeys = gauge("gopherpace.keys.live", "{bucket}", "Keyed buckets held (buckets that are not full).")
+	in.overflow = counter("gopherpace.overflow.decisions", "{decision}",
+		"Decisions made on the shared overflow bucket because the key cap was reached.")
+	in.limitTokens = gauge("gopherpace.limit.tokens", "{token}", "The default policy's rate: tokens per gopherpace.limit.period.")
+	if err == nil {
+		in.limitPeriod, err = m.Float64ObservableGauge("gopherpace.limit.period", metric.WithUnit("s"),
+			metric.WithDescription("The default policy's period."))
+	}
+	in.limitBurst = gauge("gopherpace.limit.burst", "{token}", "The default policy's bucket size.")
+	in.clustered = gauge("gopherpace.clustered", "", "1 when the limiter has a transport.")
+	in.peers = gauge("gopherpace.cluster.peers", "{node}",
+		"Nodes of the cluster, this one included, by state: known (members within the grace period), visible (in sight), heard (frames within 1.5 gossip intervals).")
+	in.partitioned = gauge("gopherpace.cluster.partitioned", "", "1 while fewer nodes are visible than known.")
+	in.frames = counter("gopherpace.gossip.frames", "{frame}", "Gossip frames, by direction.")
+	in.bytes = counter("gopherpace.gossip.io", "By", "Gossip bytes, by direction, before transport framing.")
+	in.dropped = counter("gopherpace.gossip.frames.dropped", "{frame}", "Frames received and not applied, by reason.")
+	in.missing = counter("gopherpace.gossip.frames.missing", "{frame}", "Peers' frames that never arrived in any copy: their counts are lost.")
+	in.sendFailures = counter("gopherpace.gossip.send_failures", "{frame}", "Frames the transport refused to send.")
+	in.tokensGossip = counter("gopherpace.gossip.tokens", "{token}",
+		"Tokens reported to peers (admitted here) and charged from peers' reports, by direction.")
+	in.keysDropped = counter("gopherpace.gossip.keys.dropped", "{key}", "Peers' keyed counts dropped because the key cap was reached.")
+	return in, err
+}
+
+func (in *instruments) all() []metric.Observable {
+	return []metric.Observable{
+		in.requests, in.tokensAllowed, in.globalTokens, in.liveKeys, in.overflow, in.limitTokens, in.limitPeriod,
+		in.limitBurst, in.clustered, in.peers, in.partitioned, in.frames, in.bytes, in.dropped, in.missing,
+		in.sendFailures, in.tokensGossip, in.keysDropped,
+	}
+}
+
+// observe reads l's Stats once and observes every instrument.
+func (in *instruments) observe(o metric.Observer, name string, l *gopherpace.Limiter) {
+	s := l.Stats()
+	lim := attribute.String("limiter", name)
+	one := metric.WithAttributes(lim)
+	by := func(key, value string) metric.ObserveOption {
+		return metric.WithAttributes(lim, attribute.String(key, value))
+	}
+	o.ObserveInt64(in.requests, clamp(s.Allowed), by("decision", "allowed"))
+	o.ObserveInt64(in.requests, clamp(s.Denied), by("decision", "denied"))
+	o.ObserveInt64(in.requests, clamp(s.ShadowDenials), by("decision", "shadowed"))
+	o.ObserveInt64(in.tokensAllowed, clamp(s.TokensAllowed), one)
+	o.ObserveInt64(in.globalTokens, s.GlobalTokens, one)
+	o.ObserveInt64(in.liveKeys, int64(s.LiveKeys), one)
+	o.ObserveInt64(in.overflow, clamp(s.OverflowDecisions), one)
+	tokens, per := l.Rate()
+	o.ObserveInt64(in.limitTokens, tokens, one)
+	o.ObserveFloat64(in.limitPeriod, per.Seconds(), one)
+	o.ObserveInt64(in.limitBurst, l.BucketSize(), one)
+	o.ObserveInt64(in.clustered, b2i(s.Clustered), one)
+	if !s.Clustered {
+		return
+	}
+	o.ObserveInt64(in.peers, int64(s.KnownNodes), by("state", "known"))
+	o.ObserveInt64(in.peers, int64(s.VisibleNodes), by("state", "visible"))
+	o.ObserveInt64(in.peers, int64(s.HeardNodes), by("state", "heard"))
+	o.ObserveInt64(in.partitioned, b2i(s.Partitioned), one)
+	o.ObserveInt64(in.frames, clamp(s.FramesSent), by("direction", "sent"))
+	o.ObserveInt64(in.frames, clamp(s.FramesReceived), by("direction", "received"))
+	o.ObserveInt64(in.bytes, clamp(s.BytesSent), by("direction", "sent"))
+	o.ObserveInt64(in.bytes, clamp(s.BytesReceived), by("direction", "received"))
+	o.ObserveInt64(in.dropped, clamp(s.FramesMalformed), by("reason", "malformed"))
+	o.ObserveInt64(in.dropped, clamp(s.FramesDuplicate), by("reason", "duplicate"))
+	o.ObserveInt64(in.dropped, clamp(s.FramesOtherLimiter), by("reason", "other_limiter"))
+	o.ObserveInt64(in.dropped, clamp(s.FramesNotMember), by("reason", "not_member"))
+	o.ObserveInt64(in.missing, clamp(s.FramesMissing), one)
+	o.ObserveInt64(in.sendFailures, clamp(s.SendFailures), one)
+	o.ObserveInt64(in.tokensGossip, clamp(s.TokensReported), by("direction", "reported"))
+	o.ObserveInt64(in.tokensGossip, clamp(s.TokensCharged), by("direction", "charged"))
+	o.ObserveInt64(in.keysDropped, clamp(s.KeysDropped), one)
+}
+
+func b2i(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
+}
