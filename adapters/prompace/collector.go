@@ -57,9 +57,22 @@ func addNamed[V any](c *Collector, m map[string]V, kind, name string, v V, isNil
 	return nil
 }
 
-// Describe sends no descriptions: the collector is unchecked, because the
-// transport metrics are named by their sources.
-func (c *Collector) Describe(chan<- *prometheus.Desc) {}
+// Describe sends one description per name added so far, which the
+// Collector never collects: a registry then refuses a second Collector
+// that has a limiter or transport of the same name, at Register, instead
+// of failing every scrape with duplicate series. Add every limiter before
+// registering; a name added later is not checked. A Collector with nothing
+// added is unchecked.
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, n := range sortedKeys(c.limiters) {
+		ch <- prometheus.NewDesc("gopherpace_collector_limiter", "A limiter a prompace Collector exports.", nil, prometheus.Labels{"limiter": n})
+	}
+	for _, n := range sortedKeys(c.transports) {
+		ch <- prometheus.NewDesc("gopherpace_collector_transport", "A transport a prompace Collector exports.", nil, prometheus.Labels{"transport": n})
+	}
+}
 
 // Collect reads every limiter and transport once.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {

@@ -104,3 +104,41 @@ func TestScrape(t *testing.T) {
 		t.Log(text)
 	}
 }
+
+// Two collectors that export a limiter of the same name are refused at
+// Register, not at every scrape; distinct names register side by side.
+func TestRegisterRefusesADuplicateName(t *testing.T) {
+	l, err := gopherpace.New(gopherpace.WithRefillRate(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	reg := prometheus.NewRegistry()
+	first, same, other := New(), New(), New()
+	for _, c := range []*Collector{first, same} {
+		if err := c.Add("api", l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := other.Add("login", l); err != nil {
+		t.Fatal(err)
+	}
+	if err := reg.Register(first); err != nil {
+		t.Fatal(err)
+	}
+	if err := reg.Register(same); err == nil {
+		t.Fatal("a second collector with limiter \"api\" was registered")
+	}
+	if err := reg.Register(other); err != nil {
+		t.Fatalf("a collector with another name: %v", err)
+	}
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatalf("the scrape fails: %v", err)
+	}
+	for _, f := range families {
+		if strings.HasPrefix(f.GetName(), "gopherpace_collector_") {
+			t.Fatal("the names' descriptions are collected")
+		}
+	}
+}
