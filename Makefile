@@ -12,7 +12,7 @@ JOBS ?= 2
 BIN := $(CURDIR)/.bin
 TIMES := $(CURDIR)/.test-times
 
-.PHONY: test fmt fmt-check vet lint tidy-check core-deps-check work bench demo demo-standalone fuzz accuracy browser tools check-modules transitions haproxy
+.PHONY: test fmt fmt-check vet lint tidy-check core-deps-check work bench demo demo-standalone fuzz accuracy browser tools check-modules transitions haproxy release
 
 ## test: format check, core dependency check, then in every module (JOBS at a time) vet, staticcheck and race tests; a headless browser; prints how long each part took
 test:
@@ -107,6 +107,14 @@ core-deps-check:
 	@deps=$$(cd core && GOWORK=off $(GO) list -m all | tail -n +2); \
 	if [ -n "$$deps" ]; then echo "core/ must use the standard library only, but requires:"; echo "$$deps"; exit 1; fi; \
 	echo "== core/ requires only the standard library"
+
+## release: release every module at VERSION (make release VERSION=v0.2.0): a clean tree, make test, then every sibling require set to VERSION, committed, and one tag per library module in dependency order; prints what to push (docs/releasing.md)
+release:
+	@test -n "$(VERSION)" || { echo "usage: make release VERSION=v0.2.0"; exit 2; }
+	@test -z "$$(git status --porcelain)" || { echo "release: the tree has uncommitted changes; commit or stash them first"; exit 1; }
+	cd tools && GOWORK=off $(GO) run ./cmd/release -root .. -version $(VERSION) -dry-run
+	$(MAKE) --no-print-directory test
+	cd tools && GOWORK=off $(GO) run ./cmd/release -root .. -version $(VERSION)
 
 ## work: regenerate go.work from the modules in the tree
 work:
