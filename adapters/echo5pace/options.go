@@ -107,3 +107,21 @@ func WithRefund(when func(status int) bool) Option { return shared(adapter.Refun
 // WithDecisionInContext stores each request's Decision in the Echo
 // context for FromContext.
 func WithDecisionInContext() Option { return shared(adapter.DecisionInContext()) }
+
+// The styles of rate-limit fields, for WithHeaders; package headers
+// describes each.
+const (
+	DraftHeaders  = headers.Draft  // RateLimit-Policy and RateLimit: the default
+	LegacyHeaders = headers.Legacy // X-RateLimit-Limit, -Remaining and -Reset
+	BothHeaders   = headers.Both   // the draft and the legacy fields
+	NoHeaders     = headers.None   // none; Retry-After still answers a denial
+)
+
+// RefundFailed, for WithRefund, gives back the tokens of responses with
+// status 400 or above: only requests that succeed count.
+func RefundFailed(status int) bool { return adapter.RefundFailed(status) }
+
+// RefundServerErrors, for WithRefund, gives back the tokens of responses
+// with status 500 or above, so that a failing backend does not also cost
+// clients their quota.
+func RefundServerErrors(status int) bool { return adapter.RefundServerErrors(status) }

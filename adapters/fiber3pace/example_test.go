@@ -9,7 +9,6 @@ import (
 	"github.com/gofiber/fiber/v3"
 	"github.com/pedreviljoen/gopherpace/adapters/fiber3pace"
 	gopherpace "github.com/pedreviljoen/gopherpace/core"
-	"github.com/pedreviljoen/gopherpace/core/adapter"
 )
 
 // Limit each client to 10 requests a second, one at a time, inline, as
@@ -22,7 +21,7 @@ func ExampleNew() {
 	defer limiter.Close()
 
 	app := fiber.New()
-	app.Use(fiber3pace.New(limiter, fiber3pace.WithRefund(adapter.RefundFailed)))
+	app.Use(fiber3pace.New(limiter, fiber3pace.WithRefund(fiber3pace.RefundFailed)))
 	app.Get("/hello", func(c fiber.Ctx) error { return c.SendString("hello") })
 
 	for range 2 {

@@ -9,7 +9,6 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/pedreviljoen/gopherpace/adapters/fiberpace"
 	gopherpace "github.com/pedreviljoen/gopherpace/core"
-	"github.com/pedreviljoen/gopherpace/core/adapter"
 )
 
 // Limit each client to 10 requests a second, one at a time, inline, as
@@ -22,7 +21,7 @@ func ExampleNew() {
 	defer limiter.Close()
 
 	app := fiber.New(fiber.Config{DisableStartupMessage: true})
-	app.Use(fiberpace.New(limiter, fiberpace.WithRefund(adapter.RefundFailed)))
+	app.Use(fiberpace.New(limiter, fiberpace.WithRefund(fiberpace.RefundFailed)))
 	app.Get("/hello", func(c *fiber.Ctx) error { return c.SendString("hello") })
 
 	for range 2 {

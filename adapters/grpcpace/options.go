@@ -128,3 +128,12 @@ func WithHeaders(style headers.Style) Option { return shared(adapter.Headers(sty
 // for FromContext (servers only). It costs an allocation per call, so it
 // is off by default.
 func WithDecisionInContext() Option { return shared(adapter.DecisionInContext()) }
+
+// The styles of rate-limit fields, for WithHeaders; package headers
+// describes each.
+const (
+	DraftHeaders  = headers.Draft  // RateLimit-Policy and RateLimit: the default
+	LegacyHeaders = headers.Legacy // X-RateLimit-Limit, -Remaining and -Reset
+	BothHeaders   = headers.Both   // the draft and the legacy fields
+	NoHeaders     = headers.None   // none; Retry-After still answers a denial
+)

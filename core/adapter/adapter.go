@@ -5,7 +5,9 @@
 // adapters are built on it, so they behave alike; docs/adapters.md has the
 // contract as a table, and package conformance tests it.
 //
-// Applications use an adapter, never this package.
+// Applications use an adapter, which re-exports what they need of this
+// package (RefundFailed, RefundServerErrors); this package is for writing
+// an adapter.
 package adapter
 
 import (

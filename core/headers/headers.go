@@ -1,7 +1,9 @@
 // Package headers renders gopherpace Decisions as HTTP response headers:
 // Retry-After, the IETF httpapi draft fields RateLimit-Policy and RateLimit,
-// and the legacy X-RateLimit-* fields. Framework adapters use it; an
-// application using Limiter.Wrap or an adapter never needs it.
+// and the legacy X-RateLimit-* fields. Framework adapters use it, and each
+// re-exports its styles for WithHeaders (httplimit.LegacyHeaders,
+// ginpace.NoHeaders...), so that an application need not import it; it is
+// for rendering the fields yourself (SetHeader, Append).
 package headers
 
 import (

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	gopherpace "github.com/pedreviljoen/gopherpace/core"
-	"github.com/pedreviljoen/gopherpace/core/adapter"
 	"github.com/pedreviljoen/gopherpace/core/httplimit"
 )
 
@@ -54,7 +53,7 @@ func ExampleBuild() {
 	mw, err := httplimit.Build(limiter,
 		httplimit.WithTrustedProxies(netip.MustParsePrefix("10.0.0.0/8")),
 		httplimit.WithSkip(func(r *http.Request) bool { return r.URL.Path == "/healthz" }),
-		httplimit.WithRefund(adapter.RefundServerErrors),
+		httplimit.WithRefund(httplimit.RefundServerErrors),
 	)
 	if err != nil {
 		log.Fatal(err)

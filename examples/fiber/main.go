@@ -16,7 +16,6 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/pedreviljoen/gopherpace/adapters/fiberpace"
 	gopherpace "github.com/pedreviljoen/gopherpace/core"
-	"github.com/pedreviljoen/gopherpace/core/adapter"
 	"github.com/pedreviljoen/gopherpace/examples/internal/signals"
 )
 
@@ -39,7 +38,7 @@ func run(addr string, serve bool, out io.Writer) error {
 	// Each client is the connection's address. Behind a load balancer add
 	// fiberpace.WithTrustedProxies(its networks...). Failed requests give
 	// their token back.
-	app.Use(fiberpace.New(limiter, fiberpace.WithRefund(adapter.RefundFailed), fiberpace.WithPolicyName("per-ip")))
+	app.Use(fiberpace.New(limiter, fiberpace.WithRefund(fiberpace.RefundFailed), fiberpace.WithPolicyName("per-ip")))
 	app.Get("/hello", func(c *fiber.Ctx) error { return c.SendString("hello\n") })
 	// A stricter limit on one route: its own limiter, as route middleware.
 	login, err := gopherpace.New(gopherpace.WithRate(5, time.Minute))
