@@ -1,0 +1,63 @@
+// Command gopherpace is gopherpace as a service: a limiter that any
+// program asks over HTTP before doing work, its replicas sharing each limit
+// over memberlist.
+//
+//	gopherpace serve -rate 10 -burst 10
+//	curl 'localhost:8100/allow?key=tenant-a'
+//
+// gopherpace serve -h lists every flag; docs/service.md has the API.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/pedreviljoen/gopherpace/adapters/rlserver"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Getenv, os.Stdout, os.Stderr))
+}
+
+const usage = `gopherpace is a rate limiter as a service, with no store.
+
+Usage:
+  gopherpace serve [flags]   serve the HTTP API (gopherpace serve -h: the flags)
+`
+
+func run(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprint(stdout, usage)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	if args[0] != "serve" {
+		fmt.Fprintf(stderr, "gopherpace: unknown command %q\n%s", args[0], usage)
+		return 2
+	}
+	c, err := rlserver.ParseFlags(args[1:], getenv, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "gopherpace serve:", err)
+		return 2
+	}
+	log := slog.New(slog.NewTextHandler(stderr, nil))
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if err := rlserver.Run(ctx, c, log, nil); err != nil {
+		fmt.Fprintln(stderr, "gopherpace serve:", err)
+		return 1
+	}
+	return 0
+}

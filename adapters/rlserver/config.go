@@ -1,0 +1,140 @@
+package rlserver
+
+import (
+	"encoding/base64"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Config is a limiter service's setup: the flags of gopherpace serve, or
+// the GOPHERPACE_* variables of the same names (flags win).
+type Config struct {
+	Addr  string        // HTTP listen address
+	Rate  int64         // tokens a second for keys without a limit of their own
+	Burst int64         // their bucket size; 0 is Rate
+	Sweep time.Duration // accepted for the seed's command lines (see docs/service.md)
+	// Limits are per-key limits: key → tokens a second and bucket size.
+	Limits map[string][2]int64
+
+	// Clustering: with Seeds, or a BindAddr other than loopback's, the
+	// service gossips with its peers over memberlist, and the limits are
+	// the cluster's.
+	Seeds     []string // host:port of peers to join
+	BindAddr  string   // gossip address; "" is standalone unless Seeds are given
+	BindPort  int      // gossip port; 0 picks one
+	NodeName  string   // this replica's name; "" is the host's
+	SecretKey []byte   // AES key for gossip (16, 24 or 32 bytes); required off loopback
+}
+
+// Clustered reports whether the service gossips with peers.
+func (c Config) Clustered() bool { return len(c.Seeds) > 0 || c.BindAddr != "" }
+
+// ParseFlags reads gopherpace serve's flags from args, after defaults
+// from getenv (GOPHERPACE_ADDR, GOPHERPACE_RATE...). A bad value is an
+// error naming the flag; -h writes the usage to out and returns
+// flag.ErrHelp.
+func ParseFlags(args []string, getenv func(string) string, out io.Writer) (Config, error) {
+	fs := flag.NewFlagSet("gopherpace serve", flag.ContinueOnError)
+	fs.SetOutput(out)
+	c := Config{}
+	env := func(name, def string) string {
+		if v := getenv("GOPHERPACE_" + name); v != "" {
+			return v
+		}
+		return def
+	}
+	addr := fs.String("addr", env("ADDR", ":8100"), "HTTP listen address (GOPHERPACE_ADDR)")
+	rate := fs.String("rate", env("RATE", "10"), "tokens a second for every key without a limit of its own (GOPHERPACE_RATE)")
+	burst := fs.String("burst", env("BURST", "0"), "their bucket size; 0 is the rate (GOPHERPACE_BURST)")
+	limits := fs.String("limits", env("LIMITS", ""), `per-key limits, "tenant-a=100:200,tenant-b=5:5" (rate:burst) (GOPHERPACE_LIMITS)`)
+	sweep := fs.String("sweep", env("SWEEP", "1m"), "accepted for the seed service's command lines: buckets are dropped once full whatever it says (GOPHERPACE_SWEEP)")
+	seedList := fs.String("seeds", env("SEEDS", ""), "host:port of peers to join, comma-separated: clusters the service (GOPHERPACE_SEEDS)")
+	bind := fs.String("bind", env("BIND", ""), "gossip address; set it (or -seeds) to cluster (GOPHERPACE_BIND)")
+	port := fs.String("port", env("PORT", "7946"), "gossip port; 0 picks one (GOPHERPACE_PORT)")
+	node := fs.String("node", env("NODE_NAME", ""), "this replica's name; default the host's (GOPHERPACE_NODE_NAME)")
+	key := fs.String("secret-key", env("SECRET_KEY", ""), "base64 AES key (16, 24 or 32 bytes) that encrypts gossip; required off loopback (GOPHERPACE_SECRET_KEY)")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	var errs []error
+	bad := func(flag string, err error) { errs = append(errs, fmt.Errorf("-%s: %w", flag, err)) }
+	c.Addr, c.BindAddr, c.NodeName = *addr, *bind, *node
+	var err error
+	if c.Rate, err = positive(*rate, false); err != nil {
+		bad("rate", err)
+	}
+	if c.Burst, err = positive(*burst, true); err != nil {
+		bad("burst", err)
+	}
+	if c.Sweep, err = time.ParseDuration(*sweep); err != nil || c.Sweep < 0 {
+		bad("sweep", fmt.Errorf("%q is not a duration such as 1m", *sweep))
+	}
+	if c.Limits, err = parseLimits(*limits); err != nil {
+		bad("limits", err)
+	}
+	if *seedList != "" {
+		for _, s := range strings.Split(*seedList, ",") {
+			if s = strings.TrimSpace(s); s != "" {
+				c.Seeds = append(c.Seeds, s)
+			}
+		}
+	}
+	if p, err := strconv.Atoi(*port); err != nil || p < 0 || p > 65535 {
+		bad("port", fmt.Errorf("%q is not a port", *port))
+	} else {
+		c.BindPort = p
+	}
+	if *key != "" {
+		if c.SecretKey, err = base64.StdEncoding.DecodeString(*key); err != nil {
+			bad("secret-key", errors.New("not base64"))
+		} else if n := len(c.SecretKey); n != 16 && n != 24 && n != 32 {
+			bad("secret-key", fmt.Errorf("%d bytes; AES keys are 16, 24 or 32", n))
+		}
+	}
+	return c, errors.Join(errs...)
+}
+
+// positive parses a whole number above zero (or zero, when zeroOK).
+func positive(s string, zeroOK bool) (int64, error) {
+	v, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || v < 0 || v == 0 && !zeroOK {
+		return 0, fmt.Errorf("%q is not a whole number above zero", s)
+	}
+	return v, nil
+}
+
+// parseLimits reads "key=rate:burst,..." as the seed service writes it.
+func parseLimits(s string) (map[string][2]int64, error) {
+	out := map[string][2]int64{}
+	if strings.TrimSpace(s) == "" {
+		return out, nil
+	}
+	for _, item := range strings.Split(s, ",") {
+		key, spec, ok := strings.Cut(strings.TrimSpace(item), "=")
+		rs, bs, ok2 := strings.Cut(spec, ":")
+		if !ok || !ok2 || key == "" {
+			return nil, fmt.Errorf("%q is not key=rate:burst", item)
+		}
+		rate, err := positive(rs, false)
+		if err != nil {
+			return nil, fmt.Errorf("%s's rate: %w", key, err)
+		}
+		burst, err := positive(bs, false)
+		if err != nil {
+			return nil, fmt.Errorf("%s's burst: %w", key, err)
+		}
+		if _, dup := out[key]; dup {
+			return nil, fmt.Errorf("%s is given twice", key)
+		}
+		out[key] = [2]int64{rate, burst}
+	}
+	return out, nil
+}
