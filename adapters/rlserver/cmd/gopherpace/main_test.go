@@ -10,61 +10,118 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 )
 
-// The built binary, as a user runs it: gopherpace serve answers the seed's
-// quick check over real HTTP, and SIGTERM ends it cleanly.
-func TestServeAsBuilt(t *testing.T) {
+// A running gopherpace binary.
+type proc struct {
+	http, gossip string
+	cmd          *exec.Cmd
+	exited       chan error
+	logs         *syncBuffer
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) add(line string) { s.mu.Lock(); s.b.WriteString(line + "\n"); s.mu.Unlock() }
+func (s *syncBuffer) String() string  { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+
+func build(t *testing.T) string {
+	t.Helper()
 	bin := filepath.Join(t.TempDir(), "gopherpace")
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	cmd := exec.Command(bin, "serve", "-addr", "127.0.0.1:0", "-rate", "10", "-burst", "10")
-	stderr, err := cmd.StderrPipe()
+	return bin
+}
+
+// start runs bin serve args and waits until it says where it listens
+// (and, clustered, where it gossips).
+func start(t *testing.T, bin string, args ...string) *proc {
+	t.Helper()
+	p := &proc{cmd: exec.Command(bin, append([]string{"serve"}, args...)...), exited: make(chan error, 1), logs: &syncBuffer{}}
+	stderr, err := p.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cmd.Start(); err != nil {
+	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	exited := make(chan error, 1)
-	addrs := make(chan string, 1)
-	var logs bytes.Buffer
+	t.Cleanup(func() { _ = p.cmd.Process.Kill() })
+	httpAddr, gossipAddr := make(chan string, 1), make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(stderr)
-		re := regexp.MustCompile(`msg=serving addr=(\S+)`)
+		serving := regexp.MustCompile(`msg=serving addr=(\S+)`)
+		gossip := regexp.MustCompile(`gossip transport started.* addr=(\S+)`)
 		for sc.Scan() {
-			logs.WriteString(sc.Text() + "\n")
-			if m := re.FindStringSubmatch(sc.Text()); m != nil {
-				addrs <- m[1]
+			p.logs.add(sc.Text())
+			if m := serving.FindStringSubmatch(sc.Text()); m != nil {
+				httpAddr <- m[1]
+			}
+			if m := gossip.FindStringSubmatch(sc.Text()); m != nil {
+				gossipAddr <- m[1]
 			}
 		}
-		exited <- cmd.Wait()
+		p.exited <- p.cmd.Wait()
 	}()
-	t.Cleanup(func() { _ = cmd.Process.Kill() })
-	var addr string
 	select {
-	case addr = <-addrs:
+	case p.http = <-httpAddr:
 	case <-time.After(20 * time.Second):
-		t.Fatalf("the server never said where it listens:\n%s", logs.String())
+		t.Fatalf("the server never said where it listens:\n%s", p.logs.String())
 	}
+	select {
+	case p.gossip = <-gossipAddr:
+	default:
+	}
+	return p
+}
+
+// stop sends SIGTERM and waits for a clean exit.
+func (p *proc) stop(t *testing.T) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-p.exited:
+		if err != nil {
+			t.Fatalf("after SIGTERM: %v\n%s", err, p.logs.String())
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("the server did not stop on SIGTERM")
+	}
+}
+
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
+// The built binary, as a user runs it: gopherpace serve answers the seed's
+// quick check over real HTTP, and SIGTERM ends it cleanly.
+func TestServeAsBuilt(t *testing.T) {
+	p := start(t, build(t), "-addr", "127.0.0.1:0", "-rate", "10", "-burst", "10")
 	for attempt := 0; ; attempt++ {
 		key := "t" + strconv.Itoa(attempt)
-		start := time.Now()
+		begin := time.Now()
 		var codes []int
 		for range 12 {
-			resp, err := http.Get("http://" + addr + "/allow?key=" + key)
-			if err != nil {
-				t.Fatal(err)
-			}
-			_, _ = io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			codes = append(codes, resp.StatusCode)
+			code, _ := get(t, "http://"+p.http+"/allow?key="+key)
+			codes = append(codes, code)
 		}
-		if time.Since(start) >= 90*time.Millisecond && attempt < 20 {
+		if time.Since(begin) >= 90*time.Millisecond && attempt < 20 {
 			continue // a token came back meanwhile: try again on a fresh key
 		}
 		if want := []int{200, 200, 200, 200, 200, 200, 200, 200, 200, 200, 429, 429}; !equal(codes, want) {
@@ -72,17 +129,49 @@ func TestServeAsBuilt(t *testing.T) {
 		}
 		break
 	}
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
+	p.stop(t)
+}
+
+// Two replicas of the binary over real memberlist on loopback share one
+// limit: what one admits, the other denies, once its report has arrived.
+func TestTwoReplicasShareALimit(t *testing.T) {
+	bin := build(t)
+	common := []string{"-addr", "127.0.0.1:0", "-rate", "1", "-burst", "10", "-bind", "127.0.0.1", "-port", "0"}
+	a := start(t, bin, append(common, "-node", "a")...)
+	if a.gossip == "" {
+		t.Fatalf("replica a never said where it gossips:\n%s", a.logs.String())
 	}
-	select {
-	case err := <-exited:
-		if err != nil {
-			t.Fatalf("after SIGTERM: %v\n%s", err, logs.String())
+	b := start(t, bin, append(common, "-node", "b", "-seeds", a.gossip)...)
+	heard := regexp.MustCompile(`gopherpace_cluster_peers\{limiter="service",state="heard"\} 2`)
+	for _, p := range []*proc{a, b} {
+		for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			if _, m := get(t, "http://"+p.http+"/metrics"); heard.MatchString(m) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the replicas never heard each other:\n%s\n%s", a.logs.String(), b.logs.String())
+			}
 		}
-	case <-time.After(15 * time.Second):
-		t.Fatal("the server did not stop on SIGTERM")
 	}
+	admitted := 0
+	for range 10 {
+		if code, _ := get(t, "http://"+a.http+"/allow?key=tenant"); code == 200 {
+			admitted++
+		}
+	}
+	if admitted != 10 {
+		t.Fatalf("replica a admitted %d of its first 10", admitted)
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if code, _ := get(t, "http://"+b.http+"/allow?key=tenant"); code == 429 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("replica b still admits after replica a spent the shared bucket")
+		}
+	}
+	b.stop(t)
+	a.stop(t)
 }
 
 func equal(a, b []int) bool {
