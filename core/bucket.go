@@ -10,7 +10,7 @@ import (
 // holding a GCRA theoretical arrival time (TAT) in nanoseconds since the
 // limiter's epoch. The bucket is full whenever tat <= now. Standalone global
 // buckets and every keyed bucket use it; the clustered global bucket uses
-// the counted word (counted.go), and leases their own slots (lease.go).
+// the counted word (counted_word.go), and leases their own slots (lease.go).
 
 // bucket is one plain word, padded to a cache line so that two hot buckets
 // never share one.

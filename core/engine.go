@@ -16,7 +16,7 @@ import (
 // in sight. docs/design.md explains the algorithm and its bounds.
 //
 // Its work is split by concern: this file holds its state and lifecycle;
-// mode.go the modes the request path obeys; count.go the request path
+// mode.go the modes the request path obeys; decide_clustered.go the request path
 // (deciding and counting admits); flush.go the timers that send counts;
 // receive.go charging what peers send; membership.go working out who is in
 // sight. It reaches the limiter only through engineParts.

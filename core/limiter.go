@@ -33,13 +33,13 @@ import (
 // Allow is the hot path, so it has a few variants; each has a test that
 // fails if it admits what it should not:
 //
-//	standalone, small bucket   allow on the word (bucket.go)        TestBucketConcurrentAdmitsExactlyBurst, FuzzBucketNeverExceedsRate
-//	standalone, uncontended    allow, then a check for heat         TestLeasesStayColdWithoutContention
-//	standalone, hot            a per-processor lease (lease.go)     TestLeasesHoldTheWindowBound, FuzzLeasingNeverExceedsRate
-//	any, word denied           a token from any fresh lease         TestLeasesDenialSpendsAnyLease
-//	clustered, normal          allow on the counted word            TestCountedDecidesLikeBucket, FuzzCountedDecidesLikeBucket
-//	clustered, hot             a lease counted for gossip           TestClusteredLeasesAdmitAndCountExactlyOneBucket
-//	clustered, other modes     engine.takeGlobal (count.go)         TestAccuracy, TestFailClosedWhenIsolated, TestCountedHandBackUnderLoad
+//	standalone, small bucket   allow on the word (bucket.go)             TestBucketConcurrentAdmitsExactlyBurst, FuzzBucketNeverExceedsRate
+//	standalone, uncontended    allow, then a check for heat              TestLeasesStayColdWithoutContention
+//	standalone, hot            a per-processor lease (lease.go)          TestLeasesHoldTheWindowBound, FuzzLeasingNeverExceedsRate
+//	any, word denied           a token from any fresh lease              TestLeasesDenialSpendsAnyLease
+//	clustered, normal          allow on the counted word                 TestCountedDecidesLikeBucket, FuzzCountedDecidesLikeBucket
+//	clustered, hot             a lease counted for gossip                TestClusteredLeasesAdmitAndCountExactlyOneBucket
+//	clustered, other modes     engine.takeGlobal (decide_clustered.go)   TestAccuracy, TestFailClosedWhenIsolated, TestCountedHandBackUnderLoad
 type Limiter struct {
 	global     bucket // the global word while standalone, and after Close
 	epoch      time.Time

@@ -73,7 +73,7 @@ func (e *plainEntry) vacate() {}
 type clusterEntry struct {
 	tat      atomic.Int64
 	pending  atomic.Int64 // admitted here, not yet sent
-	inflight atomic.Int64 // sent within the last reportFlight (count.go)
+	inflight atomic.Int64 // sent within the last reportFlight (decide_clustered.go)
 }
 
 func (e *clusterEntry) word() *atomic.Int64 { return &e.tat }

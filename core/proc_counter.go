@@ -7,9 +7,9 @@ import (
 
 // procCounter is a counter that every processor adds to without a locked
 // instruction: each P owns a slot on cache lines of its own and is its
-// only writer while pinned (counter_pinned.go), so an add is a plain one.
+// only writer while pinned (proc_counter_pinned.go), so an add is a plain one.
 // Race builds and 32-bit platforms add atomically instead, to a slot
-// picked by the caller's stack (counter_atomic.go); processors beyond
+// picked by the caller's stack (proc_counter_atomic.go); processors beyond
 // those there were at creation add atomically to one shared slot. Reading sums the slots; a sum read during
 // adds is short of the adds in flight, never torn. Make one with
 // newProcCounter.

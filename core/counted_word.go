@@ -33,7 +33,7 @@ type countedBucket struct {
 	spill atomic.Int64
 	// inflight counts tokens reported within the last reportFlight: the
 	// peers may not have them yet, so they still count against the cap on
-	// what this node admits unheard (count.go). It shares the cache line
+	// what this node admits unheard (decide_clustered.go). It shares the cache line
 	// that the lean path reads anyway.
 	inflight atomic.Int64
 	_        [40]byte

@@ -10,7 +10,7 @@ import (
 
 // maxClockGap is how far a caller's time may be from the engine's clock on
 // the clustered global bucket, whose word holds only the low bits of its
-// time (counted.go). Further off, the request is denied and nothing is
+// time (counted_word.go). Further off, the request is denied and nothing is
 // written: 13 days is no clock skew, only a caller's mistake.
 const maxClockGap = int64(1) << 50
 
