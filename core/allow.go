@@ -9,7 +9,7 @@ import "time"
 //
 // Allow never waits for tokens. A clustered node that has admitted its
 // share of the bucket since its peers last heard from it waits for its
-// report to reach them instead (a few milliseconds, at most maxHold),
+// report to reach them instead (a few milliseconds, at most maxReportWait),
 // rather than refuse a request while the cluster has tokens; AllowAt does
 // not wait.
 func (l *Limiter) Allow() (bool, time.Duration) {
@@ -21,7 +21,7 @@ func (l *Limiter) Allow() (bool, time.Duration) {
 		var held bool
 		ok, retry, held = l.eng.allow(int64(time.Since(l.epoch)))
 		if held { // (the deadline's clock read only when held: it cost 40% of a clustered Allow)
-			for deadline := time.Now().Add(maxHold); held && time.Now().Before(deadline); {
+			for deadline := time.Now().Add(maxReportWait); held && time.Now().Before(deadline); {
 				time.Sleep(retry)
 				ok, retry, held = l.eng.allow(int64(time.Since(l.epoch)))
 			}
@@ -35,10 +35,10 @@ func (l *Limiter) Allow() (bool, time.Duration) {
 	return ok, retry
 }
 
-// maxHold bounds how long the real-clock forms wait on holds (see Allow):
+// maxReportWait bounds how long the real-clock forms wait on holds (see Allow):
 // a report's flush and its flight take 3 to 6 ms, and a starved scheduler
 // fires their timers late (docs/design.md, the cap).
-const maxHold = 25 * time.Millisecond
+const maxReportWait = 25 * time.Millisecond
 
 // AllowAt is Allow at the given time.
 func (l *Limiter) AllowAt(now time.Time) (bool, time.Duration) {

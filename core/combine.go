@@ -77,7 +77,7 @@ func (ls *Limits) TakeAll(keys []string, n int64, all []Decision) (Decision, tim
 	now := epoch.Add(time.Since(epoch))
 	held, by, err := ls.take(&d, now, keys, n, all)
 	if held {
-		for deadline := now.Add(maxHold); held && now.Before(deadline); {
+		for deadline := now.Add(maxReportWait); held && now.Before(deadline); {
 			time.Sleep(d.RetryAfter)
 			now = epoch.Add(time.Since(epoch))
 			held, by, err = ls.take(&d, now, keys, n, all)

@@ -29,7 +29,7 @@ func (e *engine) allow(now int64) (ok bool, retry time.Duration, held bool) {
 		return false, time.Second, false
 	}
 	if e.mode.Load() == modeNormal {
-		b := e.buckets(now)
+		b := e.bucketTime(now)
 		if lz != nil && lz.hot(b) {
 			ok, retry := lz.allow(countedSource{e}, p, b)
 			switch {
@@ -68,7 +68,7 @@ func (e *engine) allowSlow(now int64) (ok bool, retry time.Duration, held bool) 
 	var d Decision
 	held = e.takeGlobal(&d, now, 1)
 	if !d.Allowed {
-		ok, retry = e.stealOr(e.buckets(now), d.RetryAfter)
+		ok, retry = e.stealOr(e.bucketTime(now), d.RetryAfter)
 		return ok, retry, held && !ok
 	}
 	return true, 0, false
@@ -93,7 +93,7 @@ func (e *engine) stealOr(now int64, retry time.Duration) (bool, time.Duration) {
 func (e *engine) take(d *Decision, now, n int64) (held bool) {
 	held = e.takeGlobal(d, now, n)
 	if e.mode.Load() != modeClosed {
-		stealInto(e.leases, d, e.buckets(now), n)
+		stealInto(e.leases, d, e.bucketTime(now), n)
 	}
 	if !d.Allowed {
 		e.denied.add(n)
@@ -132,7 +132,7 @@ func (e *engine) takeGlobal(d *Decision, now, n int64) (held bool) {
 		*d = wait
 		return true
 	}
-	count, ok := c.take(d, p, e.buckets(now), n, &e.quota)
+	count, ok := c.take(d, p, e.bucketTime(now), n, &e.quota)
 	if !ok { // handed back: the limiter is closing
 		e.takeStandalone(d, now, n)
 		return false
@@ -161,7 +161,7 @@ func (e *engine) takeKeyed(d *Decision, h uint64, p *policy, now, n int64) (held
 		*d = closedDecision(p)
 		return false
 	}
-	now = e.buckets(now)
+	now = e.bucketTime(now)
 	for {
 		ent := e.keys.get(h, now)
 		if ent == nil {
@@ -184,7 +184,7 @@ func (e *engine) takeKeyed(d *Decision, h uint64, p *policy, now, n int64) (held
 
 // refundGlobal gives back n tokens of the global bucket.
 func (e *engine) refundGlobal(now, n int64) {
-	if e.mode.Load() == modeStopped || !e.global.refund(e.pols.dflt(), e.buckets(now), n) {
+	if e.mode.Load() == modeStopped || !e.global.refund(e.pols.dflt(), e.bucketTime(now), n) {
 		refund(e.standalone, e.pols.dflt(), now, n)
 	}
 }
@@ -193,7 +193,7 @@ func (e *engine) refundGlobal(now, n int64) {
 // of the count not yet sent.
 func (e *engine) refundKeyed(h uint64, p *policy, now, n int64) {
 	if ent := e.keys.lookup(h); ent != nil {
-		refund(&ent.tat, p, e.buckets(now), n)
+		refund(&ent.tat, p, e.bucketTime(now), n)
 		unreport(&ent.pending, n)
 	}
 }
@@ -208,7 +208,7 @@ func (s countedSource) takeUpTo(p *policy, now, n int64) (int64, time.Duration, 
 	room := p.localCap.Load() - c.unheard()
 	if room < 1 {
 		e.kick()
-		return 0, holdRetry, false
+		return 0, reportRetry, false
 	}
 	got, count, retry, contended, ok := c.takeUpTo(p, now, n, room, &e.quota)
 	if !ok { // handed back: the limiter is closing
@@ -246,7 +246,7 @@ func (e *engine) overCap(unheard int64, p *policy, n int64) (Decision, bool) {
 }
 
 // counted schedules the flush that reports a count that just grew by n to
-// v: at once when it crosses the threshold, and within holdFor when it is
+// v: at once when it crosses the threshold, and within flushDelay when it is
 // the first unreported token. Holding every node's admits for the same
 // short time keeps the cluster fair: a node whose admits stayed unreported
 // longer would let its peers spend tokens it had already spent, and busy
@@ -255,7 +255,7 @@ func (e *engine) counted(v, n int64, p *policy) {
 	if at := p.flushAt.Load(); v >= at && v-n < at {
 		e.kick()
 	} else if v == n {
-		e.hold()
+		e.armFlush()
 	}
 }
 
@@ -280,11 +280,11 @@ func (e *engine) kick() {
 	}
 }
 
-// hold schedules a flush holdFor from now unless one is already scheduled.
-func (e *engine) hold() {
-	if e.held.CompareAndSwap(false, true) {
-		e.clock.AfterFunc(time.Duration(e.holdFor), func() {
-			e.held.Store(false)
+// armFlush schedules a flush flushDelay from now unless one is already scheduled.
+func (e *engine) armFlush() {
+	if e.flushArmed.CompareAndSwap(false, true) {
+		e.clock.AfterFunc(time.Duration(e.flushDelay), func() {
+			e.flushArmed.Store(false)
 			e.kick()
 		})
 	}
@@ -294,11 +294,11 @@ func closedDecision(p *policy) Decision {
 	return Decision{Limit: p.burst, RetryAfter: time.Second, ResetAfter: time.Second, Window: p.window()}
 }
 
-// holdRetry is how long a request held back by overCap (or the
+// reportRetry is how long a request held back by overCap (or the
 // pre-contact share) waits before it is worth trying again: the next
 // flush, and its flight to the peers.
-const holdRetry = time.Duration(minFlushGap + reportFlight)
+const reportRetry = time.Duration(minFlushGap + reportFlight)
 
 func waitDecision(p *policy) Decision {
-	return Decision{Limit: p.burst, RetryAfter: holdRetry, ResetAfter: holdRetry, Window: p.window()}
+	return Decision{Limit: p.burst, RetryAfter: reportRetry, ResetAfter: reportRetry, Window: p.window()}
 }

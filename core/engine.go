@@ -69,18 +69,18 @@ type engine struct {
 	maxFrame  int
 	floor     bool // reference-design baseline
 
-	global    countedBucket
-	mode      atomic.Int32 // see mode.go
-	quota     quota        // while contended, what this node may admit (fairness.go)
-	denied    procCounter
-	clockNow  atomic.Int64 // the engine's time at its last tick
-	lag       atomic.Int64 // how far the buckets' clock runs behind (membership.go)
-	preBudget atomic.Int64
-	kicked    atomic.Bool
-	held      atomic.Bool
-	holdFor   int64 // the longest a first unreported admit waits
-	dirty     [dirtyShards]dirtyList
-	stats     engineStats
+	global     countedBucket
+	mode       atomic.Int32 // see mode.go
+	quota      quota        // while contended, what this node may admit (fairness.go)
+	denied     procCounter
+	clockNow   atomic.Int64 // the engine's time at its last tick
+	lag        atomic.Int64 // how far the buckets' clock runs behind (membership.go)
+	preBudget  atomic.Int64
+	kicked     atomic.Bool
+	flushArmed atomic.Bool
+	flushDelay int64 // the longest a first unreported admit waits
+	dirty      [dirtyShards]dirtyList
+	stats      engineStats
 
 	mu         sync.Mutex // guards the fields below
 	started    bool
@@ -145,7 +145,7 @@ func newEngine(parts engineParts, c *config) *engine {
 		interval:    int64(c.interval),
 		tick:        int64(c.interval) / 2,
 		isolation:   int64(c.interval) * 3 / 2,
-		holdFor:     min(max(int64(c.interval)/20, minFlushGap), int64(5*time.Millisecond)),
+		flushDelay:  min(max(int64(c.interval)/20, minFlushGap), int64(5*time.Millisecond)),
 		grace:       int64(c.grace),
 		partition:   c.partition,
 		maxFrame:    c.transport.MaxFrameSize(),
@@ -156,7 +156,7 @@ func newEngine(parts engineParts, c *config) *engine {
 		e.clock = clk
 	}
 	if e.floor {
-		e.holdFor = e.tick // the reference design reports on its ticks only
+		e.flushDelay = e.tick // the reference design reports on its ticks only
 	}
 	e.quota.setGate(parts.pols.dflt())
 	return e
@@ -165,10 +165,10 @@ func newEngine(parts engineParts, c *config) *engine {
 // now is the engine's clock in nanoseconds since the limiter's epoch.
 func (e *engine) now() int64 { return clampNanos(e.clock.Now().Sub(e.epoch)) }
 
-// buckets converts a time on the engine's clock (or a caller's) to the
+// bucketTime converts a time on the engine's clock (or a caller's) to the
 // buckets' clock, which runs behind it by the lag built up while peers
 // were out of sight (membership.go).
-func (e *engine) buckets(now int64) int64 { return now - e.lag.Load() }
+func (e *engine) bucketTime(now int64) int64 { return now - e.lag.Load() }
 
 func (e *engine) start() {
 	e.mu.Lock()
@@ -209,7 +209,7 @@ func (e *engine) stop() {
 	now := e.now()
 	// Hand the global bucket back first, so that takers spin for as short
 	// a time as possible; what it held unreported goes out in the goodbye.
-	e.global.handBack(e.standalone, e.pols.dflt(), e.buckets(now), now)
+	e.global.handBack(e.standalone, e.pols.dflt(), e.bucketTime(now), now)
 	frames := e.flushLocked(now, true, true)
 	for range resendTicks {
 		for _, f := range frames {

@@ -221,7 +221,7 @@ func (e *engine) rebalance(now int64) {
 	// The quota holds a tenth of a tick's share (at least two tokens):
 	// enough to smooth arrivals, too little to save up a burst.
 	tol := max(2, saturate(share*float64(e.tick)/float64(time.Second)/10, 0, maxQuotaInterval)) * iv
-	q.set(iv, tol, e.buckets(now))
+	q.set(iv, tol, e.bucketTime(now))
 	q.on.Store(true)
 }
 
@@ -301,7 +301,7 @@ func (e *engine) resync(now int64) {
 // globalLevel is how far (in ns) the replica of the global bucket is from
 // empty at now on the engine's clock: positive while it holds tokens.
 func (e *engine) globalLevel(now int64) int64 {
-	b := e.buckets(now)
+	b := e.bucketTime(now)
 	tat, ok := e.global.tat(e.pols.dflt(), b)
 	if !ok {
 		return 0

@@ -49,7 +49,7 @@ func (e *engine) onKick() {
 // transport, and keeps them for resending. With heartbeat it sends a bare
 // header when there is nothing to count. It returns the frames sent.
 func (e *engine) flushLocked(now int64, heartbeat, leaving bool) [][]byte {
-	global := e.global.drain(e.pols.dflt(), e.buckets(now))
+	global := e.global.drain(e.pols.dflt(), e.bucketTime(now))
 	batch := e.batch[:0]
 	var flights []flying
 	for i := range e.dirty {

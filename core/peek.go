@@ -25,7 +25,7 @@ func (l *Limiter) peek(now int64, key string, n int64) Decision {
 		case l.eng == nil:
 			tat = l.global.tat.Load()
 		default:
-			now = l.eng.buckets(now)
+			now = l.eng.bucketTime(now)
 			if t, ok := l.eng.global.tat(p, now); ok {
 				tat = t
 			} else {
@@ -36,7 +36,7 @@ func (l *Limiter) peek(now int64, key string, n int64) Decision {
 		h := hashKey(l.hashSecret, key)
 		p = l.keyPolicy(h, key, now)
 		if l.eng != nil {
-			now = l.eng.buckets(now)
+			now = l.eng.bucketTime(now)
 			if e := l.eng.keys.lookup(h); e != nil {
 				if t := e.tat.Load(); t != evicted {
 					tat = t
@@ -72,7 +72,7 @@ func (l *Limiter) ResetAt(now time.Time, key string) { l.reset(l.nanos(now), key
 
 func (l *Limiter) reset(now int64, key string) {
 	if key == "" {
-		if l.eng != nil && l.eng.global.reset(l.pols.dflt(), l.eng.buckets(now)) {
+		if l.eng != nil && l.eng.global.reset(l.pols.dflt(), l.eng.bucketTime(now)) {
 			return
 		}
 		refill(&l.global.tat)

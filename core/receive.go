@@ -23,10 +23,10 @@ const maxClockSkew = int64(time.Hour)
 // dropped (counted in FramesNotMember) otherwise. The hold is bounded, so
 // invented names cost at most unlistedFrames copies.
 type unlisted struct {
-	frames []heldFrame
+	frames []keptFrame
 }
 
-type heldFrame struct {
+type keptFrame struct {
 	from string
 	b    []byte
 	at   int64
@@ -42,7 +42,7 @@ func (u *unlisted) hold(from string, b []byte, now int64) bool {
 	if len(u.frames) >= unlistedFrames {
 		return false
 	}
-	u.frames = append(u.frames, heldFrame{from, append([]byte(nil), b...), now})
+	u.frames = append(u.frames, keptFrame{from, append([]byte(nil), b...), now})
 	return true
 }
 
@@ -147,7 +147,7 @@ func (e *engine) apply(from string, b []byte, hold bool) {
 		charged += uint64(kc.tokens)
 	}
 	e.stats.tokensCharged.Add(charged)
-	at := e.buckets(now)
+	at := e.bucketTime(now)
 	if global > 0 {
 		e.global.debit(e.pols.dflt(), at, global, e.maxDebt(e.pols.dflt()))
 	}
@@ -277,7 +277,7 @@ func (e *engine) contact(now int64, peerInc uint64, level int64) {
 	if peerInc+uint64(2*e.interval) < e.inc {
 		e.learned = true
 		e.log.Info("joined a running cluster: starting from its level", "node", e.name, "tokens", max(level, 0))
-		b := e.buckets(now)
+		b := e.bucketTime(now)
 		e.global.lowerTo(e.pols.dflt(), b, level)
 		e.keys.each(func(h uint64, ent *clusterEntry) { empty(&ent.tat, e.pols.forKey(h), b) })
 	}

@@ -144,13 +144,13 @@ func (l *Limiter) reprice(now int64, pick func(h uint64, global bool) (from, to 
 	if from, to := pick(0, true); from != nil {
 		if l.eng != nil {
 			l.eng.quota.setGate(to)
-			l.eng.global.reprice(from, to, l.eng.buckets(now))
+			l.eng.global.reprice(from, to, l.eng.bucketTime(now))
 		} else {
 			repriceWord(&l.global.tat, from, to, now)
 		}
 	}
 	if l.eng != nil {
-		b := l.eng.buckets(now)
+		b := l.eng.bucketTime(now)
 		l.eng.keys.each(func(h uint64, e *clusterEntry) {
 			if from, to := pick(h, false); from != nil {
 				repriceWord(&e.tat, from, to, b)
@@ -175,7 +175,7 @@ func (l *Limiter) reprice(now int64, pick func(h uint64, global bool) (from, to 
 func (l *Limiter) repriceKey(now int64, h uint64, from, to *policy) {
 	if l.eng != nil {
 		if e := l.eng.keys.lookup(h); e != nil {
-			repriceWord(&e.tat, from, to, l.eng.buckets(now))
+			repriceWord(&e.tat, from, to, l.eng.bucketTime(now))
 		}
 		return
 	}

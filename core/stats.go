@@ -95,7 +95,7 @@ func (l *Limiter) Stats() Stats {
 // fillStats writes the engine's part of a Stats snapshot, and returns the
 // engine's time and the global bucket's TAT at it.
 func (e *engine) fillStats(s *Stats) (now, tat int64) {
-	now = e.buckets(e.now())
+	now = e.bucketTime(e.now())
 	tat = e.standalone.Load()
 	if t, ok := e.global.tat(e.pols.dflt(), now); ok {
 		tat = t

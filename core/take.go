@@ -45,7 +45,7 @@ func (l *Limiter) takeNow(d *Decision, key string, n int64) (time.Time, error) {
 	now := int64(time.Since(l.epoch))
 	held, err := l.take(d, now, key, n)
 	if held {
-		for deadline := now + int64(maxHold); held && now < deadline; {
+		for deadline := now + int64(maxReportWait); held && now < deadline; {
 			time.Sleep(d.RetryAfter)
 			now = int64(time.Since(l.epoch))
 			held, err = l.take(d, now, key, n)

@@ -87,8 +87,8 @@ func TestDecideFieldsAndRefunds(t *testing.T) {
 	if d := r.Decision(); err != nil || !d.Allowed || d.Remaining != 1 {
 		t.Fatalf("Decide: %+v %v", d, err)
 	}
-	g.Settle(&r, 404) // not refunded
-	g.Settle(&r, 503) // refunded
+	g.RefundFor(&r, 404) // not refunded
+	g.RefundFor(&r, 503) // refunded
 	if r, _ := take(2); !r.Decision().Allowed {
 		t.Fatalf("after a 503's refund the bucket holds 2: %+v", r.Decision())
 	}
@@ -96,7 +96,7 @@ func TestDecideFieldsAndRefunds(t *testing.T) {
 		t.Fatalf("cost 3 of a bucket of 2: %v", err)
 	}
 	denied, _ := take(1)
-	g.Settle(&denied, 503) // a denial spent nothing: nothing comes back
+	g.RefundFor(&denied, 503) // a denial spent nothing: nothing comes back
 	if d := l.Peek("k"); d.Allowed {
 		t.Fatalf("a refunded denial added tokens: %+v", d)
 	}

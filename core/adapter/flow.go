@@ -170,7 +170,7 @@ func (f *Flow[C]) Decide(c C, r *Request) Step {
 
 // Finish ends an admitted request whose response has this status: its
 // tokens come back if the gate refunds that status.
-func (f *Flow[C]) Finish(r *Request, status int) { f.gate.Settle(r, status) }
+func (f *Flow[C]) Finish(r *Request, status int) { f.gate.RefundFor(r, status) }
 
 // clientKey keys r by the client's address, into r's own buffer.
 func (f *Flow[C]) clientKey(c C, r *Request) error {

@@ -120,9 +120,9 @@ func (g *Gate) RenderRequest(f *Fields, r *Request) {
 	f.f.RenderMany(g.policies, qs[:n], render.Quota(r.d), r.at)
 }
 
-// Settle gives the request's tokens back, to every limit, when the gate
+// RefundFor gives the request's tokens back, to every limit, when the gate
 // refunds responses with this status (Settings.Refund).
-func (g *Gate) Settle(r *Request, status int) {
+func (g *Gate) RefundFor(r *Request, status int) {
 	if g.refund != nil && g.refund(status) {
 		g.GiveBack(r)
 	}
