@@ -24,7 +24,7 @@ func TestBucketBurstThenRefill(t *testing.T) {
 	if d.Allowed || d.RetryAfter != 100*time.Millisecond || d.Remaining != 0 {
 		t.Fatalf("6th request: %+v, want denied, retry 100ms", d)
 	}
-	if d.ResetAfter != 500*time.Millisecond || d.Window != 500*time.Millisecond || d.Limit != 5 {
+	if d.ResetAfter != 500*time.Millisecond || d.Window != 500*time.Millisecond || d.BucketSize != 5 {
 		t.Fatalf("6th request: %+v, want reset 500ms, window 500ms, limit 5", d)
 	}
 	if d, _ := take(&tat, p, int64(100*time.Millisecond)-1, 1); d.Allowed {

@@ -40,12 +40,12 @@ func TestLimitsAllOrNothing(t *testing.T) {
 			t.Fatalf("request %d: %+v %v", i, d, err)
 		}
 		// The per-IP bucket is the one closer to exhaustion.
-		if d.Limit != 3 || d.Remaining != int64(2-i) {
+		if d.BucketSize != 3 || d.Remaining != int64(2-i) {
 			t.Fatalf("request %d reports %+v, want the per-IP limit", i, d)
 		}
 	}
 	d, _ := both.TakeAt(t0, []string{"198.51.100.1", "key-a"}, 1)
-	if d.Allowed || d.Limit != 3 {
+	if d.Allowed || d.BucketSize != 3 {
 		t.Fatalf("fourth from one IP: %+v, want the per-IP denial", d)
 	}
 	if got := perKey.PeekAt(t0, "key-a").Remaining; got != 2 {
@@ -58,7 +58,7 @@ func TestLimitsAllOrNothing(t *testing.T) {
 		}
 	}
 	d, _ = both.TakeAt(t0, []string{"198.51.100.2", "key-a"}, 1)
-	if d.Allowed || d.Limit != 5 || d.RetryAfter != 12*time.Minute {
+	if d.Allowed || d.BucketSize != 5 || d.RetryAfter != 12*time.Minute {
 		t.Fatalf("key spent: %+v, want the per-key denial, a token in 12 min", d)
 	}
 	if got := perIP.PeekAt(t0, "198.51.100.2").Remaining; got != 1 {

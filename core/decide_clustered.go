@@ -291,7 +291,7 @@ func (e *engine) armFlush() {
 }
 
 func closedDecision(p *policy) Decision {
-	return Decision{Limit: p.burst, RetryAfter: time.Second, ResetAfter: time.Second, Window: p.window()}
+	return Decision{BucketSize: p.burst, RetryAfter: time.Second, ResetAfter: time.Second, Window: p.window()}
 }
 
 // reportRetry is how long a request held back by overCap (or the
@@ -300,5 +300,5 @@ func closedDecision(p *policy) Decision {
 const reportRetry = time.Duration(minFlushGap + reportFlight)
 
 func waitDecision(p *policy) Decision {
-	return Decision{Limit: p.burst, RetryAfter: reportRetry, ResetAfter: reportRetry, Window: p.window()}
+	return Decision{BucketSize: p.burst, RetryAfter: reportRetry, ResetAfter: reportRetry, Window: p.window()}
 }

@@ -17,8 +17,9 @@ type Decision struct {
 	// (WithShadowMode) let through: Allowed is true, nothing was spent,
 	// and RetryAfter and Remaining describe the denial.
 	Shadowed bool
-	// Limit is the bucket size: the most tokens that can be spent at once.
-	Limit int64
+	// BucketSize is the bucket's size: the most tokens that can be spent at
+	// once.
+	BucketSize int64
 	// Remaining is how many whole tokens are left after this decision.
 	Remaining int64
 	// RetryAfter is, on a denial, how long until the same request would be
@@ -26,8 +27,8 @@ type Decision struct {
 	RetryAfter time.Duration
 	// ResetAfter is how long until the bucket is full again.
 	ResetAfter time.Duration
-	// Window is how long an empty bucket takes to fill: Limit tokens at the
-	// refill rate. Limit/Window is the effective rate.
+	// Window is how long an empty bucket takes to fill: BucketSize tokens at
+	// the refill rate. BucketSize/Window is the effective rate.
 	Window time.Duration
 }
 

@@ -76,7 +76,7 @@ func ExampleLimiter_TakeAt() {
 		if err != nil {
 			log.Fatal(err)
 		}
-		fmt.Printf("%s allowed=%v remaining=%d/%d\n", tenant, d.Allowed, d.Remaining, d.Limit)
+		fmt.Printf("%s allowed=%v remaining=%d/%d\n", tenant, d.Allowed, d.Remaining, d.BucketSize)
 	}
 	d, _ := limiter.TakeAt(now, "tenant-b", 1)
 	fmt.Printf("tenant-b again: allowed=%v retry after %v\n", d.Allowed, d.RetryAfter)
@@ -119,7 +119,7 @@ func ExampleCombine() {
 	t0 := time.Unix(1_700_000_000, 0)
 	for _, ip := range []string{"198.51.100.1", "198.51.100.1", "198.51.100.1", "198.51.100.2", "198.51.100.3"} {
 		d, _ := both.TakeAt(t0, []string{ip, "key-a"}, 1)
-		fmt.Println(ip, d.Allowed, d.Limit)
+		fmt.Println(ip, d.Allowed, d.BucketSize)
 	}
 	// Output:
 	// 198.51.100.1 true 2

@@ -127,7 +127,7 @@ func New(opts ...Option) (*Limiter, error) {
 	}
 	if c.lookup != nil {
 		l.pols.lookup = newLookupCache(*c.lookup, func(q Quota) (*policy, error) {
-			return l.buildPolicy(q.Tokens, q.Per, q.Burst)
+			return l.buildPolicy(q.Tokens, q.Per, q.BucketSize)
 		})
 	}
 	l.log.Debug("limiter created", "node", l.name, "rate", def.tokens, "per", def.per, "burst", def.burst, "clustered", l.eng != nil)

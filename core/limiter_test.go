@@ -117,11 +117,11 @@ func TestOverrides(t *testing.T) {
 		t.Fatalf("tenant-a admitted %d at once, want its bucket of 200", n)
 	}
 	d, _ := l.TakeAt(t0, "tenant-a", 1)
-	if d.Limit != 200 || d.RetryAfter != 10*time.Millisecond {
+	if d.BucketSize != 200 || d.RetryAfter != 10*time.Millisecond {
 		t.Fatalf("tenant-a decision %+v, want limit 200, retry 10ms", d)
 	}
-	if d, _ := l.TakeAt(t0, "tenant-b", 1); d.Limit != 1 {
-		t.Fatalf("tenant-b got limit %d, want the default 1", d.Limit)
+	if d, _ := l.TakeAt(t0, "tenant-b", 1); d.BucketSize != 1 {
+		t.Fatalf("tenant-b got limit %d, want the default 1", d.BucketSize)
 	}
 }
 

@@ -15,11 +15,11 @@ import (
 // or the default one until a request of this node has looked it up.
 
 // A Quota is a limit as WithRate and WithBucketSize give one: Tokens per
-// Per, in bursts of up to Burst.
+// Per, in a bucket of BucketSize tokens (bursts of up to that many).
 type Quota struct {
-	Tokens int64
-	Per    time.Duration
-	Burst  int64
+	Tokens     int64
+	Per        time.Duration
+	BucketSize int64
 }
 
 // WithLookup looks each key's limit up with f: the first time a key is

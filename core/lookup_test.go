@@ -51,7 +51,7 @@ func TestLookupTiers(t *testing.T) {
 	now += int64(time.Minute)
 	var d Decision
 	l.take(&d, now, "gold", 1)
-	if calls.Load() != 4 || !d.Allowed || d.Limit != 10 {
+	if calls.Load() != 4 || !d.Allowed || d.BucketSize != 10 {
 		t.Fatalf("after the TTL: %d lookups, %+v; want a new lookup and the new tier", calls.Load(), d)
 	}
 	// The cache is bounded.

@@ -52,7 +52,7 @@ func (l *Limiter) peek(now int64, key string, n int64) Decision {
 		p.fillDenied(&d, base, now, next, p.interval)
 		return d
 	}
-	d = Decision{Allowed: true, Limit: p.burst, Remaining: p.tokensIn(now+p.tolerance-base, p.interval),
+	d = Decision{Allowed: true, BucketSize: p.burst, Remaining: p.tokensIn(now+p.tolerance-base, p.interval),
 		ResetAfter: time.Duration(base - now), Window: p.window()}
 	if key == "" && l.eng == nil && l.leases != nil {
 		d.Remaining = min(p.burst, d.Remaining+l.leases.leased(now))

@@ -118,7 +118,7 @@ func (p *policy) checkCost(n int64) error {
 func (p *policy) fillAllowed(d *Decision, next, now, unit int64) {
 	*d = Decision{
 		Allowed:    true,
-		Limit:      p.burst,
+		BucketSize: p.burst,
 		Remaining:  p.tokensIn(now+p.tolerance-next, unit),
 		ResetAfter: time.Duration(next - now),
 		Window:     p.window(),
@@ -127,7 +127,7 @@ func (p *policy) fillAllowed(d *Decision, next, now, unit int64) {
 
 func (p *policy) fillDenied(d *Decision, base, now, next, unit int64) {
 	*d = Decision{
-		Limit:      p.burst,
+		BucketSize: p.burst,
 		Remaining:  max(0, p.tokensIn(now+p.tolerance-base, unit)),
 		RetryAfter: time.Duration(next - p.tolerance - now),
 		ResetAfter: time.Duration(base - now),

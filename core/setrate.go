@@ -15,13 +15,13 @@ import (
 // decided against either rate.
 
 // SetRate changes the default policy to tokens per per with a bucket of
-// burst, validated as New validates them. Clustered, set it on every node
+// bucketSize, validated as New validates them. Clustered, set it on every node
 // (as a configuration rollout does): until every node has the new rate,
 // each refills its replicas at its own, and the cluster admits between
 // the two; once all have it, the cluster follows it within a gossip
 // interval.
-func (l *Limiter) SetRate(tokens int64, per time.Duration, burst int64) error {
-	return l.setRate(l.changeTime(), tokens, per, burst)
+func (l *Limiter) SetRate(tokens int64, per time.Duration, bucketSize int64) error {
+	return l.setRate(l.changeTime(), tokens, per, bucketSize)
 }
 
 // changeTime is the time a change reprices the buckets at: the engine's
@@ -54,8 +54,8 @@ func (l *Limiter) setRate(now int64, tokens int64, per time.Duration, burst int6
 
 // SetOverride gives key a policy of its own, as WithOverrideRate does, or
 // changes the one it has.
-func (l *Limiter) SetOverride(key string, tokens int64, per time.Duration, burst int64) error {
-	return l.setOverride(l.changeTime(), key, tokens, per, burst)
+func (l *Limiter) SetOverride(key string, tokens int64, per time.Duration, bucketSize int64) error {
+	return l.setOverride(l.changeTime(), key, tokens, per, bucketSize)
 }
 
 func (l *Limiter) setOverride(now int64, key string, tokens int64, per time.Duration, burst int64) error {

@@ -37,12 +37,12 @@ func denied(d gopherpace.Decision, policy string) error {
 // describeRate says a decision's rate and burst in words: "1 per second,
 // bursts of 3", "100 per hour, bursts of 100".
 func describeRate(d gopherpace.Decision) string {
-	if d.Window <= 0 || d.Limit <= 0 {
+	if d.Window <= 0 || d.BucketSize <= 0 {
 		return "nothing"
 	}
 	// The first unit with a whole number of tokens, or else the first
 	// with at least one.
-	perSecond := float64(d.Limit) / d.Window.Seconds()
+	perSecond := float64(d.BucketSize) / d.Window.Seconds()
 	units := []struct {
 		name    string
 		seconds float64
@@ -62,7 +62,7 @@ func describeRate(d gopherpace.Decision) string {
 			break
 		}
 	}
-	return strconv.FormatFloat(amount, 'g', 4, 64) + " per " + unit + ", bursts of " + strconv.FormatInt(d.Limit, 10)
+	return strconv.FormatFloat(amount, 'g', 4, 64) + " per " + unit + ", bursts of " + strconv.FormatInt(d.BucketSize, 10)
 }
 
 // sendHeaders sends the request's fields as header metadata, names in

@@ -240,7 +240,7 @@ func TestRefundDecisionAndDenyHandler(t *testing.T) {
 			t.Fatalf("call %d: %v, want the handler's Unavailable, each refunded", i, err)
 		}
 	}
-	if !seen.Allowed || seen.Limit != 1 {
+	if !seen.Allowed || seen.BucketSize != 1 {
 		t.Fatalf("handler saw Decision %+v", seen)
 	}
 	custom, _ := serve(t, []grpc.ServerOption{unaryServer(t, limiter(t, 1, 1), WithKeyFunc(GlobalKey),
@@ -265,7 +265,7 @@ func TestRateDescriptions(t *testing.T) {
 		{500, 100 * time.Millisecond, "5000 per second, bursts of 500"},
 		{1, 48 * time.Hour, "0.5 per day, bursts of 1"},
 	} {
-		if got := describeRate(gopherpace.Decision{Limit: tc.limit, Window: tc.window}); got != tc.want {
+		if got := describeRate(gopherpace.Decision{BucketSize: tc.limit, Window: tc.window}); got != tc.want {
 			t.Errorf("limit %d over %v: %q, want %q", tc.limit, tc.window, got, tc.want)
 		}
 	}

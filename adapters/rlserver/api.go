@@ -76,11 +76,11 @@ func allow(w http.ResponseWriter, r *http.Request, l *gopherpace.Limiter) {
 		return
 	}
 	h := w.Header()
-	h.Set("X-RateLimit-Limit", strconv.FormatInt(d.Limit, 10))
+	h.Set("X-RateLimit-Limit", strconv.FormatInt(d.BucketSize, 10))
 	h.Set("X-RateLimit-Remaining", strconv.FormatInt(d.Remaining, 10))
 	b := append([]byte(`{"allowed":`), strconv.FormatBool(d.Allowed)...)
 	b = append(append(b, `,"remaining":`...), strconv.FormatInt(d.Remaining, 10)...)
-	b = append(append(b, `,"limit":`...), strconv.FormatInt(d.Limit, 10)...)
+	b = append(append(b, `,"limit":`...), strconv.FormatInt(d.BucketSize, 10)...)
 	b = append(append(b, `,"rate":`...), strconv.FormatFloat(ratePerSecond(d), 'f', -1, 64)...)
 	code := http.StatusOK
 	if !d.Allowed {
@@ -97,7 +97,7 @@ func ratePerSecond(d gopherpace.Decision) float64 {
 	if d.Window <= 0 {
 		return 0
 	}
-	return math.Round(float64(d.Limit)/d.Window.Seconds()*1000) / 1000
+	return math.Round(float64(d.BucketSize)/d.Window.Seconds()*1000) / 1000
 }
 
 // ceilDiv is d in units, rounded up; at least 1 for any d > 0.

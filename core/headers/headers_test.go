@@ -135,7 +135,7 @@ func TestNextTokenAfter(t *testing.T) {
 	if got := d.NextTokenAfter(); got != 150*time.Millisecond {
 		t.Fatalf("next in %v, want 150ms", got)
 	}
-	if got := (gopherpace.Decision{Allowed: true, Limit: 4, Remaining: 4}).NextTokenAfter(); got != 0 {
+	if got := (gopherpace.Decision{Allowed: true, BucketSize: 4, Remaining: 4}).NextTokenAfter(); got != 0 {
 		t.Fatalf("full bucket: next in %v, want 0", got)
 	}
 }

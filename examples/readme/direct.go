@@ -12,7 +12,7 @@ import (
 func Direct(limiter *gopherpace.Limiter) {
 	ok, retryAfter := limiter.Allow()     // one token from the global bucket
 	d, err := limiter.Take("tenant-a", 5) // five tokens from tenant-a's bucket
-	// d.Allowed, d.Remaining, d.Limit, d.RetryAfter, d.ResetAfter, d.Window
+	// d.Allowed, d.Remaining, d.BucketSize, d.RetryAfter, d.ResetAfter, d.Window
 	_, _, _, _ = ok, retryAfter, d, err
 }
 

@@ -117,7 +117,7 @@ func (f *Fields) render(b []byte, ps []Policy, qs []Quota, q Quota, now time.Tim
 		field(RateLimit, "")
 	}
 	if style == Legacy || style == Both {
-		b = strconv.AppendInt(b, q.Limit, 10)
+		b = strconv.AppendInt(b, q.BucketSize, 10)
 		field(XLimit, "")
 		b = strconv.AppendInt(b, q.Remaining, 10)
 		field(XRemaining, "")
@@ -139,13 +139,13 @@ func (p Policy) quotedName() string {
 // limit and window are the memo's.
 func (p Policy) policyValue(quoted string, q Quota) string {
 	if p.memo != nil {
-		if m := p.memo.Load(); m != nil && m.limit == q.Limit && m.window == q.Window {
+		if m := p.memo.Load(); m != nil && m.limit == q.BucketSize && m.window == q.Window {
 			return m.value
 		}
 	}
 	v := string(appendPolicyField(nil, quoted, q))
 	if p.memo != nil {
-		p.memo.Store(&policyValue{q.Limit, q.Window, v})
+		p.memo.Store(&policyValue{q.BucketSize, q.Window, v})
 	}
 	return v
 }

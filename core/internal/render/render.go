@@ -15,7 +15,7 @@ import (
 type Quota struct {
 	Allowed    bool
 	Shadowed   bool
-	Limit      int64
+	BucketSize int64
 	Remaining  int64
 	RetryAfter time.Duration
 	ResetAfter time.Duration
@@ -28,10 +28,10 @@ func (q Quota) NextTokenAfter() time.Duration {
 	if !q.Allowed {
 		return q.RetryAfter
 	}
-	if q.Remaining >= q.Limit || q.Limit <= 0 || q.ResetAfter <= 0 {
+	if q.Remaining >= q.BucketSize || q.BucketSize <= 0 || q.ResetAfter <= 0 {
 		return 0
 	}
-	interval := q.Window / time.Duration(q.Limit)
+	interval := q.Window / time.Duration(q.BucketSize)
 	if interval <= 0 {
 		return 0
 	}
@@ -113,7 +113,7 @@ func CeilSeconds(d time.Duration) int64 {
 func appendPolicyField(b []byte, quoted string, q Quota) []byte {
 	b = append(b, quoted...)
 	b = append(b, ";q="...)
-	b = strconv.AppendInt(b, q.Limit, 10)
+	b = strconv.AppendInt(b, q.BucketSize, 10)
 	b = append(b, ";w="...)
 	return strconv.AppendInt(b, max(1, CeilSeconds(q.Window)), 10)
 }
@@ -135,7 +135,7 @@ func appendLimitField(b []byte, quoted string, q Quota) []byte {
 // divisions in the common case: a bucket that gains a token at least every
 // second gains the next one within a second.
 func NextTokenSeconds(q Quota) int64 {
-	if q.Allowed && q.Remaining < q.Limit && q.ResetAfter > 0 && q.Limit < 1<<33 && q.Window <= time.Duration(q.Limit)*time.Second {
+	if q.Allowed && q.Remaining < q.BucketSize && q.ResetAfter > 0 && q.BucketSize < 1<<33 && q.Window <= time.Duration(q.BucketSize)*time.Second {
 		return 1
 	}
 	return CeilSeconds(q.NextTokenAfter())
