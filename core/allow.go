@@ -18,12 +18,12 @@ func (l *Limiter) Allow() (bool, time.Duration) {
 	if l.eng == nil {
 		ok, retry = l.allowNanos(int64(time.Since(l.epoch)))
 	} else {
-		var held bool
-		ok, retry, held = l.eng.allow(int64(time.Since(l.epoch)))
-		if held { // (the deadline's clock read only when held: it cost 40% of a clustered Allow)
-			for deadline := time.Now().Add(maxReportWait); held && time.Now().Before(deadline); {
+		var waits bool
+		ok, retry, waits = l.eng.allow(int64(time.Since(l.epoch)))
+		if waits { // (the deadline's clock read only when it waits: it cost 40% of a clustered Allow)
+			for deadline := time.Now().Add(maxReportWait); waits && time.Now().Before(deadline); {
 				time.Sleep(retry)
-				ok, retry, held = l.eng.allow(int64(time.Since(l.epoch)))
+				ok, retry, waits = l.eng.allow(int64(time.Since(l.epoch)))
 			}
 		}
 	}
@@ -35,7 +35,7 @@ func (l *Limiter) Allow() (bool, time.Duration) {
 	return ok, retry
 }
 
-// maxReportWait bounds how long the real-clock forms wait on holds (see Allow):
+// maxReportWait bounds how long the real-clock forms wait for the report (see Allow):
 // a report's flush and its flight take 3 to 6 ms, and a starved scheduler
 // fires their timers late (docs/design.md, the cap).
 const maxReportWait = 25 * time.Millisecond

@@ -48,7 +48,7 @@ var ErrKeys = errors.New("gopherpace: one key is needed per combined limiter")
 // i-th limiter, or from none. The Decision is the limit closest to
 // exhaustion: on a denial, the one whose tokens come last (RetryAfter is
 // when every limit has them); otherwise the one with the fewest tokens
-// left. It waits out holds as Limiter.Take does.
+// left. It waits for the report as Limiter.Take does.
 func (ls *Limits) Take(keys []string, n int64) (Decision, error) {
 	d, _, err := ls.TakeAll(keys, n, nil)
 	return d, err
@@ -75,12 +75,12 @@ func (ls *Limits) TakeAll(keys []string, n int64, all []Decision) (Decision, tim
 	// into each limiter's own.
 	epoch := ls.parts[0].epoch
 	now := epoch.Add(time.Since(epoch))
-	held, by, err := ls.take(&d, now, keys, n, all)
-	if held {
-		for deadline := now.Add(maxReportWait); held && now.Before(deadline); {
+	waits, by, err := ls.take(&d, now, keys, n, all)
+	if waits {
+		for deadline := now.Add(maxReportWait); waits && now.Before(deadline); {
 			time.Sleep(d.RetryAfter)
 			now = epoch.Add(time.Since(epoch))
-			held, by, err = ls.take(&d, now, keys, n, all)
+			waits, by, err = ls.take(&d, now, keys, n, all)
 		}
 	}
 	if err == nil {
@@ -114,9 +114,9 @@ func (ls *Limits) Refund(keys []string, n int64) {
 }
 
 // take decides for every limit at now into d, and each limit's own
-// decision into all when it has room; it reports a hold as Limiter.take
+// decision into all when it has room; it reports a wait for the report as Limiter.take
 // does, and the limit that denied (-1: admitted).
-func (ls *Limits) take(d *Decision, now time.Time, keys []string, n int64, all []Decision) (held bool, by int, err error) {
+func (ls *Limits) take(d *Decision, now time.Time, keys []string, n int64, all []Decision) (waits bool, by int, err error) {
 	if len(keys) != len(ls.parts) {
 		return false, -1, ErrKeys
 	}
@@ -143,7 +143,7 @@ func (ls *Limits) take(d *Decision, now time.Time, keys []string, n int64, all [
 			l.letThrough(di)
 		}
 		if !di.Allowed {
-			denied, held = i, h
+			denied, waits = i, h
 			*d = *di
 			break
 		}
@@ -169,7 +169,7 @@ func (ls *Limits) take(d *Decision, now time.Time, keys []string, n int64, all [
 			d.RetryAfter = di.RetryAfter
 		}
 	}
-	return held, denied, nil
+	return waits, denied, nil
 }
 
 // closer reports whether a is closer to exhaustion than b: fewer tokens

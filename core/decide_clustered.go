@@ -21,9 +21,9 @@ func (e *engine) farFromClock(now int64) bool {
 }
 
 // allow spends one token of the global bucket, as Limiter.Allow does.
-// held reports a denial that is only a hold: this node must wait for its
-// peers to hear of its admits (overCap), not for tokens.
-func (e *engine) allow(now int64) (ok bool, retry time.Duration, held bool) {
+// waits reports a denial that is only a wait for the report: this node
+// must wait for its peers to hear of its admits (overCap), not for tokens.
+func (e *engine) allow(now int64) (ok bool, retry time.Duration, waits bool) {
 	lz, p := e.leases, e.pols.dflt()
 	if e.farFromClock(now) {
 		return false, time.Second, false
@@ -63,13 +63,13 @@ func (e *engine) allow(now int64) (ok bool, retry time.Duration, held bool) {
 	return e.allowSlow(now)
 }
 
-// allowSlow is allow on the general path: every mode, holds and caps.
-func (e *engine) allowSlow(now int64) (ok bool, retry time.Duration, held bool) {
+// allowSlow is allow on the general path: every mode, the caps and the waits for the report.
+func (e *engine) allowSlow(now int64) (ok bool, retry time.Duration, waits bool) {
 	var d Decision
-	held = e.takeGlobal(&d, now, 1)
+	waits = e.takeGlobal(&d, now, 1)
 	if !d.Allowed {
 		ok, retry = e.stealOr(e.bucketTime(now), d.RetryAfter)
-		return ok, retry, held && !ok
+		return ok, retry, waits && !ok
 	}
 	return true, 0, false
 }
@@ -89,21 +89,21 @@ func (e *engine) stealOr(now int64, retry time.Duration) (bool, time.Duration) {
 }
 
 // take decides n tokens of the global bucket into d, as Limiter.Take does,
-// and reports a denial that is only a hold (see allow).
-func (e *engine) take(d *Decision, now, n int64) (held bool) {
-	held = e.takeGlobal(d, now, n)
+// and reports a denial that is only a wait for the report (see allow).
+func (e *engine) take(d *Decision, now, n int64) (waits bool) {
+	waits = e.takeGlobal(d, now, n)
 	if e.mode.Load() != modeClosed {
 		stealInto(e.leases, d, e.bucketTime(now), n)
 	}
 	if !d.Allowed {
 		e.denied.add(n)
 	}
-	return held && !d.Allowed
+	return waits && !d.Allowed
 }
 
 // takeGlobal decides n tokens of the global bucket into d, and reports a
 // hold: a denial only because this node's peers must hear first.
-func (e *engine) takeGlobal(d *Decision, now, n int64) (held bool) {
+func (e *engine) takeGlobal(d *Decision, now, n int64) (waits bool) {
 	c, p := &e.global, e.pols.dflt()
 	pre := false
 	if e.farFromClock(now) && e.mode.Load() != modeStopped {
@@ -155,8 +155,8 @@ func (e *engine) takeStandalone(d *Decision, now, n int64) {
 }
 
 // takeKeyed decides n tokens of key hash h's bucket into d and counts an
-// admit for gossip. It reports a hold as takeGlobal does.
-func (e *engine) takeKeyed(d *Decision, h uint64, p *policy, now, n int64) (held bool) {
+// admit for gossip. It reports a wait for the report as takeGlobal does.
+func (e *engine) takeKeyed(d *Decision, h uint64, p *policy, now, n int64) (waits bool) {
 	if e.mode.Load() == modeClosed {
 		*d = closedDecision(p)
 		return false

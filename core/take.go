@@ -5,7 +5,7 @@ import "time"
 // Take spends n tokens of key's bucket now; the key "" is the global
 // bucket. It returns an error only for a cost below 1 or above the key's
 // bucket size; a denial is a Decision with Allowed false. Like Allow, it
-// never waits for tokens, but waits out a hold of a few milliseconds
+// never waits for tokens, but waits for its report for a few milliseconds
 // (see Allow); TakeAt does not.
 func (l *Limiter) Take(key string, n int64) (d Decision, err error) {
 	if _, err = l.takeNow(&d, key, n); err == nil {
@@ -38,17 +38,18 @@ func (l *Limiter) TakeAt(now time.Time, key string, n int64) (d Decision, err er
 	return
 }
 
-// takeNow is take on the real clock, waiting out holds. It returns the
-// time of the decision: the limiter's epoch plus the monotonic time since,
-// which costs one clock read where time.Now costs two.
+// takeNow is take on the real clock, waiting for the report when it
+// must. It returns the time of the decision: the limiter's epoch plus the
+// monotonic time since, which costs one clock read where time.Now costs
+// two.
 func (l *Limiter) takeNow(d *Decision, key string, n int64) (time.Time, error) {
 	now := int64(time.Since(l.epoch))
-	held, err := l.take(d, now, key, n)
-	if held {
-		for deadline := now + int64(maxReportWait); held && now < deadline; {
+	waits, err := l.take(d, now, key, n)
+	if waits {
+		for deadline := now + int64(maxReportWait); waits && now < deadline; {
 			time.Sleep(d.RetryAfter)
 			now = int64(time.Since(l.epoch))
-			held, err = l.take(d, now, key, n)
+			waits, err = l.take(d, now, key, n)
 		}
 	}
 	if !d.Allowed && err == nil && l.shadow != nil {
@@ -58,8 +59,8 @@ func (l *Limiter) takeNow(d *Decision, key string, n int64) (time.Time, error) {
 }
 
 // take decides into d, which saves copying a Decision up every level, and
-// reports a hold (see Allow).
-func (l *Limiter) take(d *Decision, now int64, key string, n int64) (held bool, err error) {
+// reports a wait for the report (see Allow).
+func (l *Limiter) take(d *Decision, now int64, key string, n int64) (waits bool, err error) {
 	if key == "" {
 		p := l.pols.dflt()
 		if err := p.checkCost(n); err != nil {
