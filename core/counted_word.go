@@ -118,8 +118,8 @@ func (c *countedBucket) unheard() int64 { return c.pending() + c.inflight.Load()
 // a race.
 //
 // While the bucket is contended, an admit that leaves the replica below the
-// gate also spends this node's quota q (fairness.go).
-func (c *countedBucket) allow(p *policy, now int64, q *quota) (ok bool, retry time.Duration, count int64, fast, contended bool) {
+// gate also spends this node's share q (fairness.go).
+func (c *countedBucket) allow(p *policy, now int64, q *shareBucket) (ok bool, retry time.Duration, count int64, fast, contended bool) {
 	w := c.word.Load()
 	spill := c.spill.Load()
 	cost := p.interval
@@ -161,8 +161,8 @@ func (c *countedBucket) allow(p *policy, now int64, q *quota) (ok bool, retry ti
 
 // take spends n tokens at now and counts them, deciding into d. It returns,
 // on an admit, the unreported count after it; ok is false when the word was
-// handed back. q is the quota, as for allow.
-func (c *countedBucket) take(d *Decision, p *policy, now, n int64, q *quota) (count int64, ok bool) {
+// handed back. q is the share, as for allow.
+func (c *countedBucket) take(d *Decision, p *policy, now, n int64, q *shareBucket) (count int64, ok bool) {
 	unit := p.interval
 	cost := n * unit
 	w := c.word.Load()
@@ -213,9 +213,9 @@ func (c *countedBucket) settle(w uint64, p *policy, ahead, now int64) {
 // takeUpTo spends as many tokens as the bucket holds, up to n and up to
 // room more unreported tokens, in one compare-and-swap, and counts them. On
 // a denial (got 0) retry is the wait for one token; ok is false when the
-// word was handed back. q is the quota, as for allow: while it applies, a
-// lease takes no more than the quota left.
-func (c *countedBucket) takeUpTo(p *policy, now, n, room int64, q *quota) (got, count int64, retry time.Duration, contended, ok bool) {
+// word was handed back. q is the share, as for allow: while it applies, a
+// lease takes no more than the share left.
+func (c *countedBucket) takeUpTo(p *policy, now, n, room int64, q *shareBucket) (got, count int64, retry time.Duration, contended, ok bool) {
 	unit := p.interval
 	w := c.word.Load()
 	for {

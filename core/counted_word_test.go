@@ -62,7 +62,7 @@ func TestCountedDecidesLikeBucket(t *testing.T) {
 				n := 1 + rng.Int64N(min(tc.burst, 100))
 				want, _ := take(&plain, p, now, n)
 				var got Decision
-				_, ok := c.take(&got, p, now, n, noQuota)
+				_, ok := c.take(&got, p, now, n, noShare)
 				if !ok || got != want {
 					t.Fatalf("rate %d step %d: take(%d) = %+v, want %+v", tc.rate, i, n, got, want)
 				}
@@ -71,10 +71,10 @@ func TestCountedDecidesLikeBucket(t *testing.T) {
 				}
 			default:
 				wantOK, wantRetry, _ := allow(&plain, p, now, 1)
-				ok, retry, _, fast, _ := c.allow(p, now, noQuota)
+				ok, retry, _, fast, _ := c.allow(p, now, noShare)
 				if !fast {
 					var d Decision
-					c.take(&d, p, now, 1, noQuota)
+					c.take(&d, p, now, 1, noShare)
 					ok, retry = d.Allowed, d.RetryAfter
 				}
 				if ok != wantOK || retry != wantRetry {
@@ -106,7 +106,7 @@ func TestCountedConcurrentDrain(t *testing.T) {
 			for i := range 20_000 {
 				now := int64(i)
 				if g%2 == 0 {
-					if ok, _, _, fast, _ := c.allow(p, now, noQuota); fast {
+					if ok, _, _, fast, _ := c.allow(p, now, noShare); fast {
 						if ok {
 							admitted.Add(1)
 						}
@@ -115,7 +115,7 @@ func TestCountedConcurrentDrain(t *testing.T) {
 				}
 				n := int64(1 + i%100)
 				var d Decision
-				if c.take(&d, p, now, n, noQuota); d.Allowed {
+				if c.take(&d, p, now, n, noShare); d.Allowed {
 					admitted.Add(n)
 				}
 			}
@@ -155,7 +155,7 @@ func TestCountedFarTimesNeverAdmitExtra(t *testing.T) {
 	}
 	year := int64(365 * 24 * time.Hour)
 	for _, at := range []int64{-3 * year, -5 * year, 3 * year, 5 * year} {
-		if ok, _, _, _, _ := emptied().allow(p, at, noQuota); ok {
+		if ok, _, _, _, _ := emptied().allow(p, at, noShare); ok {
 			t.Fatalf("an empty bucket admitted at %v from its time", time.Duration(at))
 		}
 	}
@@ -244,7 +244,7 @@ func FuzzCountedDecidesLikeBucket(f *testing.F) {
 			default:
 				want, _ := take(&plain, p, now, n)
 				var got Decision
-				_, ok := c.take(&got, p, now, n, noQuota)
+				_, ok := c.take(&got, p, now, n, noShare)
 				if !ok || got != want {
 					t.Fatalf("take(%d) at %d = %+v, want %+v", n, now, got, want)
 				}

@@ -42,7 +42,7 @@ func (e *engine) allow(now int64) (ok bool, retry time.Duration, waits bool) {
 			// The limiter closed meanwhile: the standalone word decides.
 			return e.allowSlow(now)
 		}
-		if ok, retry, count, fast, contended := e.global.allow(p, b, &e.quota); fast {
+		if ok, retry, count, fast, contended := e.global.allow(p, b, &e.share); fast {
 			// Only the first unreported token and the threshold
 			// schedule a flush: checked here, the common case makes
 			// no call.
@@ -132,7 +132,7 @@ func (e *engine) takeGlobal(d *Decision, now, n int64) (waits bool) {
 		*d = wait
 		return true
 	}
-	count, ok := c.take(d, p, e.bucketTime(now), n, &e.quota)
+	count, ok := c.take(d, p, e.bucketTime(now), n, &e.share)
 	if !ok { // handed back: the limiter is closing
 		e.takeStandalone(d, now, n)
 		return false
@@ -210,7 +210,7 @@ func (s countedSource) takeUpTo(p *policy, now, n int64) (int64, time.Duration, 
 		e.kick()
 		return 0, reportRetry, false
 	}
-	got, count, retry, contended, ok := c.takeUpTo(p, now, n, room, &e.quota)
+	got, count, retry, contended, ok := c.takeUpTo(p, now, n, room, &e.share)
 	if !ok { // handed back: the limiter is closing
 		return 0, time.Duration(minFlushGap), contended
 	}

@@ -71,7 +71,7 @@ type engine struct {
 
 	global     countedBucket
 	mode       atomic.Int32 // see mode.go
-	quota      quota        // while contended, what this node may admit (fairness.go)
+	share      shareBucket  // while contended, what this node may admit (fairness.go)
 	denied     procCounter
 	clockNow   atomic.Int64 // the engine's time at its last tick
 	lag        atomic.Int64 // how far the buckets' clock runs behind (membership.go)
@@ -158,7 +158,7 @@ func newEngine(parts engineParts, c *config) *engine {
 	if e.floor {
 		e.flushDelay = e.tick // the reference design reports on its ticks only
 	}
-	e.quota.setGate(parts.pols.dflt())
+	e.share.setGate(parts.pols.dflt())
 	return e
 }
 

@@ -65,8 +65,8 @@ func DecodeTestFrame(b []byte) (TestFrame, error) {
 		Global: uint64(f.global), DemandSum: f.demandSum, Level: f.level, Withheld: f.withheld}, nil
 }
 
-// QuotaInterval is the price of one quota token on a clustered limiter (ns
-// per token), and whether the quota is in force.
-func QuotaInterval(l *Limiter) (time.Duration, bool) {
-	return time.Duration(l.eng.quota.iv.Load()), l.eng.quota.on.Load()
+// ShareInterval is the price of one share token on a clustered limiter (ns
+// per token), and whether the share is in force.
+func ShareInterval(l *Limiter) (time.Duration, bool) {
+	return time.Duration(l.eng.share.iv.Load()), l.eng.share.on.Load()
 }

@@ -22,61 +22,61 @@ import (
 // So while the cluster's bucket is contended, the race decides only the
 // slack. Frames carry the sender's offered load (demandSum: tokens
 // requested, admitted or not) beside its admits; every node estimates every
-// node's demand rate, and each tick credits itself a quota of
+// node's demand rate, and each tick credits itself a share of
 // R' × (its demand ÷ the cluster's), where R' is the refill rate in force
 // (less the share withheld for peers out of sight). While its replica holds
 // less than the gate (a quarter of the bucket), a node admits only what
-// its quota allows; above the gate, anyone may take tokens, so tokens the
-// quotas leave unused (after a shift of load, say) are never stranded. The
-// replica still bounds every admit: quotas only hold tokens back. The split
+// its share allows; above the gate, anyone may take tokens, so tokens the
+// shares leave unused (after a shift of load, say) are never stranded. The
+// replica still bounds every admit: shares only hold tokens back. The split
 // then follows offered load, and a request's chance of admission does not
 // depend on which replica receives it.
 //
-// A lying peer can skew the estimates and so the quotas, but a quota never
+// A lying peer can skew the estimates and so the shares, but a share never
 // admits anything the bucket does not hold.
 
 const (
 	// contendedRatio: below this admit ratio the bucket counts as contended.
 	contendedRatio = 0.98
-	// gateShare: below 1/gateShare of the bucket, admits need quota.
+	// gateShare: below 1/gateShare of the bucket, admits need share.
 	gateShare = 4
-	// drainGain is how much the quotas grow per gate's worth of stock.
+	// drainGain is how much the shares grow per gate's worth of stock.
 	drainGain = 0.25
 	// resyncWindow is how long a replica must stay fuller than a peer's
 	// before it lowers itself.
 	resyncWindow = int64(150 * time.Millisecond)
 )
 
-// quota is what a node may admit from the global bucket while the bucket
+// shareBucket is what a node may admit from the global bucket while the bucket
 // is contended and its replica is below the gate: a small GCRA bucket of
 // its own, on the buckets' clock, refilling at this node's share of the
 // rate (one token every iv ns) and holding at most tol ns of tokens.
-type quota struct {
+type shareBucket struct {
 	on   atomic.Bool  // the cluster's bucket is contended
-	tat  atomic.Int64 // the quota bucket's theoretical arrival time
-	iv   atomic.Int64 // ns per quota token
-	tol  atomic.Int64 // ns of tokens the quota bucket holds at most
-	gate atomic.Int64 // ns: replica levels below it need quota
+	tat  atomic.Int64 // the share bucket's theoretical arrival time
+	iv   atomic.Int64 // ns per share token
+	tol  atomic.Int64 // ns of tokens the share bucket holds at most
+	gate atomic.Int64 // ns: replica levels below it need share
 }
 
 // setGate sets the gate for the default policy p: a quarter of its bucket.
-func (q *quota) setGate(p *policy) { q.gate.Store(max(1, p.burst/gateShare) * p.interval) }
+func (q *shareBucket) setGate(p *policy) { q.gate.Store(max(1, p.burst/gateShare) * p.interval) }
 
 // needed reports whether an admit that takes the bucket's time to next ns
-// ahead of now needs quota: the bucket is contended, and the admit leaves
+// ahead of now needs share: the bucket is contended, and the admit leaves
 // the replica below the gate.
-func (q *quota) needed(next, tolerance int64) bool {
+func (q *shareBucket) needed(next, tolerance int64) bool {
 	return tolerance-next < q.gate.Load() && q.on.Load()
 }
 
-// set prices the quota at iv ns per token, holding at most tol ns of
+// set prices the share at iv ns per token, holding at most tol ns of
 // tokens, at now. When the share has more than doubled, the tokens already
 // spent ahead of now are repriced at the new share: a share that was tiny
 // when the bucket turned contended (a node whose load had only just begun)
 // must not leave seconds of debt behind once its share is known. Smaller
-// changes leave the debt as it is, so that the quota does not drift with
+// changes leave the debt as it is, so that the share does not drift with
 // every tick's estimate.
-func (q *quota) set(iv, tol, now int64) {
+func (q *shareBucket) set(iv, tol, now int64) {
 	old := q.iv.Swap(iv)
 	q.tol.Store(tol)
 	if old <= 2*iv {
@@ -94,11 +94,11 @@ func (q *quota) set(iv, tol, now int64) {
 	}
 }
 
-// maxQuotaInterval is the most a quota token can cost: a share so small
-// (a peer claiming an enormous demand, say) that it stands for no quota at
-// all. Small enough that every sum of a time, a quota's size and a cost
+// maxShareInterval is the most a share token can cost: a share so small
+// (a peer claiming an enormous demand, say) that it stands for no share at
+// all. Small enough that every sum of a time, a share's size and a cost
 // stays inside int64.
-const maxQuotaInterval = maxTolerance / 4
+const maxShareInterval = maxTolerance / 4
 
 // saturate converts f to an int64 clamped to [lo, hi], NaN giving hi: Go
 // leaves out-of-range conversions to the processor (amd64 and arm64
@@ -113,8 +113,8 @@ func saturate(f float64, lo, hi int64) int64 {
 	return int64(f)
 }
 
-// take spends n tokens of quota at now. On a denial it returns the wait.
-func (q *quota) take(n, now int64) (bool, time.Duration) {
+// take spends n tokens of share at now. On a denial it returns the wait.
+func (q *shareBucket) take(n, now int64) (bool, time.Duration) {
 	iv, tol := q.iv.Load(), q.tol.Load()
 	cost := costOf(n, max(iv, 1), tol+iv)
 	for {
@@ -129,15 +129,15 @@ func (q *quota) take(n, now int64) (bool, time.Duration) {
 	}
 }
 
-// room is how many whole tokens of quota are left at now.
-func (q *quota) room(now int64) int64 {
+// room is how many whole tokens of share are left at now.
+func (q *shareBucket) room(now int64) int64 {
 	iv := q.iv.Load()
 	return (now + q.tol.Load() - max(q.tat.Load(), now)) / iv
 }
 
-// giveBack returns n tokens of quota taken at now for an admit that did
+// giveBack returns n tokens of share taken at now for an admit that did
 // not happen.
-func (q *quota) giveBack(n, now int64) {
+func (q *shareBucket) giveBack(n, now int64) {
 	iv := max(q.iv.Load(), 1)
 	cost := costOf(n, iv, q.tol.Load()+iv)
 	for {
@@ -156,16 +156,16 @@ func (e *engine) demandTotal() uint64 {
 }
 
 // rebalance runs on every tick: it updates this node's estimate of its own
-// load and credits its quota for the time since the last tick. The caller
+// load and credits its share for the time since the last tick. The caller
 // holds e.mu.
 func (e *engine) rebalance(now int64) {
-	p, q := e.pols.dflt(), &e.quota
+	p, q := e.pols.dflt(), &e.share
 	e.own.observe(e.globalSum, e.demandTotal(), now, p.burst)
 	a, d, measured := e.own.rates(now)
 	if up := now - e.startedAt; !measured && up > 0 && up < fairWindow {
 		// Just started (a replica of a rolling deploy, say): too soon for
 		// the windowed rates, so the totals since the start stand in for
-		// them. Without a quota a newcomer would race the others freely for
+		// them. Without a share a newcomer would race the others freely for
 		// its first ticks, and win: +30-70% of its share in its first second.
 		secs := float64(up) / float64(time.Second)
 		a, d = float64(e.globalSum+uint64(max(0, e.global.pending())))/secs, float64(e.demandTotal())/secs
@@ -192,10 +192,10 @@ func (e *engine) rebalance(now int64) {
 		q.on.Store(false)
 		return
 	}
-	// This node's share of the rate. The quota runs on the buckets' clock,
+	// This node's share of the rate. The share runs on the buckets' clock,
 	// so while peers are out of sight it slows with the refill by itself.
 	// Tokens that every replica in sight holds above empty raise the
-	// shares a little, so that stock the quotas left unspent (after a shift
+	// shares a little, so that stock the shares left unspent (after a shift
 	// of load, say) drains instead of idling: a quarter more at the gate,
 	// nothing extra at empty. The emptiest replica decides, so every node
 	// scales its share alike.
@@ -207,20 +207,20 @@ func (e *engine) rebalance(now int64) {
 		q.on.Store(false)
 		return
 	}
-	iv := saturate(math.Ceil(float64(time.Second)/share), 1, maxQuotaInterval)
+	iv := saturate(math.Ceil(float64(time.Second)/share), 1, maxShareInterval)
 	if iv > p.tolerance {
 		// Less than a token a window: this node is offered almost nothing
 		// beside the cluster's demand (or a peer claims an absurd demand).
-		// Pricing the quota would hold back the bottom of the bucket from
+		// Pricing the share would hold back the bottom of the bucket from
 		// everyone; without it this node only races for what it is
 		// offered, which is next to nothing of the rate when the share is
 		// true.
 		q.on.Store(false)
 		return
 	}
-	// The quota holds a tenth of a tick's share (at least two tokens):
+	// The share holds a tenth of a tick's share (at least two tokens):
 	// enough to smooth arrivals, too little to save up a burst.
-	tol := max(2, saturate(share*float64(e.tick)/float64(time.Second)/10, 0, maxQuotaInterval)) * iv
+	tol := max(2, saturate(share*float64(e.tick)/float64(time.Second)/10, 0, maxShareInterval)) * iv
 	q.set(iv, tol, e.bucketTime(now))
 	q.on.Store(true)
 }
@@ -261,11 +261,11 @@ func (w *offsetWindow) reset() { *w = offsetWindow{} }
 // emptiest replica in sight, when it has been fuller than that one by more
 // than the margin for a whole window. Replicas drift apart after
 // partitions, restarts and fail-closed spells, and a replica fuller than
-// the others by more than the quotas can absorb wins every race; lowering
+// the others by more than the shares can absorb wins every race; lowering
 // the fuller one only ever holds tokens back. The caller holds e.mu.
 func (e *engine) resync(now int64) {
 	p := e.pols.dflt()
-	margin := max(2*p.flushAt.Load(), int64(float64(e.quota.gate.Load())/float64(p.interval)/10))
+	margin := max(2*p.flushAt.Load(), int64(float64(e.share.gate.Load())/float64(p.interval)/10))
 	excess, at := int64(0), int64(0)
 	ready := false
 	for _, pr := range e.peers {

@@ -74,7 +74,7 @@ func spendUntilDenied(l *Limiter, at time.Time, after func(admitted int64)) int6
 }
 
 func (c *countedBucket) decide(p *policy, now, n int64) (d Decision) {
-	c.take(&d, p, now, n, noQuota)
+	c.take(&d, p, now, n, noShare)
 	return
 }
 
@@ -118,5 +118,5 @@ func setLeases(l *Limiter, procs int) bool {
 	return l.leases != nil
 }
 
-// noQuota is a quota that never applies: the counted word decides alone.
-var noQuota = &quota{}
+// noShare is a share that never applies: the counted word decides alone.
+var noShare = &shareBucket{}

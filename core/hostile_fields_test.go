@@ -154,13 +154,13 @@ func TestAStallUnderSharingEndsAtTheSharedRate(t *testing.T) {
 	}
 }
 
-// A demand total of 2⁶³ or more: before, the quota's price per token came
+// A demand total of 2⁶³ or more: before, the share's price per token came
 // out of a float-to-int conversion that overflowed (on amd64 into a
-// negative price, which switched the quota off; arm64 saturates instead
+// negative price, which switched the share off; arm64 saturates instead
 // and would deny for as long as the lie lasted). Now a peer's demand grows
 // at most by what a node could be offered in the time since its last frame,
 // every conversion saturates the same way on every processor, and the
-// cluster still admits its rate: the quota only ever holds back the lowest
+// cluster still admits its rate: the share only ever holds back the lowest
 // quarter of the bucket, and anyone may take tokens above it.
 func TestAHugeDemandSaturates(t *testing.T) {
 	const rate = 1000
@@ -170,11 +170,11 @@ func TestAHugeDemandSaturates(t *testing.T) {
 			lims, taps := tappedCluster(t, net, 3, gopherpace.WithRefillRate(rate))
 			liar(t, net, lims, taps, []int{0, 1}, "", 2*time.Second, nil)
 			during := liar(t, net, lims, taps, []int{0, 1}, "n2", 200*time.Millisecond, change)
-			// While the lie is in the peers' demand estimates, the quota is
+			// While the lie is in the peers' demand estimates, the share is
 			// either off or priced within range.
 			for _, l := range lims[:2] {
-				if iv, on := gopherpace.QuotaInterval(l); on && (iv < 1 || iv > time.Second) {
-					t.Fatalf("demand %d: quota priced at %d ns a token", lie, iv)
+				if iv, on := gopherpace.ShareInterval(l); on && (iv < 1 || iv > time.Second) {
+					t.Fatalf("demand %d: share priced at %d ns a token", lie, iv)
 				}
 			}
 			rest := liar(t, net, lims, taps, []int{0, 1}, "n2", 800*time.Millisecond, change)

@@ -108,7 +108,7 @@ func TestOverrideRatePerDay(t *testing.T) {
 	}
 }
 
-// A per-minute quota holds cluster-wide like a per-second one: 5 nodes on
+// A per-minute share holds cluster-wide like a per-second one: 5 nodes on
 // the simulated network, each offered its share of 5× the rate for 5
 // minutes, admit R·t+B within ±2%, and no minute admits more than R·w+B.
 func TestClusteredPerMinuteQuota(t *testing.T) {

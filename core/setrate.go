@@ -143,7 +143,7 @@ func (l *Limiter) buildPolicy(tokens int64, per time.Duration, burst int64) (*po
 func (l *Limiter) reprice(now int64, pick func(h uint64, global bool) (from, to *policy)) {
 	if from, to := pick(0, true); from != nil {
 		if l.eng != nil {
-			l.eng.quota.setGate(to)
+			l.eng.share.setGate(to)
 			l.eng.global.reprice(from, to, l.eng.bucketTime(now))
 		} else {
 			repriceWord(&l.global.tat, from, to, now)
