@@ -59,13 +59,13 @@ const (
 
 func packCounted(tat, count int64) uint64 { return uint64(tat)<<countBits | uint64(count) }
 
-// addCount is the count field after adding n to held, and what moves to
+// addCount is the count field after adding n to unsent, and what moves to
 // spill: a count that would not fit the field moves there whole.
-func addCount(held, n int64) (keep, moved int64) {
-	if held+n > countMax {
-		return 0, held + n
+func addCount(unsent, n int64) (keep, moved int64) {
+	if unsent+n > countMax {
+		return 0, unsent + n
 	}
-	return held + n, 0
+	return unsent + n, 0
 }
 
 // unreportedAfter is the unreported count once an admit that left keep in
@@ -168,8 +168,8 @@ func (c *countedBucket) take(d *Decision, p *policy, now, n int64, q *shareBucke
 	w := c.word.Load()
 	quotaHeld := false
 	for {
-		held := int64(w & countMask)
-		if held == handedBack {
+		unsent := int64(w & countMask)
+		if unsent == handedBack {
 			if quotaHeld {
 				q.giveBack(n, now)
 			}
@@ -193,7 +193,7 @@ func (c *countedBucket) take(d *Decision, p *policy, now, n int64, q *shareBucke
 			}
 			quotaHeld = true
 		}
-		keep, moved := addCount(held, n)
+		keep, moved := addCount(unsent, n)
 		if c.word.CompareAndSwap(w, packCounted(now+next, keep)) {
 			p.fillAllowed(d, now+next, now, unit)
 			return c.unreportedAfter(keep, moved), true
@@ -219,8 +219,8 @@ func (c *countedBucket) takeUpTo(p *policy, now, n, room int64, q *shareBucket) 
 	unit := p.interval
 	w := c.word.Load()
 	for {
-		held := int64(w & countMask)
-		if held == handedBack {
+		unsent := int64(w & countMask)
+		if unsent == handedBack {
 			return 0, 0, 0, contended, false
 		}
 		base := spent(w, now, p)
@@ -240,7 +240,7 @@ func (c *countedBucket) takeUpTo(p *policy, now, n, room int64, q *shareBucket) 
 			}
 			quotaHeld = got
 		}
-		keep, moved := addCount(held, got)
+		keep, moved := addCount(unsent, got)
 		if c.word.CompareAndSwap(w, packCounted(now+base+got*unit, keep)) {
 			return got, c.unreportedAfter(keep, moved), 0, contended, true
 		}
@@ -260,11 +260,11 @@ func (c *countedBucket) takeUpTo(p *policy, now, n, room int64, q *shareBucket) 
 func (c *countedBucket) update(now int64, p *policy, f func(ahead, count int64) (int64, int64)) (applied bool) {
 	for {
 		w := c.word.Load()
-		held := int64(w & countMask)
-		if held == handedBack {
+		unsent := int64(w & countMask)
+		if unsent == handedBack {
 			return false
 		}
-		a, n := f(readAhead(w, now, p), held)
+		a, n := f(readAhead(w, now, p), unsent)
 		if c.word.CompareAndSwap(w, packCounted(now+a, n)) {
 			return true
 		}
@@ -337,12 +337,12 @@ func (c *countedBucket) refund(p *policy, now, n int64) bool {
 // drain takes the unreported count for a report, and moves an idle
 // bucket's time up to idleAhead so that the word's time stays readable.
 func (c *countedBucket) drain(p *policy, now int64) int64 {
-	var held int64
+	var unsent int64
 	c.update(now, p, func(a, count int64) (int64, int64) {
-		held = count
+		unsent = count
 		return max(a, idleAhead), 0
 	})
-	return held + c.spill.Swap(0)
+	return unsent + c.spill.Swap(0)
 }
 
 // handBack moves the bucket's state, read at now on the buckets' clock, to
@@ -353,13 +353,13 @@ func (c *countedBucket) drain(p *policy, now int64) int64 {
 func (c *countedBucket) handBack(tat *atomic.Int64, p *policy, now, real int64) {
 	for {
 		w := c.word.Load()
-		held := int64(w & countMask)
-		if held == handedBack {
+		unsent := int64(w & countMask)
+		if unsent == handedBack {
 			return
 		}
 		if c.word.CompareAndSwap(w, packCounted(0, handedBack)) {
 			tat.Store(real + readAhead(w, now, p))
-			c.spill.Add(held)
+			c.spill.Add(unsent)
 			return
 		}
 	}

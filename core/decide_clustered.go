@@ -102,7 +102,7 @@ func (e *engine) take(d *Decision, now, n int64) (waits bool) {
 }
 
 // takeGlobal decides n tokens of the global bucket into d, and reports a
-// hold: a denial only because this node's peers must hear first.
+// wait for the report: a denial only because this node's peers must hear first.
 func (e *engine) takeGlobal(d *Decision, now, n int64) (waits bool) {
 	c, p := &e.global, e.pols.dflt()
 	pre := false
@@ -294,7 +294,7 @@ func closedDecision(p *policy) Decision {
 	return Decision{BucketSize: p.burst, RetryAfter: time.Second, ResetAfter: time.Second, Window: p.window()}
 }
 
-// reportRetry is how long a request held back by overCap (or the
+// reportRetry is how long a request that waits for the report (overCap, or the
 // pre-contact share) waits before it is worth trying again: the next
 // flush, and its flight to the peers.
 const reportRetry = time.Duration(minFlushGap + reportFlight)

@@ -7,7 +7,7 @@ import "sync/atomic"
 // takes no lock and writes nothing. A Go map under a read lock cost two
 // atomic adds per lookup on a cache line that every core touches.
 //
-// Each slot holds an S inline (see held): a standalone bucket itself, so
+// Each slot holds an S inline (see slotValue): a standalone bucket itself, so
 // that a lookup finds the bucket in the slot it probed, or a clustered
 // entry's pointer.
 //
@@ -18,14 +18,14 @@ import "sync/atomic"
 // does. A rebuild publishes a new slot array; a reader still on the old
 // one finds either the same entry or, for an inline one, a tombstone, and
 // looks again under the lock.
-type keyTable[S, E any, PS held[S, E]] struct {
+type keyTable[S, E any, PS slotValue[S, E]] struct {
 	slots atomic.Pointer[slotArray[S]]
 	used  int // slots holding a key, live or tombstone; guarded by the shard lock
 	live  int // guarded by the shard lock
 }
 
-// held is what a slot of a keyTable holds inline.
-type held[S, E any] interface {
+// slotValue is what a slot of a keyTable holds inline.
+type slotValue[S, E any] interface {
 	*S
 	// entry is the slot's live entry, or nil for a tombstone.
 	entry() *E

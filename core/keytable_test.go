@@ -232,7 +232,7 @@ func TestRebuildLosesNoSpend(t *testing.T) {
 	})
 }
 
-func rebuildLosesNoSpend[S, E any, PS held[S, E], P entry[E]](t *testing.T, s *store[S, E, PS, P], tat func(uint64) int64) {
+func rebuildLosesNoSpend[S, E any, PS slotValue[S, E], P entry[E]](t *testing.T, s *store[S, E, PS, P], tat func(uint64) int64) {
 	const (
 		shards    = 4 // the hot keys and the flood share these shards
 		hot       = 32

@@ -15,13 +15,13 @@ import (
 // implausible, and logged.
 const maxClockSkew = int64(time.Hour)
 
-// unlisted holds back, for a while, the frames of senders the transport
+// unlisted keeps, for a while, the frames of senders the transport
 // does not list as members yet: a node that just joined is heard before
 // every member's list has it, and its keyed counts (deltas, unlike the
 // global running total) would be lost once the sender's resends ran out.
 // The frames are applied if the sender is listed within unlistedFor, and
-// dropped (counted in FramesNotMember) otherwise. The hold is bounded, so
-// invented names cost at most unlistedFrames copies.
+// dropped (counted in FramesNotMember) otherwise. The frames kept are
+// bounded, so invented names cost at most unlistedFrames copies.
 type unlisted struct {
 	frames []keptFrame
 }
@@ -37,8 +37,8 @@ const (
 	unlistedFor    = int64(2 * time.Second)
 )
 
-// hold keeps a copy of b from from, unless the hold is full.
-func (u *unlisted) hold(from string, b []byte, now int64) bool {
+// keep keeps a copy of b from from, unless the kept frames fill their cap.
+func (u *unlisted) keep(from string, b []byte, now int64) bool {
 	if len(u.frames) >= unlistedFrames {
 		return false
 	}
@@ -46,24 +46,24 @@ func (u *unlisted) hold(from string, b []byte, now int64) bool {
 	return true
 }
 
-// replay applies the held frames whose senders are now members, and drops
-// those held for longer than unlistedFor. The caller holds e.mu and has
+// replay applies the kept frames whose senders are now members, and drops
+// those kept for longer than unlistedFor. The caller holds e.mu and has
 // just refreshed the member list.
 func (e *engine) replayUnlisted(now int64) {
 	u := &e.unlisted
 	if len(u.frames) == 0 {
 		return
 	}
-	held := u.frames
+	kept := u.frames
 	u.frames = nil
-	for i, h := range held {
+	for i, h := range kept {
 		switch {
 		case e.peers[h.from] != nil:
 			e.apply(h.from, h.b, false)
 		case now-h.at > unlistedFor:
 			e.stats.notMember.Add(1)
 		default:
-			u.frames = append(u.frames, held[i])
+			u.frames = append(u.frames, kept[i])
 		}
 	}
 }
@@ -85,9 +85,9 @@ func (e *engine) receive(from string, b []byte) {
 }
 
 // apply reads one frame from from and charges it; a frame from a sender
-// not (yet) listed as a member is held back when hold is set (see
+// not (yet) listed as a member is kept for later when keep is set (see
 // unlisted). The caller holds e.mu.
-func (e *engine) apply(from string, b []byte, hold bool) {
+func (e *engine) apply(from string, b []byte, keep bool) {
 	f := &e.rx
 	if err := decodeFrame(b, f); err != nil {
 		e.stats.malformed.Add(1)
@@ -100,7 +100,7 @@ func (e *engine) apply(from string, b []byte, hold bool) {
 	now := e.now()
 	p := e.member(from, now)
 	if p == nil {
-		if !hold || !e.unlisted.hold(from, b, now) {
+		if !keep || !e.unlisted.keep(from, b, now) {
 			e.stats.notMember.Add(1)
 		}
 		return

@@ -45,7 +45,7 @@ type plainEntry struct{ tat atomic.Int64 }
 func (e *plainEntry) word() *atomic.Int64 { return &e.tat }
 func (e *plainEntry) busy() bool          { return false }
 
-// A plainEntry is its own slot value (held): a slot whose word is evicted
+// A plainEntry is its own slot value (slotValue): a slot whose word is evicted
 // is a tombstone.
 func (e *plainEntry) entry() *plainEntry {
 	if e.tat.Load() == evicted {
@@ -79,7 +79,7 @@ type clusterEntry struct {
 func (e *clusterEntry) word() *atomic.Int64 { return &e.tat }
 func (e *clusterEntry) busy() bool          { return e.pending.Load() != 0 || e.inflight.Load() != 0 }
 
-// clusterSlot is a clustered table's slot value (held): a tombstone holds
+// clusterSlot is a clustered table's slot value (slotValue): a tombstone holds
 // nil.
 type clusterSlot struct{ p atomic.Pointer[clusterEntry] }
 
@@ -111,7 +111,7 @@ type (
 // the store is at its cap shares one overflow bucket with every other such
 // key, so a flood of random keys is limited as if it were a single client
 // and never displaces the buckets of keys already being limited.
-type store[S, E any, PS held[S, E], P entry[E]] struct {
+type store[S, E any, PS slotValue[S, E], P entry[E]] struct {
 	shards   [shardCount]shard[S, E, PS]
 	live     atomic.Int64
 	maxKeys  int64
@@ -125,7 +125,7 @@ type store[S, E any, PS held[S, E], P entry[E]] struct {
 
 // shard is one part of the store. Lookups read its table without a lock;
 // inserts and sweeps take mu.
-type shard[S, E any, PS held[S, E]] struct {
+type shard[S, E any, PS slotValue[S, E]] struct {
 	mu        sync.Mutex
 	t         keyTable[S, E, PS]
 	nextSweep int64 // guarded by mu
@@ -134,7 +134,7 @@ type shard[S, E any, PS held[S, E]] struct {
 	_ [24]byte
 }
 
-func newStore[S, E any, PS held[S, E], P entry[E]](maxKeys int64) *store[S, E, PS, P] {
+func newStore[S, E any, PS slotValue[S, E], P entry[E]](maxKeys int64) *store[S, E, PS, P] {
 	s := &store[S, E, PS, P]{maxKeys: maxKeys}
 	for i := range s.shards {
 		s.shards[i].nextSweep = neverUsed
