@@ -18,13 +18,13 @@ func (l *Limiter) Allow() (bool, time.Duration) {
 	if l.eng == nil {
 		ok, retry = l.allowNanos(int64(time.Since(l.epoch)))
 	} else {
+		now := int64(time.Since(l.epoch))
 		var waits bool
-		ok, retry, waits = l.eng.allow(int64(time.Since(l.epoch)))
-		if waits { // (the deadline's clock read only when it waits: it cost 40% of a clustered Allow)
-			for deadline := time.Now().Add(maxReportWait); waits && time.Now().Before(deadline); {
-				time.Sleep(retry)
-				ok, retry, waits = l.eng.allow(int64(time.Since(l.epoch)))
-			}
+		if ok, retry, waits = l.eng.allow(now); waits {
+			waitForReport(l.epoch, now, retry, func(now int64) (bool, time.Duration) {
+				ok, retry, waits = l.eng.allow(now)
+				return waits, retry
+			})
 		}
 	}
 	if !ok && l.shadow != nil {
@@ -34,11 +34,6 @@ func (l *Limiter) Allow() (bool, time.Duration) {
 	l.counts.allow(ok)
 	return ok, retry
 }
-
-// maxReportWait bounds how long the real-clock forms wait for the report (see Allow):
-// a report's flush and its flight take 3 to 6 ms, and a starved scheduler
-// fires their timers late (docs/design.md, the cap).
-const maxReportWait = 25 * time.Millisecond
 
 // AllowAt is Allow at the given time.
 func (l *Limiter) AllowAt(now time.Time) (bool, time.Duration) {

@@ -29,24 +29,52 @@ func realCluster(t *testing.T, n int, opts ...gopherpace.Option) []*gopherpace.L
 // One client sending a whole bucket's worth of requests, one after the
 // other, to one node of an idle cluster gets them: the node's cap on
 // unheard admits makes it wait a few milliseconds for its reports, never
-// refuse while the cluster has tokens.
+// refuse while the cluster has tokens. Every real-clock form waits the
+// same way (waitForReport): Allow, Take, TakeTimed, and a combined
+// TakeAll.
 func TestSequentialBurstIsNotRefused(t *testing.T) {
+	forms := map[string]func(l *gopherpace.Limiter) func() bool{
+		"Allow": func(l *gopherpace.Limiter) func() bool {
+			return func() bool { ok, _ := l.Allow(); return ok }
+		},
+		"Take": func(l *gopherpace.Limiter) func() bool {
+			return func() bool { d, _ := l.Take("", 1); return d.Allowed }
+		},
+		"TakeTimed": func(l *gopherpace.Limiter) func() bool {
+			return func() bool { d, _, _ := l.TakeTimed("", 1); return d.Allowed }
+		},
+		"TakeAll": func(l *gopherpace.Limiter) func() bool {
+			roomy, err := gopherpace.New(gopherpace.WithRefillRate(1000), gopherpace.WithBucketSize(1000))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { roomy.Close() })
+			ls, err := gopherpace.Combine(l, roomy)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return func() bool { d, _, _ := ls.TakeAll([]string{"", "k"}, 1, nil); return d.Allowed }
+		},
+	}
 	for _, n := range []int{3, 5} {
-		t.Run(fmt.Sprint(n, " nodes"), func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				const burst = 100
-				lims := realCluster(t, n, gopherpace.WithRefillRate(1), gopherpace.WithBucketSize(burst))
-				admitted := 0
-				for range burst {
-					if ok, _ := lims[0].Allow(); ok {
-						admitted++
+		for name, form := range forms {
+			t.Run(fmt.Sprint(n, " nodes, ", name), func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					const burst = 100
+					lims := realCluster(t, n, gopherpace.WithRefillRate(1), gopherpace.WithBucketSize(burst))
+					try := form(lims[0])
+					admitted := 0
+					for range burst {
+						if try() {
+							admitted++
+						}
 					}
-				}
-				if admitted < burst*98/100 {
-					t.Fatalf("a sequential burst of %d admitted %d; want at least 98%%", burst, admitted)
-				}
+					if admitted < burst*98/100 {
+						t.Fatalf("a sequential burst of %d admitted %d; want at least 98%%", burst, admitted)
+					}
+				})
 			})
-		})
+		}
 	}
 }
 

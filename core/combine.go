@@ -74,14 +74,16 @@ func (ls *Limits) TakeAll(keys []string, n int64, all []Decision) (Decision, tim
 	// epoch keeps the epoch's monotonic reading, so it converts exactly
 	// into each limiter's own.
 	epoch := ls.parts[0].epoch
-	now := epoch.Add(time.Since(epoch))
+	first := int64(time.Since(epoch))
+	now := epoch.Add(time.Duration(first))
 	waits, by, err := ls.take(&d, now, keys, n, all)
 	if waits {
-		for deadline := now.Add(maxReportWait); waits && now.Before(deadline); {
-			time.Sleep(d.RetryAfter)
-			now = epoch.Add(time.Since(epoch))
+		last := waitForReport(epoch, first, d.RetryAfter, func(at int64) (bool, time.Duration) {
+			now = epoch.Add(time.Duration(at))
 			waits, by, err = ls.take(&d, now, keys, n, all)
-		}
+			return waits, d.RetryAfter
+		})
+		now = epoch.Add(time.Duration(last))
 	}
 	if err == nil {
 		ls.count(&d, by, n)

@@ -46,11 +46,10 @@ func (l *Limiter) takeNow(d *Decision, key string, n int64) (time.Time, error) {
 	now := int64(time.Since(l.epoch))
 	waits, err := l.take(d, now, key, n)
 	if waits {
-		for deadline := now + int64(maxReportWait); waits && now < deadline; {
-			time.Sleep(d.RetryAfter)
-			now = int64(time.Since(l.epoch))
+		now = waitForReport(l.epoch, now, d.RetryAfter, func(now int64) (bool, time.Duration) {
 			waits, err = l.take(d, now, key, n)
-		}
+			return waits, d.RetryAfter
+		})
 	}
 	if !d.Allowed && err == nil && l.shadow != nil {
 		l.letThrough(d)
