@@ -9,12 +9,25 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	gopherpace "github.com/pedreviljoen/gopherpace/core"
 )
 
 // Config is a limiter service's setup: the flags of gopherpace serve, or
 // the GOPHERPACE_* variables of the same names (flags win).
 type Config struct {
-	Addr  string        // HTTP listen address
+	Addr     string // HTTP listen address
+	GRPCAddr string // gRPC listen address: Envoy's RateLimitService, health, reflection
+	// ConfigPath is the RateLimitService's limits, a file or a directory in
+	// envoyproxy/ratelimit's YAML format; "" is none (every domain answers
+	// OK). It is reloaded on SIGHUP and when its contents change.
+	ConfigPath string
+	ConfigPoll time.Duration // how often the config's contents are read for a change
+	// ResponseHeaders adds RateLimit-Limit, -Remaining and -Reset to every
+	// RateLimitService answer with a limit, for Envoy to pass to the client.
+	ResponseHeaders bool
+	MaxKeys         int64 // live buckets per rule, and for the HTTP API's limit
+
 	Rate  int64         // tokens a second for keys without a limit of their own
 	Burst int64         // their bucket size; 0 is Rate
 	Sweep time.Duration // accepted for the seed's command lines (see docs/service.md)
@@ -51,6 +64,12 @@ func ParseFlags(args []string, getenv func(string) string, out io.Writer) (Confi
 	addr := fs.String("addr", env("ADDR", ":8100"), "HTTP listen address (GOPHERPACE_ADDR)")
 	rate := fs.String("rate", env("RATE", "10"), "tokens a second for every key without a limit of its own (GOPHERPACE_RATE)")
 	burst := fs.String("burst", env("BURST", "0"), "their bucket size; 0 is the rate (GOPHERPACE_BURST)")
+	grpcAddr := fs.String("grpc-addr", env("GRPC_ADDR", ":8081"), "gRPC listen address: Envoy's RateLimitService v3, gRPC health and reflection (GOPHERPACE_GRPC_ADDR)")
+	configPath := fs.String("config", env("CONFIG", ""), "limits for the RateLimitService in envoyproxy/ratelimit's YAML format: a file, or a directory of .yaml files; reloaded on SIGHUP and on change (GOPHERPACE_CONFIG)")
+	configPoll := fs.String("config-poll", env("CONFIG_POLL", "2s"), "how often -config's contents are read for a change (GOPHERPACE_CONFIG_POLL)")
+	headersEnv, headersErr := strconv.ParseBool(env("RESPONSE_HEADERS", "false"))
+	headers := fs.Bool("response-headers", headersEnv, "add RateLimit-Limit, RateLimit-Remaining and RateLimit-Reset to RateLimitService answers (GOPHERPACE_RESPONSE_HEADERS)")
+	maxKeys := fs.String("max-keys", env("MAX_KEYS", strconv.Itoa(gopherpace.DefaultMaxKeys)), "live buckets each limit holds at most; beyond, new keys share one overflow bucket (GOPHERPACE_MAX_KEYS)")
 	limits := fs.String("limits", env("LIMITS", ""), `per-key limits, "tenant-a=100:200,tenant-b=5:5" (rate:burst) (GOPHERPACE_LIMITS)`)
 	sweep := fs.String("sweep", env("SWEEP", "1m"), "accepted for the seed service's command lines: buckets are dropped once full whatever it says (GOPHERPACE_SWEEP)")
 	seedList := fs.String("seeds", env("SEEDS", ""), "host:port of peers to join, comma-separated: clusters the service (GOPHERPACE_SEEDS)")
@@ -66,8 +85,18 @@ func ParseFlags(args []string, getenv func(string) string, out io.Writer) (Confi
 	}
 	var errs []error
 	bad := func(flag string, err error) { errs = append(errs, fmt.Errorf("-%s: %w", flag, err)) }
-	c.Addr, c.BindAddr, c.NodeName = *addr, *bind, *node
+	c.Addr, c.GRPCAddr, c.ConfigPath, c.BindAddr, c.NodeName = *addr, *grpcAddr, *configPath, *bind, *node
 	var err error
+	if c.ConfigPoll, err = time.ParseDuration(*configPoll); err != nil || c.ConfigPoll <= 0 {
+		bad("config-poll", fmt.Errorf("%q is not a duration above zero, such as 2s", *configPoll))
+	}
+	if headersErr != nil {
+		bad("response-headers", fmt.Errorf("GOPHERPACE_RESPONSE_HEADERS=%q is not true or false", getenv("GOPHERPACE_RESPONSE_HEADERS")))
+	}
+	c.ResponseHeaders = *headers
+	if c.MaxKeys, err = positive(*maxKeys, false); err != nil {
+		bad("max-keys", err)
+	}
 	if c.Rate, err = positive(*rate, false); err != nil {
 		bad("rate", err)
 	}

@@ -7,20 +7,22 @@ package rlserver
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"sort"
 	"time"
 
 	"github.com/pedreviljoen/gopherpace/adapters/memberpace"
-	"github.com/pedreviljoen/gopherpace/adapters/prompace"
 	gopherpace "github.com/pedreviljoen/gopherpace/core"
 	"github.com/pedreviljoen/gopherpace/seeds"
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"golang.org/x/net/netutil"
+	"google.golang.org/grpc"
 )
 
 // Listener timeouts: a slow or half-open client holds a connection this
@@ -32,18 +34,35 @@ const (
 	idleTimeout       = 60 * time.Second
 	maxHeaderBytes    = 16 << 10
 	shutdownTimeout   = 5 * time.Second
+	// maxConnections caps each listener's open connections, so a flood of
+	// connections costs bounded memory: beyond it, new ones wait in the
+	// kernel's backlog.
+	maxConnections = 1024
 )
 
 // Run serves c until ctx is done, then stops taking requests, finishes
 // those in flight, and leaves the cluster. started, if set, is told the
-// HTTP address once it is listening.
-func Run(ctx context.Context, c Config, log *slog.Logger, started func(httpAddr string)) error {
+// HTTP and gRPC addresses once both are listening. hup, if set, delivers a
+// signal for each config reload asked for (SIGHUP).
+func Run(ctx context.Context, c Config, log *slog.Logger, started func(httpAddr, grpcAddr string), hup <-chan os.Signal) error {
+	var cfg *rlsConfig
+	var loaded [sha256.Size]byte // the config's fingerprint, taken before it is read
+	if c.ConfigPath != "" {
+		var err error
+		loaded = fingerprint(c.ConfigPath)
+		if cfg, err = loadRLSConfig(c.ConfigPath); err != nil {
+			return fmt.Errorf("-config: %w", err)
+		}
+	}
 	var opts []gopherpace.Option
 	burst := c.Burst
 	if burst == 0 {
 		burst = c.Rate
 	}
 	opts = append(opts, gopherpace.WithRefillRate(c.Rate), gopherpace.WithBucketSize(burst), gopherpace.WithLogger(log))
+	if c.MaxKeys > 0 {
+		opts = append(opts, gopherpace.WithMaxKeys(c.MaxKeys))
+	}
 	keys := make([]string, 0, len(c.Limits))
 	for k := range c.Limits {
 		keys = append(keys, k)
@@ -80,21 +99,26 @@ func Run(ctx context.Context, c Config, log *slog.Logger, started func(httpAddr 
 	}
 	defer l.Close() // before the transport: tells the peers this node leaves
 
-	reg := prometheus.NewRegistry()
-	metrics := prompace.New()
-	if err := metrics.Add("service", l); err != nil {
+	metrics, err := newServiceMetrics(l, transport)
+	if err != nil {
 		return err
 	}
+	var t gopherpace.Transport
 	if transport != nil {
-		if err := metrics.AddTransport("memberlist", transport); err != nil {
-			return err
-		}
+		t = transport
 	}
-	if err := reg.Register(metrics); err != nil {
-		return err
+	maxKeys := c.MaxKeys
+	if maxKeys <= 0 {
+		maxKeys = gopherpace.DefaultMaxKeys
 	}
+	rls, err := newRLSService(cfg, t, maxKeys, c.ResponseHeaders, log, metrics)
+	if err != nil {
+		return fmt.Errorf("-config: %w", err)
+	}
+	defer rls.close()
+
 	srv := &http.Server{
-		Handler:           handler(l, promhttp.HandlerFor(reg, promhttp.HandlerOpts{})),
+		Handler:           handler(l, promhttp.HandlerFor(metrics.reg, promhttp.HandlerOpts{})),
 		ReadHeaderTimeout: readHeaderTimeout, ReadTimeout: readTimeout, WriteTimeout: writeTimeout,
 		IdleTimeout: idleTimeout, MaxHeaderBytes: maxHeaderBytes,
 	}
@@ -102,22 +126,49 @@ func Run(ctx context.Context, c Config, log *slog.Logger, started func(httpAddr 
 	if err != nil {
 		return fmt.Errorf("-addr: %w", err)
 	}
-	log.Info("serving", "addr", ln.Addr().String(), "clustered", c.Clustered())
-	if started != nil {
-		started(ln.Addr().String())
+	gln, err := net.Listen("tcp", c.GRPCAddr)
+	if err != nil {
+		ln.Close()
+		return fmt.Errorf("-grpc-addr: %w", err)
 	}
-	done := make(chan error, 1)
+	ln, gln = netutil.LimitListener(ln, maxConnections), netutil.LimitListener(gln, maxConnections)
+	g, health := newGRPCServer(rls)
+	log.Info("serving", "addr", ln.Addr().String(), "grpc", gln.Addr().String(), "clustered", c.Clustered(), "config", c.ConfigPath)
+	if started != nil {
+		started(ln.Addr().String(), gln.Addr().String())
+	}
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	if c.ConfigPath != "" {
+		go rls.watch(watchCtx, c.ConfigPath, c.ConfigPoll, hup, loaded)
+	}
+	done := make(chan error, 2)
 	go func() { done <- srv.Serve(ln) }()
+	go func() { done <- g.Serve(gln) }()
+	served := 0
 	select {
-	case err := <-done:
-		return err
+	case err = <-done:
+		served = 1
 	case <-ctx.Done():
 	}
+	health.Shutdown() // probes and Envoy's health checks see NOT_SERVING while in-flight calls finish
 	shutdown, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer cancel()
-	err = srv.Shutdown(shutdown)
-	if serveErr := <-done; !errors.Is(serveErr, http.ErrServerClosed) && err == nil {
-		err = serveErr
+	stopped := make(chan struct{})
+	go func() { g.GracefulStop(); close(stopped) }()
+	if herr := srv.Shutdown(shutdown); err == nil {
+		err = herr
+	}
+	select {
+	case <-stopped:
+	case <-shutdown.Done():
+		g.Stop()
+		<-stopped
+	}
+	for ; served < 2; served++ {
+		if serveErr := <-done; err == nil && serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) && !errors.Is(serveErr, grpc.ErrServerStopped) {
+			err = serveErr
+		}
 	}
 	return err
 }

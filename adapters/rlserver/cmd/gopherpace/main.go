@@ -29,7 +29,7 @@ func main() {
 const usage = `gopherpace is a rate limiter as a service, with no store.
 
 Usage:
-  gopherpace serve [flags]   serve the HTTP API (gopherpace serve -h: the flags)
+  gopherpace serve [flags]   serve the HTTP API and Envoy's RateLimitService (gopherpace serve -h: the flags)
 `
 
 func run(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
@@ -55,7 +55,10 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	log := slog.New(slog.NewTextHandler(stderr, nil))
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	if err := rlserver.Run(ctx, c, log, nil); err != nil {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	if err := rlserver.Run(ctx, c, log, nil, hup); err != nil {
 		fmt.Fprintln(stderr, "gopherpace serve:", err)
 		return 1
 	}

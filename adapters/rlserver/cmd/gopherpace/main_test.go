@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,10 +19,10 @@ import (
 
 // A running gopherpace binary.
 type proc struct {
-	http, gossip string
-	cmd          *exec.Cmd
-	exited       chan error
-	logs         *syncBuffer
+	http, grpc, gossip string
+	cmd                *exec.Cmd
+	exited             chan error
+	logs               *syncBuffer
 }
 
 type syncBuffer struct {
@@ -45,6 +46,9 @@ func build(t *testing.T) string {
 // (and, clustered, where it gossips).
 func start(t *testing.T, bin string, args ...string) *proc {
 	t.Helper()
+	if !slices.Contains(args, "-grpc-addr") {
+		args = append(args, "-grpc-addr", "127.0.0.1:0")
+	}
 	p := &proc{cmd: exec.Command(bin, append([]string{"serve"}, args...)...), exited: make(chan error, 1), logs: &syncBuffer{}}
 	stderr, err := p.cmd.StderrPipe()
 	if err != nil {
@@ -54,15 +58,15 @@ func start(t *testing.T, bin string, args ...string) *proc {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = p.cmd.Process.Kill() })
-	httpAddr, gossipAddr := make(chan string, 1), make(chan string, 1)
+	httpAddr, gossipAddr := make(chan [2]string, 1), make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(stderr)
-		serving := regexp.MustCompile(`msg=serving addr=(\S+)`)
+		serving := regexp.MustCompile(`msg=serving addr=(\S+) grpc=(\S+)`)
 		gossip := regexp.MustCompile(`gossip transport started.* addr=(\S+)`)
 		for sc.Scan() {
 			p.logs.add(sc.Text())
 			if m := serving.FindStringSubmatch(sc.Text()); m != nil {
-				httpAddr <- m[1]
+				httpAddr <- [2]string{m[1], m[2]}
 			}
 			if m := gossip.FindStringSubmatch(sc.Text()); m != nil {
 				gossipAddr <- m[1]
@@ -71,7 +75,8 @@ func start(t *testing.T, bin string, args ...string) *proc {
 		p.exited <- p.cmd.Wait()
 	}()
 	select {
-	case p.http = <-httpAddr:
+	case addrs := <-httpAddr:
+		p.http, p.grpc = addrs[0], addrs[1]
 	case <-time.After(20 * time.Second):
 		t.Fatalf("the server never said where it listens:\n%s", p.logs.String())
 	}
@@ -194,7 +199,7 @@ func TestFlags(t *testing.T) {
 	if code := run([]string{"serve", "-h"}, noEnv, &out, &errs); code != 0 {
 		t.Fatalf("-h: exit %d", code)
 	}
-	for _, flag := range []string{"-addr", "-rate", "-burst", "-limits", "-sweep", "-seeds", "-bind", "-port", "-node", "-secret-key"} {
+	for _, flag := range []string{"-addr", "-grpc-addr", "-config", "-config-poll", "-response-headers", "-max-keys", "-rate", "-burst", "-limits", "-sweep", "-seeds", "-bind", "-port", "-node", "-secret-key"} {
 		if !strings.Contains(errs.String(), flag) {
 			t.Errorf("-h does not document %s", flag)
 		}
@@ -209,6 +214,8 @@ func TestFlags(t *testing.T) {
 		"-port 70000":              "-port:",
 		"-secret-key c2hvcnQ=":     "-secret-key:",
 		"-secret-key not-base64!!": "-secret-key:",
+		"-config-poll 0s":          "-config-poll:",
+		"-max-keys 0":              "-max-keys:",
 	} {
 		errs.Reset()
 		if code := run(append([]string{"serve"}, strings.Fields(args)...), noEnv, &out, &errs); code != 2 || !strings.Contains(errs.String(), says) {

@@ -1,0 +1,138 @@
+package rlserver
+
+import (
+	"log/slog"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/pedreviljoen/gopherpace/adapters/memberpace"
+	"github.com/pedreviljoen/gopherpace/adapters/prompace"
+	gopherpace "github.com/pedreviljoen/gopherpace/core"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// The outcomes of a ShouldRateLimit call, as the label of
+// gopherpace_rls_requests_total.
+const (
+	outcomeOK            = "ok"
+	outcomeOverLimit     = "over_limit"
+	outcomeBadRequest    = "invalid"
+	outcomeUnknownDomain = "unknown_domain"
+)
+
+// logEvery is the least time between two log records of one kind that
+// a caller can cause.
+const logEvery = 30 * time.Second
+
+// serviceMetrics are the server's Prometheus metrics: prompace's for the
+// HTTP API's limiter, the transport and every rule's limiter (limiter=the
+// rule's id), and the service's own counters. A reload changes the set of
+// rule limiters, so the prompace collector is rebuilt and swapped.
+type serviceMetrics struct {
+	reg       *prometheus.Registry
+	http      *gopherpace.Limiter
+	transport *memberpace.Transport
+
+	requests    *prometheus.CounterVec
+	configLoads *prometheus.CounterVec
+
+	mu        sync.Mutex
+	collector *prompace.Collector
+
+	lastUnknown atomic.Int64 // unix nanos of the last unknown-domain record
+}
+
+func newServiceMetrics(http *gopherpace.Limiter, transport *memberpace.Transport) (*serviceMetrics, error) {
+	m := &serviceMetrics{
+		reg: prometheus.NewRegistry(), http: http, transport: transport,
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gopherpace_rls_requests_total",
+			Help: "ShouldRateLimit calls by outcome: ok, over_limit, invalid (refused, nothing spent), unknown_domain (answered OK: no limits for it).",
+		}, []string{"outcome"}),
+		configLoads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gopherpace_rls_config_loads_total",
+			Help: "Loads of the -config file by result: loaded, or refused (the limits before it stay).",
+		}, []string{"result"}),
+	}
+	for _, o := range []string{outcomeOK, outcomeOverLimit, outcomeBadRequest, outcomeUnknownDomain} {
+		m.requests.WithLabelValues(o)
+	}
+	m.configLoads.WithLabelValues("loaded")
+	m.configLoads.WithLabelValues("refused")
+	if err := m.reg.Register(m.requests); err != nil {
+		return nil, err
+	}
+	if err := m.reg.Register(m.configLoads); err != nil {
+		return nil, err
+	}
+	if err := m.setLimiters(nil); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// setLimiters exports the HTTP limiter, the transport and rules.
+func (m *serviceMetrics) setLimiters(rules map[string]*gopherpace.Limiter) error {
+	c := prompace.New()
+	if err := c.Add("service", m.http); err != nil {
+		return err
+	}
+	if m.transport != nil {
+		if err := c.AddTransport("memberlist", m.transport); err != nil {
+			return err
+		}
+	}
+	ids := make([]string, 0, len(rules))
+	for id := range rules {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		if err := c.Add(id, rules[id]); err != nil {
+			return err
+		}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.collector != nil {
+		m.reg.Unregister(m.collector)
+	}
+	if err := m.reg.Register(c); err != nil {
+		return err
+	}
+	m.collector = c
+	return nil
+}
+
+func (m *serviceMetrics) count(outcome string) {
+	if m != nil {
+		m.requests.WithLabelValues(outcome).Inc()
+	}
+}
+
+func (m *serviceMetrics) configLoaded(ok bool) {
+	if m == nil {
+		return
+	}
+	if ok {
+		m.configLoads.WithLabelValues("loaded").Inc()
+	} else {
+		m.configLoads.WithLabelValues("refused").Inc()
+	}
+}
+
+// unknownDomain logs a request for a domain without limits, at most once
+// every logEvery.
+func (m *serviceMetrics) unknownDomain(log *slog.Logger, domain string) {
+	if m == nil || log == nil {
+		return
+	}
+	now := time.Now().UnixNano()
+	last := m.lastUnknown.Load()
+	if now-last < int64(logEvery) || !m.lastUnknown.CompareAndSwap(last, now) {
+		return
+	}
+	log.Warn("rate limit request for a domain the config has no limits for: answered OK", "domain", truncate(domain, 64))
+}

@@ -1,0 +1,369 @@
+package rlserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	gopherpace "github.com/pedreviljoen/gopherpace/core"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+)
+
+// The most a ShouldRateLimit request may hold; more is InvalidArgument,
+// with nothing spent (docs/service.md#bad-requests).
+const (
+	maxDescriptors = 64
+	maxEntries     = 16
+	maxEntryBytes  = 1024 // each entry's key and value; the domain too
+)
+
+// The headers a response carries when -response-headers is on, named as
+// envoyproxy/ratelimit names them by default.
+const (
+	headerLimit     = "RateLimit-Limit"
+	headerRemaining = "RateLimit-Remaining"
+	headerReset     = "RateLimit-Reset"
+)
+
+// rlsService answers Envoy's RateLimitService v3 from a config file's
+// limits. Each rule of the file is a limiter of its own, named by the
+// rule's path on every replica, keyed by the values of the descriptors it
+// matches. A reload swaps in a new set of rules, keeping the limiter (and
+// its buckets) of every rule that is still there.
+type rlsService struct {
+	rlspb.UnimplementedRateLimitServiceServer
+
+	rules     atomic.Pointer[ruleSet]
+	transport gopherpace.Transport // nil: standalone
+	maxKeys   int64
+	headers   bool
+	log       *slog.Logger
+	metrics   *serviceMetrics
+
+	reloadMu sync.Mutex // one reload at a time
+}
+
+// ruleSet is one loaded config and a limiter for each rule that has a rate.
+type ruleSet struct {
+	cfg      *rlsConfig
+	limiters map[string]*gopherpace.Limiter // by rule id
+}
+
+func newRLSService(cfg *rlsConfig, transport gopherpace.Transport, maxKeys int64, headers bool, log *slog.Logger, metrics *serviceMetrics) (*rlsService, error) {
+	s := &rlsService{transport: transport, maxKeys: maxKeys, headers: headers, log: log, metrics: metrics}
+	if cfg == nil {
+		cfg = newRLSConfig()
+	}
+	if err := s.swap(cfg); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// swap makes cfg the service's limits: a rule whose id is still there
+// keeps its limiter, repriced if its rate changed; a new rule gets a new
+// limiter; a removed rule's limiter is closed. If any limiter cannot be
+// made, nothing changes.
+func (s *rlsService) swap(cfg *rlsConfig) error {
+	s.reloadMu.Lock()
+	defer s.reloadMu.Unlock()
+	old := s.rules.Load()
+	next := &ruleSet{cfg: cfg, limiters: map[string]*gopherpace.Limiter{}}
+	var made []*gopherpace.Limiter
+	type reprice struct {
+		l            *gopherpace.Limiter
+		tokens, size int64
+		per          time.Duration
+	}
+	var reprices []reprice
+	fail := func(err error) error {
+		for _, l := range made {
+			_ = l.Close()
+		}
+		return err
+	}
+	for id, r := range cfg.rules {
+		if r.unlimited || r.requestsPerUnit == 0 {
+			continue
+		}
+		tokens, per, size := r.rate()
+		if old != nil {
+			if l := old.limiters[id]; l != nil {
+				next.limiters[id] = l
+				if t, p := l.Rate(); t != tokens || p != per || l.BucketSize() != size {
+					reprices = append(reprices, reprice{l, tokens, size, per})
+				}
+				continue
+			}
+		}
+		opts := []gopherpace.Option{
+			gopherpace.WithRate(tokens, per), gopherpace.WithBucketSize(size),
+			gopherpace.WithLimiterID(id), gopherpace.WithMaxKeys(s.maxKeys), gopherpace.WithLogger(s.log),
+		}
+		if s.transport != nil {
+			opts = append(opts, gopherpace.WithTransport(s.transport))
+		}
+		l, err := gopherpace.New(opts...)
+		if err != nil {
+			return fail(fmt.Errorf("%s: %s: %w", r.at, id, err))
+		}
+		made = append(made, l)
+		next.limiters[id] = l
+	}
+	for _, p := range reprices {
+		if err := p.l.SetRate(p.tokens, p.per, p.size); err != nil {
+			return fail(err)
+		}
+	}
+	s.rules.Store(next)
+	if s.metrics != nil {
+		if err := s.metrics.setLimiters(next.limiters); err != nil {
+			s.log.Error("the rules' metrics could not be exported", "err", err)
+		}
+	}
+	if old != nil {
+		for id, l := range old.limiters {
+			if next.limiters[id] == nil {
+				// A request that loaded the old set may still decide on it;
+				// a closed limiter keeps deciding, as if standalone.
+				_ = l.Close()
+			}
+		}
+	}
+	return nil
+}
+
+// close stops every rule's limiter, telling the peers.
+func (s *rlsService) close() {
+	s.reloadMu.Lock()
+	defer s.reloadMu.Unlock()
+	if set := s.rules.Swap(nil); set != nil {
+		for _, l := range set.limiters {
+			_ = l.Close()
+		}
+	}
+}
+
+// limiterFor is the limiter of a rule id in the current set (nil if none),
+// for tests and the status page.
+func (s *rlsService) limiterFor(id string) *gopherpace.Limiter {
+	if set := s.rules.Load(); set != nil {
+		return set.limiters[id]
+	}
+	return nil
+}
+
+// checked is one descriptor of a request on its way to an answer.
+type checked struct {
+	rule   *rule
+	l      *gopherpace.Limiter // nil: no bucket to spend from
+	key    string
+	hits   int64 // 0: check only
+	refund bool  // is_negative_hits: give hits back
+	spent  bool
+	d      gopherpace.Decision
+	over   bool
+}
+
+// ShouldRateLimit checks every descriptor of the request and spends from
+// all of them or from none: a request any limit denies spends nothing.
+func (s *rlsService) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitRequest) (*rlspb.RateLimitResponse, error) {
+	if err := validate(req); err != nil {
+		s.metrics.count(outcomeBadRequest)
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	set := s.rules.Load()
+	if set == nil {
+		return nil, status.Error(codes.Unavailable, "shutting down")
+	}
+	if set.cfg.domains[req.Domain] == nil {
+		// envoyproxy/ratelimit answers OK for a domain it has no limits
+		// for; so does this server, but says so in its log and metrics,
+		// since it is most likely a typo in Envoy's config or ours.
+		s.metrics.count(outcomeUnknownDomain)
+		s.metrics.unknownDomain(s.log, req.Domain)
+	}
+	checks := make([]checked, len(req.Descriptors))
+	replaced := map[string]bool{}
+	var keyBuf []byte
+	for i, d := range req.Descriptors {
+		c := &checks[i]
+		c.rule, keyBuf = set.cfg.match(req.Domain, d.Entries, keyBuf[:0])
+		if c.rule == nil {
+			continue
+		}
+		for _, name := range c.rule.replaces {
+			replaced[name] = true
+		}
+		c.hits = int64(max(1, req.HitsAddend))
+		if d.HitsAddend != nil {
+			c.hits = int64(min(d.HitsAddend.Value, math.MaxInt64))
+		}
+		c.refund = d.IsNegativeHits
+		c.l = set.limiters[c.rule.id]
+		if c.rule.perValue {
+			c.key = string(keyBuf)
+		}
+	}
+	for i := range checks {
+		if r := checks[i].rule; r != nil && r.name != "" && replaced[r.name] {
+			checks[i] = checked{}
+		}
+	}
+	denied := s.decide(checks)
+	resp := &rlspb.RateLimitResponse{OverallCode: rlspb.RateLimitResponse_OK, Statuses: make([]*rlspb.RateLimitResponse_DescriptorStatus, len(checks))}
+	if denied {
+		resp.OverallCode = rlspb.RateLimitResponse_OVER_LIMIT
+	}
+	var closest *checked
+	for i := range checks {
+		c := &checks[i]
+		resp.Statuses[i] = descriptorStatus(c)
+		if c.rule != nil && !c.rule.unlimited && (closest == nil || c.over && !closest.over || c.over == closest.over && c.d.Remaining < closest.d.Remaining) {
+			closest = c
+		}
+	}
+	if s.headers && closest != nil {
+		resp.ResponseHeadersToAdd = rateLimitHeaders(closest)
+	}
+	if denied {
+		s.metrics.count(outcomeOverLimit)
+	} else {
+		s.metrics.count(outcomeOK)
+	}
+	return resp, nil
+}
+
+// decide spends from every limited descriptor in order; at the first
+// denial it gives back what the ones before took and reads the rest, so a
+// denied request spends nothing. A shadow rule's denial lets the request
+// through, as envoyproxy/ratelimit's shadow_mode does.
+func (s *rlsService) decide(checks []checked) (denied bool) {
+	for i := range checks {
+		c := &checks[i]
+		switch {
+		case c.rule == nil || c.rule.unlimited:
+			continue
+		case c.l == nil: // requests_per_unit 0: nothing is ever allowed
+			c.over = !c.rule.shadow
+			c.d = gopherpace.Decision{}
+		case denied || c.hits == 0:
+			c.d = c.l.Peek(c.key)
+			c.over = !c.d.Allowed && !c.rule.shadow && c.hits > 0
+			continue
+		case c.refund:
+			c.l.Refund(c.key, c.hits)
+			c.d = c.l.Peek(c.key)
+			continue
+		default:
+			d, err := c.l.Take(c.key, c.hits)
+			if err != nil { // more hits than the bucket holds: never allowed
+				d = c.l.Peek(c.key)
+				d.Allowed = false
+			}
+			c.d, c.spent = d, d.Allowed
+			c.over = !d.Allowed && !c.rule.shadow
+		}
+		if c.over && !denied {
+			denied = true
+			for j := range i {
+				if p := &checks[j]; p.spent {
+					p.l.Refund(p.key, p.hits)
+					p.spent = false
+				}
+			}
+		}
+	}
+	return denied
+}
+
+func descriptorStatus(c *checked) *rlspb.RateLimitResponse_DescriptorStatus {
+	st := &rlspb.RateLimitResponse_DescriptorStatus{Code: rlspb.RateLimitResponse_OK}
+	switch {
+	case c.rule == nil:
+		return st
+	case c.rule.unlimited:
+		st.LimitRemaining = math.MaxUint32
+		return st
+	}
+	if c.over {
+		st.Code = rlspb.RateLimitResponse_OVER_LIMIT
+	}
+	st.CurrentLimit = &rlspb.RateLimitResponse_RateLimit{Name: c.rule.name, RequestsPerUnit: c.rule.requestsPerUnit, Unit: c.rule.unit}
+	st.LimitRemaining = uint32(min(max(c.d.Remaining, 0), math.MaxUint32))
+	st.DurationUntilReset = durationpb.New(c.d.ResetAfter)
+	return st
+}
+
+// rateLimitHeaders describe the limit closest to denying: its
+// requests_per_unit, the tokens left, and the whole seconds until the
+// request could pass (denied) or the bucket is full (allowed).
+func rateLimitHeaders(c *checked) []*corev3.HeaderValue {
+	wait := c.d.ResetAfter
+	if c.over {
+		wait = c.d.RetryAfter
+	}
+	return []*corev3.HeaderValue{
+		{Key: headerLimit, Value: strconv.FormatUint(uint64(c.rule.requestsPerUnit), 10)},
+		{Key: headerRemaining, Value: strconv.FormatInt(max(c.d.Remaining, 0), 10)},
+		{Key: headerReset, Value: strconv.FormatInt(ceilDiv(wait, time.Second), 10)},
+	}
+}
+
+// validate refuses a request this server cannot answer as asked.
+func validate(req *rlspb.RateLimitRequest) error {
+	switch {
+	case req.Domain == "":
+		return errors.New("the domain must not be empty")
+	case len(req.Domain) > maxEntryBytes:
+		return fmt.Errorf("the domain is longer than %d bytes", maxEntryBytes)
+	case len(req.Descriptors) == 0:
+		return errors.New("the descriptor list must not be empty")
+	case len(req.Descriptors) > maxDescriptors:
+		return fmt.Errorf("%d descriptors; at most %d are taken", len(req.Descriptors), maxDescriptors)
+	}
+	for i, d := range req.Descriptors {
+		if err := validateDescriptor(d); err != nil {
+			return fmt.Errorf("descriptor %d: %w", i, err)
+		}
+	}
+	return nil
+}
+
+func validateDescriptor(d *rlv3.RateLimitDescriptor) error {
+	switch {
+	case d == nil || len(d.Entries) == 0:
+		return errors.New("no entries")
+	case len(d.Entries) > maxEntries:
+		return fmt.Errorf("%d entries; at most %d are taken", len(d.Entries), maxEntries)
+	case d.Limit != nil:
+		return errors.New("a limit override in the request is not supported: configure the limit in the config file")
+	}
+	for _, e := range d.Entries {
+		switch {
+		case e == nil || e.Key == "":
+			return errors.New("an entry has an empty key")
+		case len(e.Key) > maxEntryBytes || len(e.Value) > maxEntryBytes:
+			return fmt.Errorf("entry %q is longer than %d bytes", truncate(e.Key, 32), maxEntryBytes)
+		}
+	}
+	return nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}

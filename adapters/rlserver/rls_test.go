@@ -1,0 +1,475 @@
+package rlserver
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"math"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	gopherpace "github.com/pedreviljoen/gopherpace/core"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/mem"
+	reflectpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+)
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// rlsFixture is the RateLimitService on a real gRPC server on loopback,
+// and a client generated from Envoy's protos.
+type rlsFixture struct {
+	svc     *rlsService
+	metrics *serviceMetrics
+	conn    *grpc.ClientConn
+	client  rlspb.RateLimitServiceClient
+}
+
+func newRLS(t *testing.T, config string, headers bool) *rlsFixture {
+	t.Helper()
+	var cfg *rlsConfig
+	if config != "" {
+		var err error
+		if cfg, err = parseRLSConfig("test.yaml", []byte(config)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	httpLimiter, err := gopherpace.New(gopherpace.WithRefillRate(10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, err := newServiceMetrics(httpLimiter, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := newRLSService(cfg, nil, gopherpace.DefaultMaxKeys, headers, quiet, metrics)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, _ := newGRPCServer(svc)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = g.Serve(ln) }()
+	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		conn.Close()
+		g.Stop()
+		svc.close()
+		httpLimiter.Close()
+	})
+	return &rlsFixture{svc, metrics, conn, rlspb.NewRateLimitServiceClient(conn)}
+}
+
+func descriptor(kv ...string) *rlv3.RateLimitDescriptor {
+	return &rlv3.RateLimitDescriptor{Entries: entries(kv...)}
+}
+
+func (f *rlsFixture) ask(t *testing.T, req *rlspb.RateLimitRequest) *rlspb.RateLimitResponse {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := f.client.ShouldRateLimit(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Statuses) != len(req.Descriptors) {
+		t.Fatalf("%d statuses for %d descriptors", len(resp.Statuses), len(req.Descriptors))
+	}
+	return resp
+}
+
+// remaining is what rule id's bucket for the descriptor holds now.
+func (f *rlsFixture) remaining(t *testing.T, id string, kv ...string) int64 {
+	t.Helper()
+	l := f.svc.limiterFor(id)
+	if l == nil {
+		t.Fatalf("no limiter for %s", id)
+	}
+	r, key := f.svc.rules.Load().cfg.match("edge", entries(kv...), nil)
+	if !r.perValue {
+		key = nil
+	}
+	return l.Peek(string(key)).Remaining
+}
+
+// Minute-long units keep these tests free of refills: a token of 20 a
+// minute takes 3 s to come back.
+func TestRLSDeniesOverTheLimitWithEachStatus(t *testing.T) {
+	f := newRLS(t, edgeConfig, false)
+	req := &rlspb.RateLimitRequest{Domain: "edge", Descriptors: []*rlv3.RateLimitDescriptor{descriptor("remote_address", "10.1.1.1")}}
+	for i := range 20 {
+		resp := f.ask(t, req)
+		st := resp.Statuses[0]
+		if resp.OverallCode != rlspb.RateLimitResponse_OK || st.Code != rlspb.RateLimitResponse_OK {
+			t.Fatalf("request %d: %v", i+1, resp)
+		}
+		if st.LimitRemaining != uint32(19-i) {
+			t.Fatalf("request %d: remaining %d, want %d", i+1, st.LimitRemaining, 19-i)
+		}
+		if l := st.CurrentLimit; l.RequestsPerUnit != 20 || l.Unit != rlspb.RateLimitResponse_RateLimit_MINUTE {
+			t.Fatalf("current limit %v", l)
+		}
+		if d := st.DurationUntilReset.AsDuration(); d <= 0 || d > time.Minute {
+			t.Fatalf("duration until reset %v", d)
+		}
+	}
+	resp := f.ask(t, req)
+	if resp.OverallCode != rlspb.RateLimitResponse_OVER_LIMIT || resp.Statuses[0].Code != rlspb.RateLimitResponse_OVER_LIMIT || resp.Statuses[0].LimitRemaining != 0 {
+		t.Fatalf("the 21st: %v", resp)
+	}
+	// Another address has its own bucket.
+	other := f.ask(t, &rlspb.RateLimitRequest{Domain: "edge", Descriptors: []*rlv3.RateLimitDescriptor{descriptor("remote_address", "10.1.1.2")}})
+	if other.OverallCode != rlspb.RateLimitResponse_OK || other.Statuses[0].LimitRemaining != 19 {
+		t.Fatalf("another address: %v", other)
+	}
+	if got := testutil.ToFloat64(f.metrics.requests.WithLabelValues(outcomeOverLimit)); got != 1 {
+		t.Errorf("over_limit counted %v times", got)
+	}
+}
+
+// A request any limit denies spends from none of them.
+func TestRLSAllOrNothing(t *testing.T) {
+	f := newRLS(t, edgeConfig, false)
+	addr := []string{"remote_address", "10.2.2.2"}
+	req := func(extra ...*rlv3.RateLimitDescriptor) *rlspb.RateLimitRequest {
+		return &rlspb.RateLimitRequest{Domain: "edge", Descriptors: append([]*rlv3.RateLimitDescriptor{descriptor(addr...)}, extra...)}
+	}
+	f.ask(t, req())
+	if r := f.remaining(t, "edge.remote_address", addr...); r != 19 {
+		t.Fatalf("remaining %d after one", r)
+	}
+	// requests_per_unit 0 denies everything: the address spends nothing.
+	resp := f.ask(t, req(descriptor("blocked", "x")))
+	if resp.OverallCode != rlspb.RateLimitResponse_OVER_LIMIT || resp.Statuses[0].Code != rlspb.RateLimitResponse_OK || resp.Statuses[1].Code != rlspb.RateLimitResponse_OVER_LIMIT {
+		t.Fatalf("with a blocked descriptor: %v", resp)
+	}
+	if r := f.remaining(t, "edge.remote_address", addr...); r != 19 {
+		t.Fatalf("the denied request spent: remaining %d", r)
+	}
+	// A cost the second limit cannot grant: the first gives its tokens back.
+	resp = f.ask(t, &rlspb.RateLimitRequest{Domain: "edge", HitsAddend: 8, Descriptors: []*rlv3.RateLimitDescriptor{
+		descriptor(addr...), descriptor("tenant", "acme", "user", "bob")}})
+	if resp.OverallCode != rlspb.RateLimitResponse_OVER_LIMIT || resp.Statuses[1].Code != rlspb.RateLimitResponse_OVER_LIMIT {
+		t.Fatalf("8 hits against a bucket of 5: %v", resp)
+	}
+	if r := f.remaining(t, "edge.remote_address", addr...); r != 19 {
+		t.Fatalf("the denied request spent: remaining %d", r)
+	}
+	// The order does not matter: the denying limit first.
+	resp = f.ask(t, &rlspb.RateLimitRequest{Domain: "edge", Descriptors: []*rlv3.RateLimitDescriptor{descriptor("blocked", "y"), descriptor(addr...)}})
+	if resp.OverallCode != rlspb.RateLimitResponse_OVER_LIMIT || resp.Statuses[1].Code != rlspb.RateLimitResponse_OK || resp.Statuses[1].LimitRemaining != 19 {
+		t.Fatalf("denying first: %v", resp)
+	}
+	if r := f.remaining(t, "edge.remote_address", addr...); r != 19 {
+		t.Fatalf("the denied request spent: remaining %d", r)
+	}
+}
+
+func TestRLSHitsAddend(t *testing.T) {
+	f := newRLS(t, edgeConfig, false)
+	addr := []string{"remote_address", "10.3.3.3"}
+	ask := func(hits uint32, d *rlv3.RateLimitDescriptor) *rlspb.RateLimitResponse {
+		return f.ask(t, &rlspb.RateLimitRequest{Domain: "edge", HitsAddend: hits, Descriptors: []*rlv3.RateLimitDescriptor{d}})
+	}
+	// The request's hits_addend; 0 (unset) is 1, as Envoy's proto says.
+	if st := ask(0, descriptor(addr...)).Statuses[0]; st.LimitRemaining != 19 {
+		t.Fatalf("hits 0: %v", st)
+	}
+	if st := ask(4, descriptor(addr...)).Statuses[0]; st.LimitRemaining != 15 {
+		t.Fatalf("hits 4: %v", st)
+	}
+	// A descriptor's own hits_addend wins; 0 there only checks.
+	d := descriptor(addr...)
+	d.HitsAddend = wrapperspb.UInt64(3)
+	if st := ask(9, d).Statuses[0]; st.LimitRemaining != 12 {
+		t.Fatalf("descriptor hits 3: %v", st)
+	}
+	d.HitsAddend = wrapperspb.UInt64(0)
+	if st := ask(9, d).Statuses[0]; st.LimitRemaining != 12 || st.Code != rlspb.RateLimitResponse_OK {
+		t.Fatalf("descriptor hits 0: %v", st)
+	}
+	// is_negative_hits gives tokens back.
+	d.HitsAddend, d.IsNegativeHits = wrapperspb.UInt64(2), true
+	if st := ask(0, d).Statuses[0]; st.LimitRemaining != 14 {
+		t.Fatalf("2 negative hits: %v", st)
+	}
+	// More than the bucket holds, up to the most a descriptor can say:
+	// over the limit, nothing spent.
+	for _, hits := range []uint64{21, math.MaxUint32, math.MaxUint64} {
+		d := descriptor(addr...)
+		d.HitsAddend = wrapperspb.UInt64(hits)
+		resp := ask(0, d)
+		if resp.OverallCode != rlspb.RateLimitResponse_OVER_LIMIT || resp.Statuses[0].LimitRemaining != 14 {
+			t.Fatalf("%d hits: %v", hits, resp)
+		}
+	}
+	if st := ask(math.MaxUint32, descriptor(addr...)).Statuses[0]; st.Code != rlspb.RateLimitResponse_OVER_LIMIT || st.LimitRemaining != 14 {
+		t.Fatalf("request hits MaxUint32: %v", st)
+	}
+}
+
+func TestRLSShadowUnlimitedAndReplaces(t *testing.T) {
+	f := newRLS(t, edgeConfig+`
+  - key: trial
+    shadow_mode: true
+    rate_limit: {unit: minute, requests_per_unit: 1}
+`, false)
+	trial := &rlspb.RateLimitRequest{Domain: "edge", Descriptors: []*rlv3.RateLimitDescriptor{descriptor("trial", "t")}}
+	f.ask(t, trial)
+	if resp := f.ask(t, trial); resp.OverallCode != rlspb.RateLimitResponse_OK || resp.Statuses[0].Code != rlspb.RateLimitResponse_OK || resp.Statuses[0].LimitRemaining != 0 {
+		t.Fatalf("shadow mode over its limit: %v", resp)
+	}
+	resp := f.ask(t, &rlspb.RateLimitRequest{Domain: "edge", Descriptors: []*rlv3.RateLimitDescriptor{descriptor("health", "x")}})
+	if st := resp.Statuses[0]; st.Code != rlspb.RateLimitResponse_OK || st.LimitRemaining != math.MaxUint32 || st.CurrentLimit != nil {
+		t.Fatalf("unlimited: %v", st)
+	}
+	// promo replaces free_plan: the plan's limit is not checked or spent.
+	resp = f.ask(t, &rlspb.RateLimitRequest{Domain: "edge", Descriptors: []*rlv3.RateLimitDescriptor{descriptor("plan", "free"), descriptor("promo", "p")}})
+	if resp.Statuses[0].CurrentLimit != nil || resp.Statuses[1].CurrentLimit.RequestsPerUnit != 5000 {
+		t.Fatalf("replaces: %v", resp)
+	}
+	if r := f.remaining(t, "edge.plan_free", "plan", "free"); r != 1000 {
+		t.Fatalf("the replaced limit spent: %d left", r)
+	}
+	resp = f.ask(t, &rlspb.RateLimitRequest{Domain: "edge", Descriptors: []*rlv3.RateLimitDescriptor{descriptor("plan", "free")}})
+	if resp.Statuses[0].CurrentLimit.GetName() != "free_plan" || resp.Statuses[0].LimitRemaining != 999 {
+		t.Fatalf("not replaced: %v", resp)
+	}
+	// No limit at all: OK, with no current limit.
+	resp = f.ask(t, &rlspb.RateLimitRequest{Domain: "edge", Descriptors: []*rlv3.RateLimitDescriptor{descriptor("remote_address", "10.0.0.2")}})
+	if resp.OverallCode != rlspb.RateLimitResponse_OK || resp.Statuses[0].CurrentLimit != nil {
+		t.Fatalf("an allow-listed value: %v", resp)
+	}
+}
+
+func TestRLSResponseHeaders(t *testing.T) {
+	f := newRLS(t, edgeConfig, true)
+	resp := f.ask(t, &rlspb.RateLimitRequest{Domain: "edge", Descriptors: []*rlv3.RateLimitDescriptor{
+		descriptor("remote_address", "10.4.4.4"), descriptor("tenant", "acme", "user", "eve")}})
+	got := map[string]string{}
+	for _, h := range resp.ResponseHeadersToAdd {
+		got[h.Key] = h.Value
+	}
+	// The user's limit (5 a second, 4 left) is closer to denying than the
+	// address's (20 a minute, 19 left).
+	if got[headerLimit] != "5" || got[headerRemaining] != "4" || got[headerReset] != "1" || len(got) != 3 {
+		t.Fatalf("headers %v", got)
+	}
+	off := newRLS(t, edgeConfig, false)
+	if resp := off.ask(t, &rlspb.RateLimitRequest{Domain: "edge", Descriptors: []*rlv3.RateLimitDescriptor{descriptor("remote_address", "x")}}); len(resp.ResponseHeadersToAdd) != 0 {
+		t.Fatalf("headers without -response-headers: %v", resp.ResponseHeadersToAdd)
+	}
+}
+
+// Bad requests are refused with InvalidArgument, saying why, and spend
+// nothing; a domain without limits is answered OK, as envoyproxy/ratelimit
+// answers it, and counted.
+func TestRLSBadRequests(t *testing.T) {
+	f := newRLS(t, edgeConfig, false)
+	addr := descriptor("remote_address", "10.5.5.5")
+	long := strings.Repeat("x", maxEntryBytes+1)
+	many := func(n int, d func() *rlv3.RateLimitDescriptor) []*rlv3.RateLimitDescriptor {
+		out := []*rlv3.RateLimitDescriptor{addr}
+		for len(out) < n {
+			out = append(out, d())
+		}
+		return out
+	}
+	deep := &rlv3.RateLimitDescriptor{}
+	for range maxEntries + 1 {
+		deep.Entries = append(deep.Entries, &rlv3.RateLimitDescriptor_Entry{Key: "k", Value: "v"})
+	}
+	override := descriptor("remote_address", "10.5.5.5")
+	override.Limit = &rlv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 1000, Unit: 1}
+	for _, tc := range []struct {
+		name string
+		req  *rlspb.RateLimitRequest
+		want string
+	}{
+		{"no domain", &rlspb.RateLimitRequest{Descriptors: []*rlv3.RateLimitDescriptor{addr}}, "the domain must not be empty"},
+		{"a long domain", &rlspb.RateLimitRequest{Domain: long, Descriptors: []*rlv3.RateLimitDescriptor{addr}}, "the domain is longer than"},
+		{"no descriptors", &rlspb.RateLimitRequest{Domain: "edge"}, "the descriptor list must not be empty"},
+		{"too many descriptors", &rlspb.RateLimitRequest{Domain: "edge", Descriptors: many(maxDescriptors+1, func() *rlv3.RateLimitDescriptor { return descriptor("health", "h") })}, "65 descriptors"},
+		{"an empty descriptor", &rlspb.RateLimitRequest{Domain: "edge", Descriptors: []*rlv3.RateLimitDescriptor{addr, {}}}, "descriptor 1: no entries"},
+		{"too many entries", &rlspb.RateLimitRequest{Domain: "edge", Descriptors: []*rlv3.RateLimitDescriptor{addr, deep}}, "17 entries"},
+		{"an empty key", &rlspb.RateLimitRequest{Domain: "edge", Descriptors: []*rlv3.RateLimitDescriptor{addr, descriptor("", "v")}}, "an entry has an empty key"},
+		{"a long key", &rlspb.RateLimitRequest{Domain: "edge", Descriptors: []*rlv3.RateLimitDescriptor{addr, descriptor(long, "v")}}, "longer than 1024 bytes"},
+		{"a long value", &rlspb.RateLimitRequest{Domain: "edge", Descriptors: []*rlv3.RateLimitDescriptor{addr, descriptor("remote_address", long)}}, "longer than 1024 bytes"},
+		{"a limit override", &rlspb.RateLimitRequest{Domain: "edge", Descriptors: []*rlv3.RateLimitDescriptor{override}}, "limit override in the request is not supported"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := f.client.ShouldRateLimit(context.Background(), tc.req)
+			if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("%v, want InvalidArgument saying %q", err, tc.want)
+			}
+			if r := f.remaining(t, "edge.remote_address", "remote_address", "10.5.5.5"); r != 20 {
+				t.Fatalf("a refused request spent: %d left", r)
+			}
+		})
+	}
+	resp := f.ask(t, &rlspb.RateLimitRequest{Domain: "egde", Descriptors: []*rlv3.RateLimitDescriptor{addr}})
+	if resp.OverallCode != rlspb.RateLimitResponse_OK || resp.Statuses[0].CurrentLimit != nil {
+		t.Fatalf("unknown domain: %v", resp)
+	}
+	if got := testutil.ToFloat64(f.metrics.requests.WithLabelValues(outcomeUnknownDomain)); got != 1 {
+		t.Errorf("unknown domain counted %v times", got)
+	}
+	// Bytes that are no protobuf: an error, and the server goes on.
+	garbage := []byte{0xff, 0xff, 0xff, 0x0f, 0x01}
+	err := f.conn.Invoke(context.Background(), "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit", &garbage, new([]byte), grpc.ForceCodecV2(rawCodec{}))
+	if status.Code(err) == codes.OK {
+		t.Fatal("garbage was answered OK")
+	}
+	if resp := f.ask(t, &rlspb.RateLimitRequest{Domain: "edge", Descriptors: []*rlv3.RateLimitDescriptor{addr}}); resp.Statuses[0].LimitRemaining != 19 {
+		t.Fatalf("after garbage: %v", resp)
+	}
+}
+
+// rawCodec sends bytes as they are, to put a malformed message on the wire.
+type rawCodec struct{}
+
+func (rawCodec) Marshal(v any) (mem.BufferSlice, error) {
+	return mem.BufferSlice{mem.SliceBuffer(*v.(*[]byte))}, nil
+}
+
+func (rawCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	*v.(*[]byte) = data.Materialize()
+	return nil
+}
+
+func (rawCodec) Name() string { return "proto" }
+
+func TestGRPCHealthAndReflection(t *testing.T) {
+	f := newRLS(t, edgeConfig, false)
+	h := healthpb.NewHealthClient(f.conn)
+	for _, svc := range []string{"", "envoy.service.ratelimit.v3.RateLimitService"} {
+		resp, err := h.Check(context.Background(), &healthpb.HealthCheckRequest{Service: svc})
+		if err != nil || resp.Status != healthpb.HealthCheckResponse_SERVING {
+			t.Fatalf("health of %q: %v %v", svc, resp, err)
+		}
+	}
+	stream, err := reflectpb.NewServerReflectionClient(f.conn).ServerReflectionInfo(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Send(&reflectpb.ServerReflectionRequest{MessageRequest: &reflectpb.ServerReflectionRequest_ListServices{}}); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := stream.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = stream.CloseSend()
+	var names []string
+	for _, s := range resp.GetListServicesResponse().GetService() {
+		names = append(names, s.Name)
+	}
+	if !strings.Contains(strings.Join(names, " "), "envoy.service.ratelimit.v3.RateLimitService") {
+		t.Fatalf("reflection lists %v", names)
+	}
+}
+
+// A reload keeps every bucket of a rule that stays, reprices a changed
+// one, stops a removed one, and refuses a bad file with the old limits
+// kept.
+func TestRLSReloadKeepsBuckets(t *testing.T) {
+	f := newRLS(t, edgeConfig, false)
+	addr := []string{"remote_address", "10.6.6.6"}
+	req := &rlspb.RateLimitRequest{Domain: "edge", HitsAddend: 5, Descriptors: []*rlv3.RateLimitDescriptor{descriptor(addr...)}}
+	f.ask(t, req)
+	before := f.svc.limiterFor("edge.remote_address")
+	path := filepath.Join(t.TempDir(), "limits.yaml")
+	write := func(text string) {
+		if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// remote_address goes from 20 to 40 a minute; the user limits go.
+	write(strings.Replace(strings.Replace(edgeConfig, "{unit: minute, requests_per_unit: 20}", "{unit: minute, requests_per_unit: 40}", 1),
+		"  - key: tenant\n", "  - key: tenant_gone\n", 1))
+	if err := f.svc.reload(path); err != nil {
+		t.Fatal(err)
+	}
+	if f.svc.limiterFor("edge.remote_address") != before {
+		t.Fatal("the reload replaced a limiter that stayed")
+	}
+	if tokens, per := before.Rate(); tokens != 40 || per != time.Minute || before.BucketSize() != 40 {
+		t.Fatalf("repriced to %d per %v, bucket %d", tokens, per, before.BucketSize())
+	}
+	// 5 were spent: they stay spent at the new price (SetRate), so after
+	// 5 more 30 of 40 are left (31 if a token refilled in between), not a
+	// fresh bucket's 35.
+	st := f.ask(t, req).Statuses[0]
+	if st.CurrentLimit.RequestsPerUnit != 40 || st.LimitRemaining < 30 || st.LimitRemaining > 31 {
+		t.Fatalf("after the reload: %v", st)
+	}
+	if f.svc.limiterFor("edge.tenant_acme.user") != nil {
+		t.Fatal("a removed rule still has a limiter")
+	}
+	resp := f.ask(t, &rlspb.RateLimitRequest{Domain: "edge", Descriptors: []*rlv3.RateLimitDescriptor{descriptor("tenant", "acme", "user", "bob")}})
+	if resp.Statuses[0].CurrentLimit != nil {
+		t.Fatalf("a removed rule still limits: %v", resp)
+	}
+	write("domain: edge\ndescriptors:\n  - key: remote_address\n    rate_limit: {unit: minit, requests_per_unit: 1}\n")
+	if err := f.svc.reload(path); err == nil || !strings.Contains(err.Error(), "limits.yaml:4") {
+		t.Fatalf("a bad file: %v", err)
+	}
+	if f.svc.limiterFor("edge.remote_address") != before || f.svc.limiterFor("edge.plan_free") == nil {
+		t.Fatal("a refused file changed the limits")
+	}
+	if got := testutil.ToFloat64(f.metrics.configLoads.WithLabelValues("refused")); got != 1 {
+		t.Errorf("refused loads counted %v", got)
+	}
+	if got := testutil.ToFloat64(f.metrics.configLoads.WithLabelValues("loaded")); got != 1 {
+		t.Errorf("loads counted %v", got)
+	}
+}
+
+// The watch reloads when the file changes and on SIGHUP's channel.
+func TestRLSWatchReloads(t *testing.T) {
+	f := newRLS(t, edgeConfig, false)
+	path := filepath.Join(t.TempDir(), "limits.yaml")
+	if err := os.WriteFile(path, []byte(edgeConfig), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	hup := make(chan os.Signal, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan struct{})
+	seen := fingerprint(path)
+	go func() { f.svc.watch(ctx, path, 10*time.Millisecond, hup, seen); close(stopped) }()
+	defer func() { cancel(); <-stopped }()
+	waitFor := func(what string, ok func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for !ok() {
+			if time.Now().After(deadline) {
+				t.Fatalf("never: %s", what)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	if err := os.WriteFile(path, []byte(edgeConfig+"  - key: added\n    rate_limit: {unit: second, requests_per_unit: 3}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("the changed file is loaded", func() bool { return f.svc.limiterFor("edge.added") != nil })
+	loads := testutil.ToFloat64(f.metrics.configLoads.WithLabelValues("loaded"))
+	hup <- os.Interrupt
+	waitFor("SIGHUP reloads", func() bool { return testutil.ToFloat64(f.metrics.configLoads.WithLabelValues("loaded")) > loads })
+}

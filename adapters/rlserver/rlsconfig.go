@@ -1,0 +1,451 @@
+package rlserver
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"go.yaml.in/yaml/v3"
+)
+
+// The limits of the RateLimitService, written in envoyproxy/ratelimit's
+// YAML format so that its users can point their files at this server
+// (docs/service.md#the-config-file says where the two differ):
+//
+//	domain: edge
+//	descriptors:
+//	  - key: remote_address          # no value: one bucket per address
+//	    rate_limit: {unit: second, requests_per_unit: 10}
+//	  - key: path
+//	    value: /login
+//	    rate_limit: {unit: minute, requests_per_unit: 5}
+//
+// A file holds one domain; a directory of files holds several, each domain
+// in one file only.
+
+// rlsConfig is a loaded set of limits: each domain's tree of descriptor
+// levels, and every rule that has a rate.
+type rlsConfig struct {
+	domains map[string]*descriptorLevel
+	rules   map[string]*rule // by id
+}
+
+// descriptorLevel is one depth of a domain's descriptors, looked up as
+// envoyproxy/ratelimit does: the entry's key_value, then the wildcards in
+// file order, then the key alone (one limit per distinct value).
+type descriptorLevel struct {
+	next      map[string]*descriptorNode // by "key" or "key_value"
+	wildcards []wildcard
+}
+
+type descriptorNode struct {
+	descriptorLevel // the next depth
+	rule            *rule
+	// shareValue, set by share_threshold on a wildcard, is what every value
+	// matching the wildcard counts under: one bucket for all of them.
+	shareValue string
+}
+
+// wildcard is a descriptor whose value holds '*' (any run of bytes), kept
+// split on the stars.
+type wildcard struct {
+	finalKey string
+	parts    []string
+}
+
+// rule is a descriptor's rate_limit.
+type rule struct {
+	// id names the rule's limiter on the wire, the same on every replica
+	// given the same file: the domain and the path of key_value, as
+	// envoyproxy/ratelimit names its limits ("edge.path_/login").
+	id              string
+	unit            rlspb.RateLimitResponse_RateLimit_Unit
+	requestsPerUnit uint32
+	unlimited       bool
+	shadow          bool
+	name            string
+	replaces        []string
+	// perValue: the rule has a bucket per distinct value of the levels
+	// that take many values. Otherwise it has one bucket, the limiter's
+	// global one, which shares the rate out by each replica's offered load
+	// (core/fairness.go); a keyed bucket has no such shares.
+	perValue bool
+	at       string // file:line, for messages
+}
+
+// The unit names and periods envoyproxy/ratelimit accepts: a month is 30
+// days and a year 365, as it counts them.
+var unitPeriods = map[rlspb.RateLimitResponse_RateLimit_Unit]time.Duration{
+	rlspb.RateLimitResponse_RateLimit_SECOND: time.Second,
+	rlspb.RateLimitResponse_RateLimit_MINUTE: time.Minute,
+	rlspb.RateLimitResponse_RateLimit_HOUR:   time.Hour,
+	rlspb.RateLimitResponse_RateLimit_DAY:    24 * time.Hour,
+	rlspb.RateLimitResponse_RateLimit_WEEK:   7 * 24 * time.Hour,
+	rlspb.RateLimitResponse_RateLimit_MONTH:  30 * 24 * time.Hour,
+	rlspb.RateLimitResponse_RateLimit_YEAR:   365 * 24 * time.Hour,
+}
+
+// maxPeriod is the longest period gopherpace's WithRate takes; a longer
+// unit is given as one token per its share of the unit.
+const maxPeriod = 30 * 24 * time.Hour
+
+// rate is the rule as a token bucket: requests_per_unit tokens per unit,
+// in a bucket of requests_per_unit, so a full bucket is one window's worth.
+func (r *rule) rate() (tokens int64, per time.Duration, bucketSize int64) {
+	n, unit := int64(r.requestsPerUnit), unitPeriods[r.unit]
+	if unit <= maxPeriod {
+		return n, unit, n
+	}
+	return 1, unit / time.Duration(n), n
+}
+
+// The keys each mapping of the file may hold. envoyproxy/ratelimit takes
+// any of its keys at any depth and ignores the misplaced ones; here a
+// misplaced key is an error, since it never does what it says.
+var (
+	rootKeys       = keySet("domain", "descriptors")
+	descriptorKeys = keySet("key", "value", "rate_limit", "descriptors", "shadow_mode", "quota_mode",
+		"detailed_metric", "value_to_metric", "share_threshold", "metadata")
+	rateLimitKeys = keySet("unit", "requests_per_unit", "unlimited", "name", "replaces")
+	replacesKeys  = keySet("name")
+)
+
+func keySet(keys ...string) map[string]bool {
+	m := make(map[string]bool, len(keys))
+	for _, k := range keys {
+		m[k] = true
+	}
+	return m
+}
+
+// loadRLSConfig reads path: one YAML file, or every .yaml and .yml file
+// of a directory. Every error names the file and the line.
+func loadRLSConfig(path string) (*rlsConfig, error) {
+	info, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	files := []string{path}
+	if info.IsDir() {
+		files = nil
+		entries, err := os.ReadDir(path)
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range entries {
+			if ext := filepath.Ext(e.Name()); !e.IsDir() && (ext == ".yaml" || ext == ".yml") {
+				files = append(files, filepath.Join(path, e.Name()))
+			}
+		}
+		sort.Strings(files)
+		if len(files) == 0 {
+			return nil, fmt.Errorf("%s: no .yaml or .yml files", path)
+		}
+	}
+	c := newRLSConfig()
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return nil, err
+		}
+		if err := c.add(f, data); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+func newRLSConfig() *rlsConfig {
+	return &rlsConfig{domains: map[string]*descriptorLevel{}, rules: map[string]*rule{}}
+}
+
+// parseRLSConfig reads one file's text; name is what errors call it.
+func parseRLSConfig(name string, data []byte) (*rlsConfig, error) {
+	c := newRLSConfig()
+	if err := c.add(name, data); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// configError is a mistake at a line of a file.
+type configError struct {
+	file string
+	line int
+	msg  string
+}
+
+func (e *configError) Error() string { return fmt.Sprintf("%s:%d: %s", e.file, e.line, e.msg) }
+
+type fileParser struct{ file string }
+
+func (p fileParser) errorf(n *yaml.Node, format string, args ...any) error {
+	line := 0
+	if n != nil {
+		line = n.Line
+	}
+	return &configError{p.file, line, fmt.Sprintf(format, args...)}
+}
+
+// add loads one file's domain into c.
+func (c *rlsConfig) add(file string, data []byte) error {
+	p := fileParser{file}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return fmt.Errorf("%s: %w", file, err)
+	}
+	if len(doc.Content) == 0 {
+		return &configError{file, 1, "empty file: a config needs a domain"}
+	}
+	root := doc.Content[0]
+	fields, err := p.mapping(root, rootKeys)
+	if err != nil {
+		return err
+	}
+	domainNode := fields["domain"]
+	domain, err := p.text(domainNode, "domain")
+	if err != nil {
+		return err
+	}
+	if domain == "" {
+		return p.errorf(orNode(domainNode, root), "the domain is empty: every config file needs one")
+	}
+	if _, dup := c.domains[domain]; dup {
+		return p.errorf(domainNode, "domain %q is already defined in another file", domain)
+	}
+	level := &descriptorLevel{next: map[string]*descriptorNode{}}
+	if err := p.descriptors(c, level, domain, false, fields["descriptors"]); err != nil {
+		return err
+	}
+	c.domains[domain] = level
+	return nil
+}
+
+func orNode(n, fallback *yaml.Node) *yaml.Node {
+	if n != nil {
+		return n
+	}
+	return fallback
+}
+
+// mapping checks that n is a mapping whose keys are strings in allowed,
+// and returns its values by key.
+func (p fileParser) mapping(n *yaml.Node, allowed map[string]bool) (map[string]*yaml.Node, error) {
+	if n.Kind != yaml.MappingNode {
+		return nil, p.errorf(n, "expected a mapping of keys to values, found %s", kindName(n))
+	}
+	out := make(map[string]*yaml.Node, len(n.Content)/2)
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		if k.Kind != yaml.ScalarNode || k.Tag != "!!str" {
+			return nil, p.errorf(k, "a key must be a string, found %s", kindName(k))
+		}
+		if !allowed[k.Value] {
+			return nil, p.errorf(k, "unknown key %q here (this mapping takes %s)", k.Value, listKeys(allowed))
+		}
+		out[k.Value] = v
+	}
+	return out, nil
+}
+
+func listKeys(m map[string]bool) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return strings.Join(keys, ", ")
+}
+
+func kindName(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.AliasNode:
+		return "an alias"
+	}
+	if n.Tag == "!!null" {
+		return "nothing"
+	}
+	return fmt.Sprintf("%q", n.Value)
+}
+
+// text is a scalar's text ("" when absent or null): a value written as a
+// number is its digits, as envoyproxy/ratelimit reads it.
+func (p fileParser) text(n *yaml.Node, what string) (string, error) {
+	if n == nil || n.Tag == "!!null" {
+		return "", nil
+	}
+	if n.Kind != yaml.ScalarNode {
+		return "", p.errorf(n, "%s must be a string, found %s", what, kindName(n))
+	}
+	return n.Value, nil
+}
+
+func (p fileParser) flag(n *yaml.Node, what string) (bool, error) {
+	if n == nil || n.Tag == "!!null" {
+		return false, nil
+	}
+	var b bool
+	if n.Kind != yaml.ScalarNode || n.Tag != "!!bool" || n.Decode(&b) != nil {
+		return false, p.errorf(n, "%s must be true or false, found %s", what, kindName(n))
+	}
+	return b, nil
+}
+
+// descriptors loads a list of descriptors into level; parent is the
+// path so far ("edge" or "edge.key1_value1"), and perValue whether a
+// level on it takes many values (a key alone, or a wildcard that does not
+// share).
+func (p fileParser) descriptors(c *rlsConfig, level *descriptorLevel, parent string, perValue bool, n *yaml.Node) error {
+	if n == nil || n.Tag == "!!null" {
+		return nil
+	}
+	if n.Kind != yaml.SequenceNode {
+		return p.errorf(n, "descriptors must be a list, found %s", kindName(n))
+	}
+	for _, d := range n.Content {
+		fields, err := p.mapping(d, descriptorKeys)
+		if err != nil {
+			return err
+		}
+		key, err := p.text(fields["key"], "key")
+		if err != nil {
+			return err
+		}
+		if key == "" {
+			return p.errorf(orNode(fields["key"], d), "a descriptor needs a key")
+		}
+		value, err := p.text(fields["value"], "value")
+		if err != nil {
+			return err
+		}
+		finalKey := key
+		if value != "" {
+			finalKey += "_" + value
+		}
+		path := parent + "." + finalKey
+		if _, dup := level.next[finalKey]; dup {
+			return p.errorf(d, "descriptor %q is defined twice", path)
+		}
+		node := &descriptorNode{descriptorLevel: descriptorLevel{next: map[string]*descriptorNode{}}}
+		if quota, err := p.flag(fields["quota_mode"], "quota_mode"); err != nil {
+			return err
+		} else if quota {
+			return p.errorf(fields["quota_mode"], "quota_mode is not supported by this server")
+		}
+		for _, k := range []string{"detailed_metric", "value_to_metric"} {
+			if _, err := p.flag(fields[k], k); err != nil {
+				return err
+			}
+		}
+		if m := fields["metadata"]; m != nil && m.Kind != yaml.MappingNode && m.Tag != "!!null" {
+			return p.errorf(m, "metadata must be a mapping, found %s", kindName(m))
+		}
+		shadow, err := p.flag(fields["shadow_mode"], "shadow_mode")
+		if err != nil {
+			return err
+		}
+		share, err := p.flag(fields["share_threshold"], "share_threshold")
+		if err != nil {
+			return err
+		}
+		wild := strings.Contains(finalKey, "*")
+		perValue := perValue || value == "" || wild && !share
+		if share {
+			if !wild {
+				return p.errorf(fields["share_threshold"], "share_threshold needs a wildcard value (one holding '*'), and %q has none", path)
+			}
+			node.shareValue = value
+		}
+		if wild {
+			level.wildcards = append(level.wildcards, wildcard{finalKey, strings.Split(finalKey, "*")})
+		}
+		if rl := fields["rate_limit"]; rl != nil && rl.Tag != "!!null" {
+			if node.rule, err = p.rateLimit(rl, path, shadow); err != nil {
+				return err
+			}
+			node.rule.perValue = perValue
+			c.rules[path] = node.rule
+		}
+		if err := p.descriptors(c, &node.descriptorLevel, path, perValue, fields["descriptors"]); err != nil {
+			return err
+		}
+		level.next[finalKey] = node
+	}
+	return nil
+}
+
+// rateLimit loads a descriptor's rate_limit, with envoyproxy/ratelimit's
+// checks: a unit it knows unless unlimited (and none when unlimited), and
+// replaces entries that name another limit.
+func (p fileParser) rateLimit(n *yaml.Node, path string, shadow bool) (*rule, error) {
+	fields, err := p.mapping(n, rateLimitKeys)
+	if err != nil {
+		return nil, err
+	}
+	r := &rule{id: path, shadow: shadow, at: fmt.Sprintf("%s:%d", p.file, n.Line)}
+	if r.unlimited, err = p.flag(fields["unlimited"], "unlimited"); err != nil {
+		return nil, err
+	}
+	unit, err := p.text(fields["unit"], "unit")
+	if err != nil {
+		return nil, err
+	}
+	v, known := rlspb.RateLimitResponse_RateLimit_Unit_value[strings.ToUpper(unit)]
+	valid := known && v != int32(rlspb.RateLimitResponse_RateLimit_UNKNOWN)
+	switch {
+	case r.unlimited && valid:
+		return nil, p.errorf(fields["unit"], "an unlimited rate_limit takes no unit")
+	case !r.unlimited && !valid:
+		return nil, p.errorf(orNode(fields["unit"], n), "invalid rate limit unit %q (second, minute, hour, day, week, month or year)", unit)
+	}
+	r.unit = rlspb.RateLimitResponse_RateLimit_Unit(v)
+	if rpu := fields["requests_per_unit"]; rpu != nil && rpu.Tag != "!!null" {
+		if rpu.Kind != yaml.ScalarNode || rpu.Tag != "!!int" || rpu.Decode(&r.requestsPerUnit) != nil {
+			return nil, p.errorf(rpu, "requests_per_unit must be a whole number from 0 to 4294967295, found %s", kindName(rpu))
+		}
+	}
+	if !r.unlimited && r.requestsPerUnit > 0 {
+		if per := unitPeriods[r.unit]; per > maxPeriod && per/time.Duration(r.requestsPerUnit) > maxPeriod {
+			return nil, p.errorf(n, "%d a %s is less than one request in 30 days, the longest interval this server counts", r.requestsPerUnit, unit)
+		}
+	}
+	if r.name, err = p.text(fields["name"], "name"); err != nil {
+		return nil, err
+	}
+	if rep := fields["replaces"]; rep != nil && rep.Tag != "!!null" {
+		if rep.Kind != yaml.SequenceNode {
+			return nil, p.errorf(rep, "replaces must be a list, found %s", kindName(rep))
+		}
+		for _, e := range rep.Content {
+			ef, err := p.mapping(e, replacesKeys)
+			if err != nil {
+				return nil, err
+			}
+			name, err := p.text(ef["name"], "name")
+			if err != nil {
+				return nil, err
+			}
+			switch {
+			case name == "":
+				return nil, p.errorf(e, "a replaces entry needs a name")
+			case name == r.name:
+				return nil, p.errorf(e, "a limit cannot replace itself (%q)", name)
+			}
+			r.replaces = append(r.replaces, name)
+		}
+	}
+	return r, nil
+}
+
+// errNoConfig is what the RateLimitService answers when the server runs
+// without -config.
+var errNoConfig = errors.New("no limits configured: start the server with -config limits.yaml")
