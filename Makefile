@@ -12,7 +12,7 @@ JOBS ?= 2
 BIN := $(CURDIR)/.bin
 TIMES := $(CURDIR)/.test-times
 
-.PHONY: test fmt fmt-check vet lint tidy-check core-deps-check work bench demo demo-standalone fuzz accuracy browser tools check-modules transitions haproxy release
+.PHONY: test fmt fmt-check vet lint tidy-check core-deps-check work bench bench-rls redis demo demo-standalone fuzz accuracy browser tools check-modules transitions haproxy release
 
 ## test: format check, core dependency check, then in every module (JOBS at a time) vet, staticcheck and race tests; a headless browser; prints how long each part took
 test:
@@ -135,6 +135,19 @@ bench:
 		(cd $$m && GOWORK=off $(GO) test -run '^$$' -bench . -benchtime 300ms . | grep -E '^Benchmark') || status=1; \
 	done; \
 	exit $$status
+
+## bench-rls: Envoy's RateLimitService as envoyproxy/ratelimit (with a real redis-server, installed when missing) and gopherpace serve answer it, side by side: decisions/s and latency (docs/service.md#measured)
+bench-rls: redis
+	cd bench/rlsbench && GOWORK=off $(GO) run . $(RLSBENCH_FLAGS)
+
+## redis: install redis-server from the OS packages when missing
+redis:
+	@if ! command -v redis-server >/dev/null 2>&1; then \
+		command -v apt-get >/dev/null 2>&1 || { echo "no apt-get here: install redis-server yourself"; exit 1; }; \
+		SUDO=; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
+		echo "== installing redis-server"; \
+		($$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends redis-server) >/dev/null; \
+	fi
 
 ## accuracy: run the cluster simulator's scenarios, ours beside the reference design; print the table, write it into docs/accuracy.md and the plots into docs/accuracy/
 accuracy:

@@ -1,7 +1,6 @@
 package rlserver
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -445,7 +444,3 @@ func (p fileParser) rateLimit(n *yaml.Node, path string, shadow bool) (*rule, er
 	}
 	return r, nil
 }
-
-// errNoConfig is what the RateLimitService answers when the server runs
-// without -config.
-var errNoConfig = errors.New("no limits configured: start the server with -config limits.yaml")

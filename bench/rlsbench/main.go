@@ -1,0 +1,236 @@
+// Command rlsbench measures Envoy's RateLimitService as two servers
+// answer it, side by side in one run on one machine, with one client:
+// envoyproxy/ratelimit (built from its module, backed by a real
+// redis-server) and gopherpace serve, given the same limits file.
+//
+//	make bench-rls          # from the repository root
+//	go run . -duration 10s  # from bench/rlsbench
+//
+// For each server: decisions a second with 32 concurrent callers on one key
+// and on 10,000 keys (closed loop: each caller asks again as soon as it is
+// answered), and latency percentiles at an offered 1,500 a second (open
+// loop: Poisson arrivals, latency counted from the scheduled time, so a
+// stalled server is charged for the queue it causes). Every decision is a
+// real gRPC call over loopback from a client generated from Envoy's protos.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+)
+
+// The limits both servers load: one a key, high enough that the closed
+// loop measures deciding rather than denying.
+const limits = `domain: bench
+descriptors:
+  - key: tenant
+    rate_limit: {unit: second, requests_per_unit: 1000000}
+`
+
+func main() {
+	duration := flag.Duration("duration", 10*time.Second, "how long each measurement runs")
+	callers := flag.Int("callers", 32, "concurrent callers in the closed loop")
+	offered := flag.Float64("offered", 1500, "decisions a second offered in the open loop")
+	flag.Parse()
+	if err := run(*duration, *callers, *offered); err != nil {
+		fmt.Fprintln(os.Stderr, "rlsbench:", err)
+		os.Exit(1)
+	}
+}
+
+type server struct {
+	name string
+	addr string
+}
+
+func run(duration time.Duration, callers int, offered float64) error {
+	dir, err := os.MkdirTemp("", "rlsbench")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	// envoyproxy/ratelimit reads RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/config/*.yaml.
+	confDir := filepath.Join(dir, "runtime", "ratelimit", "config")
+	if err := os.MkdirAll(confDir, 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(confDir, "bench.yaml"), []byte(limits), 0o644); err != nil {
+		return err
+	}
+	fmt.Println("building envoyproxy/ratelimit and gopherpace")
+	theirs, ours := filepath.Join(dir, "ratelimit"), filepath.Join(dir, "gopherpace")
+	if out, err := exec.Command("go", "build", "-o", theirs, "github.com/envoyproxy/ratelimit/src/service_cmd").CombinedOutput(); err != nil {
+		return fmt.Errorf("building envoyproxy/ratelimit: %v\n%s", err, out)
+	}
+	if out, err := exec.Command("go", "build", "-o", ours, "github.com/pedreviljoen/gopherpace/adapters/rlserver/cmd/gopherpace").CombinedOutput(); err != nil {
+		return fmt.Errorf("building gopherpace: %v\n%s", err, out)
+	}
+	redisPort, err := freePort()
+	if err != nil {
+		return err
+	}
+	redis := exec.Command("redis-server", "--port", strconv.Itoa(redisPort), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no")
+	if err := redis.Start(); err != nil {
+		return fmt.Errorf("redis-server (make bench-rls installs it): %w", err)
+	}
+	defer func() { _ = redis.Process.Kill(); _ = redis.Wait() }()
+
+	ports := make([]int, 5)
+	for i := range ports {
+		if ports[i], err = freePort(); err != nil {
+			return err
+		}
+	}
+	rl := exec.Command(theirs)
+	rl.Env = append(os.Environ(), "USE_STATSD=false", "LOG_LEVEL=ERROR", "BACKEND_TYPE=redis",
+		"REDIS_SOCKET_TYPE=tcp", "REDIS_URL=127.0.0.1:"+strconv.Itoa(redisPort),
+		"RUNTIME_ROOT="+filepath.Join(dir, "runtime"), "RUNTIME_SUBDIRECTORY=ratelimit", "RUNTIME_WATCH_ROOT=false",
+		"HOST=127.0.0.1", "PORT="+strconv.Itoa(ports[0]), "GRPC_HOST=127.0.0.1", "GRPC_PORT="+strconv.Itoa(ports[1]),
+		"DEBUG_HOST=127.0.0.1", "DEBUG_PORT="+strconv.Itoa(ports[2]))
+	gp := exec.Command(ours, "serve", "-addr", "127.0.0.1:"+strconv.Itoa(ports[3]), "-grpc-addr", "127.0.0.1:"+strconv.Itoa(ports[4]),
+		"-config", filepath.Join(confDir, "bench.yaml"))
+	servers := []server{
+		{name: "envoyproxy/ratelimit + Redis", addr: "127.0.0.1:" + strconv.Itoa(ports[1])},
+		{name: "gopherpace serve", addr: "127.0.0.1:" + strconv.Itoa(ports[4])},
+	}
+	for i, cmd := range []*exec.Cmd{rl, gp} {
+		if err := cmd.Start(); err != nil {
+			return err
+		}
+		defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+		if err := waitListening(servers[i].addr, 30*time.Second); err != nil {
+			return fmt.Errorf("%s: %w", servers[i].name, err)
+		}
+	}
+	fmt.Printf("\n%d callers closed loop and %.0f/s open loop, %v each, on %d cores\n\n", callers, offered, duration, numCPU())
+	fmt.Println("| server | decisions/s, 1 key | decisions/s, 10,000 keys | p50 at offered | p99 at offered | errors |")
+	fmt.Println("|---|---|---|---|---|---|")
+	for _, s := range servers {
+		conn, err := grpc.NewClient(s.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			return err
+		}
+		c := rlspb.NewRateLimitServiceClient(conn)
+		if _, err := ask(c, "warm"); err != nil {
+			conn.Close()
+			return fmt.Errorf("%s: %w", s.name, err)
+		}
+		one, e1 := closedLoop(c, callers, duration, 1)
+		many, e2 := closedLoop(c, callers, duration, 10000)
+		p50, p99, e3 := openLoop(c, offered, duration)
+		conn.Close()
+		fmt.Printf("| %s | %.0f | %.0f | %.2f ms | %.2f ms | %d |\n", s.name, one, many, ms(p50), ms(p99), e1+e2+e3)
+	}
+	return nil
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+func numCPU() int { return runtime.GOMAXPROCS(0) }
+
+func ask(c rlspb.RateLimitServiceClient, tenant string) (*rlspb.RateLimitResponse, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return c.ShouldRateLimit(ctx, &rlspb.RateLimitRequest{Domain: "bench", Descriptors: []*rlv3.RateLimitDescriptor{
+		{Entries: []*rlv3.RateLimitDescriptor_Entry{{Key: "tenant", Value: tenant}}}}})
+}
+
+// closedLoop is decisions a second with callers asking back to back, each
+// for a random one of keys.
+func closedLoop(c rlspb.RateLimitServiceClient, callers int, d time.Duration, keys int) (float64, int64) {
+	var done, errs atomic.Int64
+	names := make([]string, keys)
+	for i := range names {
+		names[i] = "t" + strconv.Itoa(i)
+	}
+	deadline := time.Now().Add(d)
+	var wg sync.WaitGroup
+	for range callers {
+		wg.Go(func() {
+			for time.Now().Before(deadline) {
+				if _, err := ask(c, names[rand.IntN(keys)]); err != nil {
+					errs.Add(1)
+					continue
+				}
+				done.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	return float64(done.Load()) / d.Seconds(), errs.Load()
+}
+
+// openLoop offers rate decisions a second as Poisson arrivals and returns
+// the median and 99th percentile latency from each arrival's scheduled
+// time.
+func openLoop(c rlspb.RateLimitServiceClient, rate float64, d time.Duration) (p50, p99 time.Duration, errs int64) {
+	var mu sync.Mutex
+	var lat []time.Duration
+	var wg sync.WaitGroup
+	var failed atomic.Int64
+	begin := time.Now()
+	at := time.Duration(0)
+	for i := 0; ; i++ {
+		at += time.Duration(rand.ExpFloat64() / rate * float64(time.Second))
+		if at >= d {
+			break
+		}
+		if wait := at - time.Since(begin); wait > 0 {
+			time.Sleep(wait)
+		}
+		due := begin.Add(at)
+		wg.Go(func() {
+			if _, err := ask(c, "t"+strconv.Itoa(i%10000)); err != nil {
+				failed.Add(1)
+				return
+			}
+			l := time.Since(due)
+			mu.Lock()
+			lat = append(lat, l)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	if len(lat) == 0 {
+		return 0, 0, failed.Load()
+	}
+	slices.Sort(lat)
+	return lat[len(lat)/2], lat[len(lat)*99/100], failed.Load()
+}
+
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+func waitListening(addr string, within time.Duration) error {
+	for deadline := time.Now().Add(within); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+			c.Close()
+			return nil
+		}
+	}
+	return errors.New("never listened on " + addr)
+}
