@@ -36,6 +36,7 @@ type serviceMetrics struct {
 	transport *memberpace.Transport
 
 	requests    *prometheus.CounterVec
+	outcomes    map[string]prometheus.Counter // requests' children, looked up once
 	configLoads *prometheus.CounterVec
 
 	mu        sync.Mutex
@@ -56,8 +57,9 @@ func newServiceMetrics(http *gopherpace.Limiter, transport *memberpace.Transport
 			Help: "Loads of the -config file by result: loaded, or refused (the limits before it stay).",
 		}, []string{"result"}),
 	}
+	m.outcomes = map[string]prometheus.Counter{}
 	for _, o := range []string{outcomeOK, outcomeOverLimit, outcomeBadRequest, outcomeUnknownDomain} {
-		m.requests.WithLabelValues(o)
+		m.outcomes[o] = m.requests.WithLabelValues(o)
 	}
 	m.configLoads.WithLabelValues("loaded")
 	m.configLoads.WithLabelValues("refused")
@@ -108,7 +110,7 @@ func (m *serviceMetrics) setLimiters(rules map[string]*gopherpace.Limiter) error
 
 func (m *serviceMetrics) count(outcome string) {
 	if m != nil {
-		m.requests.WithLabelValues(outcome).Inc()
+		m.outcomes[outcome].Inc()
 	}
 }
 

@@ -195,7 +195,7 @@ func (s *rlsService) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitRe
 		s.metrics.unknownDomain(s.log, req.Domain)
 	}
 	checks := make([]checked, len(req.Descriptors))
-	replaced := map[string]bool{}
+	var replaced map[string]bool // names some matched rule replaces; rarely any
 	var keyBuf []byte
 	for i, d := range req.Descriptors {
 		c := &checks[i]
@@ -204,6 +204,9 @@ func (s *rlsService) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitRe
 			continue
 		}
 		for _, name := range c.rule.replaces {
+			if replaced == nil {
+				replaced = map[string]bool{}
+			}
 			replaced[name] = true
 		}
 		c.hits = int64(max(1, req.HitsAddend))

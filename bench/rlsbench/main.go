@@ -15,6 +15,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -49,7 +50,15 @@ func main() {
 	duration := flag.Duration("duration", 10*time.Second, "how long each measurement runs")
 	callers := flag.Int("callers", 32, "concurrent callers in the closed loop")
 	offered := flag.Float64("offered", 1500, "decisions a second offered in the open loop")
+	noop := flag.String("serve-noop", "", "serve a RateLimitService that answers OK without deciding, on this address (the bench runs itself so, for gRPC's own ceiling)")
 	flag.Parse()
+	if *noop != "" {
+		if err := serveNoop(*noop); err != nil {
+			fmt.Fprintln(os.Stderr, "rlsbench:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(*duration, *callers, *offered); err != nil {
 		fmt.Fprintln(os.Stderr, "rlsbench:", err)
 		os.Exit(1)
@@ -92,8 +101,12 @@ func run(duration time.Duration, callers int, offered float64) error {
 		return fmt.Errorf("redis-server (make bench-rls installs it): %w", err)
 	}
 	defer func() { _ = redis.Process.Kill(); _ = redis.Wait() }()
+	// envoyproxy/ratelimit exits if Redis does not answer at its start.
+	if err := waitListening("127.0.0.1:"+strconv.Itoa(redisPort), 30*time.Second); err != nil {
+		return fmt.Errorf("redis-server: %w", err)
+	}
 
-	ports := make([]int, 5)
+	ports := make([]int, 6)
 	for i := range ports {
 		if ports[i], err = freePort(); err != nil {
 			return err
@@ -107,17 +120,25 @@ func run(duration time.Duration, callers int, offered float64) error {
 		"DEBUG_HOST=127.0.0.1", "DEBUG_PORT="+strconv.Itoa(ports[2]))
 	gp := exec.Command(ours, "serve", "-addr", "127.0.0.1:"+strconv.Itoa(ports[3]), "-grpc-addr", "127.0.0.1:"+strconv.Itoa(ports[4]),
 		"-config", filepath.Join(confDir, "bench.yaml"))
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	noop := exec.Command(self, "-serve-noop", "127.0.0.1:"+strconv.Itoa(ports[5]))
 	servers := []server{
 		{name: "envoyproxy/ratelimit + Redis", addr: "127.0.0.1:" + strconv.Itoa(ports[1])},
 		{name: "gopherpace serve", addr: "127.0.0.1:" + strconv.Itoa(ports[4])},
+		{name: "a server that answers OK without deciding (gRPC's ceiling here)", addr: "127.0.0.1:" + strconv.Itoa(ports[5])},
 	}
-	for i, cmd := range []*exec.Cmd{rl, gp} {
+	for i, cmd := range []*exec.Cmd{rl, gp, noop} {
+		var logs bytes.Buffer
+		cmd.Stderr = &logs
 		if err := cmd.Start(); err != nil {
 			return err
 		}
 		defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
 		if err := waitListening(servers[i].addr, 30*time.Second); err != nil {
-			return fmt.Errorf("%s: %w", servers[i].name, err)
+			return fmt.Errorf("%s: %w\n%s", servers[i].name, err, logs.String())
 		}
 	}
 	fmt.Printf("\n%d callers closed loop and %.0f/s open loop, %v each, on %d cores\n\n", callers, offered, duration, numCPU())
@@ -233,4 +254,27 @@ func waitListening(addr string, within time.Duration) error {
 		}
 	}
 	return errors.New("never listened on " + addr)
+}
+
+type noopServer struct {
+	rlspb.UnimplementedRateLimitServiceServer
+}
+
+func (noopServer) ShouldRateLimit(_ context.Context, req *rlspb.RateLimitRequest) (*rlspb.RateLimitResponse, error) {
+	resp := &rlspb.RateLimitResponse{OverallCode: rlspb.RateLimitResponse_OK}
+	for range req.Descriptors {
+		resp.Statuses = append(resp.Statuses, &rlspb.RateLimitResponse_DescriptorStatus{Code: rlspb.RateLimitResponse_OK})
+	}
+	return resp, nil
+}
+
+// serveNoop is the ceiling: the same gRPC server and messages, no decision.
+func serveNoop(addr string) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	g := grpc.NewServer()
+	rlspb.RegisterRateLimitServiceServer(g, noopServer{})
+	return g.Serve(ln)
 }
