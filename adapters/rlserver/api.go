@@ -5,6 +5,7 @@ import (
 	"math"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	gopherpace "github.com/pedreviljoen/gopherpace/core"
@@ -17,8 +18,9 @@ const maxKeyBytes = 256
 
 // handler serves the HTTP API of the limiter service (docs/service.md):
 // /allow, /stats and /healthz as the seed service has them, and /readyz,
-// /status and /metrics.
-func handler(l *gopherpace.Limiter, metrics http.Handler) http.Handler {
+// /status and /metrics. While draining is set (shutting down), /readyz
+// answers 503 and everything else still serves.
+func handler(l *gopherpace.Limiter, metrics http.Handler, draining *atomic.Bool) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/allow", func(w http.ResponseWriter, r *http.Request) { allow(w, r, l) })
 	mux.HandleFunc("GET /stats", func(w http.ResponseWriter, r *http.Request) {
@@ -32,7 +34,15 @@ func handler(l *gopherpace.Limiter, metrics http.Handler) http.Handler {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = w.Write([]byte("ok\n"))
 	})
-	mux.Handle("GET /readyz", status.Ready(l))
+	ready := status.Ready(l)
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		if draining != nil && draining.Load() {
+			w.Header().Set("Cache-Control", "no-store")
+			writeError(w, http.StatusServiceUnavailable, "not ready: shutting down")
+			return
+		}
+		ready.ServeHTTP(w, r)
+	})
 	mux.Handle("GET /status", status.NewPage("gopherpace", l))
 	if metrics != nil {
 		mux.Handle("GET /metrics", metrics)

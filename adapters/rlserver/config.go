@@ -27,6 +27,10 @@ type Config struct {
 	// RateLimitService answer with a limit, for Envoy to pass to the client.
 	ResponseHeaders bool
 	MaxKeys         int64 // live buckets per rule, and for the HTTP API's limit
+	// Drain is how long the server goes on serving after SIGTERM while
+	// /readyz answers 503 and gRPC health NOT_SERVING, before it stops
+	// accepting: longer than the load balancer's checks take to notice.
+	Drain time.Duration
 
 	Rate  int64         // tokens a second for keys without a limit of their own
 	Burst int64         // their bucket size; 0 is Rate
@@ -70,6 +74,7 @@ func ParseFlags(args []string, getenv func(string) string, out io.Writer) (Confi
 	headersEnv, headersErr := strconv.ParseBool(env("RESPONSE_HEADERS", "false"))
 	headers := fs.Bool("response-headers", headersEnv, "add RateLimit-Limit, RateLimit-Remaining and RateLimit-Reset to RateLimitService answers (GOPHERPACE_RESPONSE_HEADERS)")
 	maxKeys := fs.String("max-keys", env("MAX_KEYS", strconv.Itoa(gopherpace.DefaultMaxKeys)), "live buckets each limit holds at most; beyond, new keys share one overflow bucket (GOPHERPACE_MAX_KEYS)")
+	drain := fs.String("drain", env("DRAIN", "0s"), "after SIGTERM, serve this long answering /readyz 503 and gRPC health NOT_SERVING before stopping (GOPHERPACE_DRAIN)")
 	limits := fs.String("limits", env("LIMITS", ""), `per-key limits, "tenant-a=100:200,tenant-b=5:5" (rate:burst) (GOPHERPACE_LIMITS)`)
 	sweep := fs.String("sweep", env("SWEEP", "1m"), "accepted for the seed service's command lines: buckets are dropped once full whatever it says (GOPHERPACE_SWEEP)")
 	seedList := fs.String("seeds", env("SEEDS", ""), "host:port of peers to join, comma-separated: clusters the service (GOPHERPACE_SEEDS)")
@@ -89,6 +94,9 @@ func ParseFlags(args []string, getenv func(string) string, out io.Writer) (Confi
 	var err error
 	if c.ConfigPoll, err = time.ParseDuration(*configPoll); err != nil || c.ConfigPoll <= 0 {
 		bad("config-poll", fmt.Errorf("%q is not a duration above zero, such as 2s", *configPoll))
+	}
+	if c.Drain, err = time.ParseDuration(*drain); err != nil || c.Drain < 0 {
+		bad("drain", fmt.Errorf("%q is not a duration such as 5s", *drain))
 	}
 	if headersErr != nil {
 		bad("response-headers", fmt.Errorf("GOPHERPACE_RESPONSE_HEADERS=%q is not true or false", getenv("GOPHERPACE_RESPONSE_HEADERS")))

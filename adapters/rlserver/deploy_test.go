@@ -9,6 +9,7 @@ import (
 	"path"
 	"strings"
 	"testing"
+	"time"
 
 	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
 	ratelimitfilter "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ratelimit/v3"
@@ -118,6 +119,12 @@ func TestKubernetesManifestConfiguresTheServer(t *testing.T) {
 	}
 	if p := dig(container, "livenessProbe", "grpc", "port"); ":"+itoa(p) != c.GRPCAddr {
 		t.Fatalf("liveness probe on %v, gRPC on %s", p, c.GRPCAddr)
+	}
+	probe := dig(container, "readinessProbe")
+	noticed := time.Duration(dig(probe, "periodSeconds").(int)*dig(probe, "failureThreshold").(int)) * time.Second
+	grace := time.Duration(dig(podSpec, "terminationGracePeriodSeconds").(int)) * time.Second
+	if c.Drain <= noticed || c.Drain+shutdownTimeout >= grace {
+		t.Fatalf("drain %v: it must outlast the readiness probe's %v and end with the shutdown (%v) within the grace period %v", c.Drain, noticed, shutdownTimeout, grace)
 	}
 	if dig(services["gopherpace"], "spec", "clusterIP") != "None" {
 		t.Fatal("the callers' Service must be headless, so gRPC clients reach every replica")

@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"os"
 	"sort"
+	"sync/atomic"
 	"time"
 
 	"github.com/pedreviljoen/gopherpace/adapters/memberpace"
@@ -117,8 +118,9 @@ func Run(ctx context.Context, c Config, log *slog.Logger, started func(httpAddr,
 	}
 	defer rls.close()
 
+	var draining atomic.Bool
 	srv := &http.Server{
-		Handler:           handler(l, promhttp.HandlerFor(metrics.reg, promhttp.HandlerOpts{})),
+		Handler:           handler(l, promhttp.HandlerFor(metrics.reg, promhttp.HandlerOpts{}), &draining),
 		ReadHeaderTimeout: readHeaderTimeout, ReadTimeout: readTimeout, WriteTimeout: writeTimeout,
 		IdleTimeout: idleTimeout, MaxHeaderBytes: maxHeaderBytes,
 	}
@@ -151,7 +153,16 @@ func Run(ctx context.Context, c Config, log *slog.Logger, started func(httpAddr,
 		served = 1
 	case <-ctx.Done():
 	}
-	health.Shutdown() // probes and Envoy's health checks see NOT_SERVING while in-flight calls finish
+	// Out of rotation first, still serving: /readyz answers 503 and gRPC
+	// health NOT_SERVING for c.Drain, so load balancers, Kubernetes and
+	// Envoy's health checks move callers away; then no new connections,
+	// the calls in flight finished; the goodbye follows in the defers.
+	draining.Store(true)
+	health.Shutdown()
+	if c.Drain > 0 && err == nil {
+		log.Info("draining: /readyz answers 503 and gRPC health NOT_SERVING before the server stops accepting", "for", c.Drain)
+		time.Sleep(c.Drain)
+	}
 	shutdown, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer cancel()
 	stopped := make(chan struct{})

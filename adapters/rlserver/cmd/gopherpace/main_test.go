@@ -199,7 +199,7 @@ func TestFlags(t *testing.T) {
 	if code := run([]string{"serve", "-h"}, noEnv, &out, &errs); code != 0 {
 		t.Fatalf("-h: exit %d", code)
 	}
-	for _, flag := range []string{"-addr", "-grpc-addr", "-config", "-config-poll", "-response-headers", "-max-keys", "-rate", "-burst", "-limits", "-sweep", "-seeds", "-bind", "-port", "-node", "-secret-key"} {
+	for _, flag := range []string{"-addr", "-grpc-addr", "-config", "-config-poll", "-response-headers", "-max-keys", "-drain", "-rate", "-burst", "-limits", "-sweep", "-seeds", "-bind", "-port", "-node", "-secret-key"} {
 		if !strings.Contains(errs.String(), flag) {
 			t.Errorf("-h does not document %s", flag)
 		}
@@ -216,6 +216,7 @@ func TestFlags(t *testing.T) {
 		"-secret-key not-base64!!": "-secret-key:",
 		"-config-poll 0s":          "-config-poll:",
 		"-max-keys 0":              "-max-keys:",
+		"-drain soon":              "-drain:",
 	} {
 		errs.Reset()
 		if code := run(append([]string{"serve"}, strings.Fields(args)...), noEnv, &out, &errs); code != 2 || !strings.Contains(errs.String(), says) {

@@ -264,3 +264,40 @@ descriptors:
 		p.stop(t)
 	}
 }
+
+// On SIGTERM with -drain, the server goes on answering while /readyz says
+// 503 and gRPC health NOT_SERVING, so callers move away before it stops
+// accepting; then it exits cleanly.
+func TestSIGTERMDrainsFirst(t *testing.T) {
+	p := start(t, build(t), "-addr", "127.0.0.1:0", "-drain", "2s")
+	health := healthpb.NewHealthClient(dial(t, p.grpc))
+	if code, _ := get(t, "http://"+p.http+"/readyz"); code != 200 {
+		t.Fatalf("/readyz %d before SIGTERM", code)
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if code, _ := get(t, "http://"+p.http+"/readyz"); code == 503 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("/readyz never said 503 after SIGTERM")
+		}
+	}
+	if code, _ := get(t, "http://"+p.http+"/allow?key=k"); code != 200 {
+		t.Fatalf("/allow answered %d while draining", code)
+	}
+	h, err := health.Check(context.Background(), &healthpb.HealthCheckRequest{})
+	if err != nil || h.Status != healthpb.HealthCheckResponse_NOT_SERVING {
+		t.Fatalf("gRPC health while draining: %v %v", h, err)
+	}
+	select {
+	case err := <-p.exited:
+		if err != nil {
+			t.Fatalf("after the drain: %v\n%s", err, p.logs.String())
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("the server did not stop after draining")
+	}
+}
