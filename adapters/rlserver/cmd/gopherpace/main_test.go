@@ -93,6 +93,12 @@ func (p *proc) stop(t *testing.T) {
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
+	p.waitExit(t)
+}
+
+// waitExit waits for a clean exit after a SIGTERM.
+func (p *proc) waitExit(t *testing.T) {
+	t.Helper()
 	select {
 	case err := <-p.exited:
 		if err != nil {

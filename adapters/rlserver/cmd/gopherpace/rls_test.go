@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -146,16 +147,27 @@ func TestThreeReplicasEnforceOneEnvoyLimit(t *testing.T) {
 		rate    = 100 // a second, for each limit
 		offered = 5 * rate
 		run     = 4 * time.Second
+		// A run whose load generator fell further behind its schedule
+		// than this (a starved machine) measures the generator, not the
+		// cluster: it is made again on fresh buckets, up to attempts times.
+		maxLate  = 250 * time.Millisecond
+		attempts = 3
 	)
 	path := filepath.Join(t.TempDir(), "limits.yaml")
 	writeFile(t, path, fmt.Sprintf(`domain: edge
 descriptors:
   - key: tenant
-    value: acme
-    rate_limit: {unit: second, requests_per_unit: %d}
+    value: acme0
+    rate_limit: {unit: second, requests_per_unit: %[1]d}
+  - key: tenant
+    value: acme1
+    rate_limit: {unit: second, requests_per_unit: %[1]d}
+  - key: tenant
+    value: acme2
+    rate_limit: {unit: second, requests_per_unit: %[1]d}
   - key: user
-    rate_limit: {unit: second, requests_per_unit: %d}
-`, rate, rate))
+    rate_limit: {unit: second, requests_per_unit: %[1]d}
+`, rate))
 	bin := build(t)
 	common := []string{"-addr", "127.0.0.1:0", "-config", path, "-bind", "127.0.0.1", "-port", "0"}
 	a := start(t, bin, append(common, "-node", "a")...)
@@ -166,12 +178,15 @@ descriptors:
 		start(t, bin, append(common, "-node", "b", "-seeds", a.gossip)...),
 		start(t, bin, append(common, "-node", "c", "-seeds", a.gossip)...)}
 	heard := []*regexp.Regexp{
-		regexp.MustCompile(`gopherpace_cluster_peers\{limiter="edge.tenant_acme",state="heard"\} 3`),
+		regexp.MustCompile(`gopherpace_cluster_peers\{limiter="edge.tenant_acme0",state="heard"\} 3`),
+		regexp.MustCompile(`gopherpace_cluster_peers\{limiter="edge.tenant_acme1",state="heard"\} 3`),
+		regexp.MustCompile(`gopherpace_cluster_peers\{limiter="edge.tenant_acme2",state="heard"\} 3`),
 		regexp.MustCompile(`gopherpace_cluster_peers\{limiter="edge.user",state="heard"\} 3`),
 	}
 	for _, p := range replicas {
 		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-			if _, m := get(t, "http://"+p.http+"/metrics"); heard[0].MatchString(m) && heard[1].MatchString(m) {
+			_, m := get(t, "http://"+p.http+"/metrics")
+			if !slices.ContainsFunc(heard, func(re *regexp.Regexp) bool { return !re.MatchString(m) }) {
 				break
 			}
 			if time.Now().After(deadline) {
@@ -183,9 +198,28 @@ descriptors:
 	for i, p := range replicas {
 		clients[i] = rlspb.NewRateLimitServiceClient(dial(t, p.grpc))
 	}
+	for attempt := range attempts {
+		if measureThreeReplicas(t, clients, attempt, rate, offered, run, maxLate) {
+			break
+		}
+		if attempt == attempts-1 {
+			t.Fatalf("the load generator fell more than %v behind in each of %d runs", maxLate, attempts)
+		}
+	}
+	for _, p := range replicas {
+		p.stop(t)
+	}
+}
+
+// measureThreeReplicas runs one measurement on attempt's fresh buckets and
+// checks it; false means the load generator fell behind, so the run
+// proves nothing.
+func measureThreeReplicas(t *testing.T, clients []rlspb.RateLimitServiceClient, attempt int, rate int, offered float64, run, maxLate time.Duration) bool {
+	t.Helper()
+	n := strconv.Itoa(attempt)
 	limits := []*rlv3.RateLimitDescriptor{
-		{Entries: []*rlv3.RateLimitDescriptor_Entry{{Key: "tenant", Value: "acme"}}},
-		{Entries: []*rlv3.RateLimitDescriptor_Entry{{Key: "user", Value: "hot"}}},
+		{Entries: []*rlv3.RateLimitDescriptor_Entry{{Key: "tenant", Value: "acme" + n}}},
+		{Entries: []*rlv3.RateLimitDescriptor_Entry{{Key: "user", Value: "hot" + n}}},
 	}
 	// One Poisson stream of arrivals per limit, dealt round-robin; each
 	// replica's share is sent by its own goroutine, on schedule or as soon
@@ -195,7 +229,7 @@ descriptors:
 		limit int
 	}
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
-	schedules := make([][]arrival, len(replicas))
+	schedules := make([][]arrival, len(clients))
 	for li := range limits {
 		at := time.Duration(0)
 		for i := 0; ; i++ {
@@ -203,21 +237,23 @@ descriptors:
 			if at >= run {
 				break
 			}
-			schedules[i%len(replicas)] = append(schedules[i%len(replicas)], arrival{at, li})
+			schedules[i%len(clients)] = append(schedules[i%len(clients)], arrival{at, li})
 		}
 	}
 	for _, s := range schedules {
 		slices.SortFunc(s, func(x, y arrival) int { return int(x.at - y.at) })
 	}
 	var asked, admitted [2][3]int
-	var last [3]time.Duration
+	var last, late [3]time.Duration
 	var wg sync.WaitGroup
 	begin := time.Now()
-	for i := range replicas {
+	for i := range clients {
 		wg.Go(func() {
 			for _, a := range schedules[i] {
 				if wait := a.at - time.Since(begin); wait > 0 {
 					time.Sleep(wait)
+				} else {
+					late[i] = max(late[i], -wait)
 				}
 				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 				resp, err := clients[i].ShouldRateLimit(ctx, &rlspb.RateLimitRequest{Domain: "edge", Descriptors: limits[a.limit : a.limit+1]})
@@ -235,17 +271,21 @@ descriptors:
 		})
 	}
 	wg.Wait()
+	if behind := max(late[0], late[1], late[2]); behind > maxLate {
+		t.Logf("attempt %d: the load generator fell %v behind its schedule; again", attempt, behind)
+		return false
+	}
 	elapsed := max(last[0], last[1], last[2])
-	ideal := rate*elapsed.Seconds() + rate
+	ideal := float64(rate)*elapsed.Seconds() + float64(rate)
 	for li, name := range []string{"one bucket (tenant=acme)", "a bucket per value (user=hot)"} {
 		total, requests := 0, 0
-		for i := range replicas {
+		for i := range clients {
 			total += admitted[li][i]
 			requests += asked[li][i]
 		}
 		cluster := float64(total) / float64(requests)
 		worst := 1.0
-		for i := range replicas {
+		for i := range clients {
 			r := float64(admitted[li][i]) / float64(asked[li][i]) / cluster
 			if math.Abs(r-1) > math.Abs(worst-1) {
 				worst = r
@@ -260,9 +300,7 @@ descriptors:
 			t.Errorf("%s: a replica admitted %.2f of the cluster's ratio", name, worst)
 		}
 	}
-	for _, p := range replicas {
-		p.stop(t)
-	}
+	return true
 }
 
 // On SIGTERM with -drain, the server goes on answering while /readyz says
@@ -292,12 +330,5 @@ func TestSIGTERMDrainsFirst(t *testing.T) {
 	if err != nil || h.Status != healthpb.HealthCheckResponse_NOT_SERVING {
 		t.Fatalf("gRPC health while draining: %v %v", h, err)
 	}
-	select {
-	case err := <-p.exited:
-		if err != nil {
-			t.Fatalf("after the drain: %v\n%s", err, p.logs.String())
-		}
-	case <-time.After(15 * time.Second):
-		t.Fatal("the server did not stop after draining")
-	}
+	p.waitExit(t)
 }
