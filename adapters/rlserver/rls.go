@@ -155,8 +155,7 @@ func (s *rlsService) close() {
 	}
 }
 
-// limiterFor is the limiter of a rule id in the current set (nil if none),
-// for tests and the status page.
+// limiterFor is the limiter of a rule id in the current set (nil if none).
 func (s *rlsService) limiterFor(id string) *gopherpace.Limiter {
 	if set := s.rules.Load(); set != nil {
 		return set.limiters[id]
@@ -187,11 +186,11 @@ func (s *rlsService) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitRe
 	if set == nil {
 		return nil, status.Error(codes.Unavailable, "shutting down")
 	}
-	if set.cfg.domains[req.Domain] == nil {
+	known := set.cfg.domains[req.Domain] != nil
+	if !known {
 		// envoyproxy/ratelimit answers OK for a domain it has no limits
 		// for; so does this server, but says so in its log and metrics,
 		// since it is most likely a typo in Envoy's config or ours.
-		s.metrics.count(outcomeUnknownDomain)
 		s.metrics.unknownDomain(s.log, req.Domain)
 	}
 	checks := make([]checked, len(req.Descriptors))
@@ -240,9 +239,12 @@ func (s *rlsService) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitRe
 	if s.headers && closest != nil {
 		resp.ResponseHeadersToAdd = rateLimitHeaders(closest)
 	}
-	if denied {
+	switch {
+	case !known:
+		s.metrics.count(outcomeUnknownDomain)
+	case denied:
 		s.metrics.count(outcomeOverLimit)
-	} else {
+	default:
 		s.metrics.count(outcomeOK)
 	}
 	return resp, nil

@@ -331,6 +331,9 @@ func TestRLSBadRequests(t *testing.T) {
 	if got := testutil.ToFloat64(f.metrics.requests.WithLabelValues(outcomeUnknownDomain)); got != 1 {
 		t.Errorf("unknown domain counted %v times", got)
 	}
+	if got := testutil.ToFloat64(f.metrics.requests.WithLabelValues(outcomeOK)); got != 0 {
+		t.Errorf("the unknown domain's call is also counted ok (%v)", got)
+	}
 	// Bytes that are no protobuf: an error, and the server goes on.
 	garbage := []byte{0xff, 0xff, 0xff, 0x0f, 0x01}
 	err := f.conn.Invoke(context.Background(), "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit", &garbage, new([]byte), grpc.ForceCodecV2(rawCodec{}))

@@ -140,6 +140,8 @@ func run(duration time.Duration, callers int, offered float64) error {
 		}
 		defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
 		if err := waitListening(servers[i].addr, 30*time.Second); err != nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait() // the output is complete, and no longer written, once it has exited
 			return fmt.Errorf("%s: %w\n%s", servers[i].name, err, logs.String())
 		}
 	}
