@@ -36,8 +36,9 @@ func (e *engine) allow(now int64) (ok bool, retry time.Duration, waits bool) {
 			case ok:
 				return true, 0, false
 			case e.mode.Load() == modeNormal:
-				e.denied.add(1)
-				return false, retry, e.global.unheard()+1 > p.localCap.Load()
+				waits := e.global.unheard()+1 > p.localCap.Load()
+				e.deniedDemand(1, waits)
+				return false, retry, waits
 			}
 			// The limiter closed meanwhile: the standalone word decides.
 			return e.allowSlow(now)
@@ -55,7 +56,7 @@ func (e *engine) allow(now int64) (ok bool, retry time.Duration, waits bool) {
 			if ok {
 				return true, 0, false
 			}
-			ok, retry = e.stealOr(b, retry)
+			ok, retry = e.stealOr(b, retry, false)
 			return ok, retry, false
 		}
 	}
@@ -68,24 +69,36 @@ func (e *engine) allowSlow(now int64) (ok bool, retry time.Duration, waits bool)
 	var d Decision
 	waits = e.takeGlobal(&d, now, 1)
 	if !d.Allowed {
-		ok, retry = e.stealOr(e.bucketTime(now), d.RetryAfter)
+		ok, retry = e.stealOr(e.bucketTime(now), d.RetryAfter, waits)
 		return ok, retry, waits && !ok
 	}
 	return true, 0, false
 }
 
 // stealOr is the limiter's stealOr for a denied one-token request, at now
-// on the buckets' clock, except
-// that a node cut off under fail-closed spends no leased token; a denial
-// is counted as offered load.
-func (e *engine) stealOr(now int64, retry time.Duration) (bool, time.Duration) {
+// on the buckets' clock, except that a node cut off under fail-closed
+// spends no leased token; a denial is counted as offered load unless it
+// only waits for the report (see deniedDemand).
+func (e *engine) stealOr(now int64, retry time.Duration, waits bool) (bool, time.Duration) {
 	if e.mode.Load() != modeClosed {
 		if ok, _ := stealOr(e.leases, now, retry); ok {
 			return true, 0
 		}
 	}
-	e.denied.add(1)
+	e.deniedDemand(1, waits)
 	return false, retry
+}
+
+// deniedDemand counts n tokens refused as offered load (fairness.go), unless
+// the refusal only waits for the report: the real-clock forms try such a
+// request again within milliseconds and count it then, and a wait says
+// nothing about the bucket. Counted, the waits of a cold cluster's first
+// burst made the idle bucket look contended, and the fairness gate held
+// back the burst's last quarter.
+func (e *engine) deniedDemand(n int64, waits bool) {
+	if !waits {
+		e.denied.add(n)
+	}
 }
 
 // take decides n tokens of the global bucket into d, as Limiter.Take does,
@@ -96,7 +109,7 @@ func (e *engine) take(d *Decision, now, n int64) (waits bool) {
 		stealInto(e.leases, d, e.bucketTime(now), n)
 	}
 	if !d.Allowed {
-		e.denied.add(n)
+		e.deniedDemand(n, waits)
 	}
 	return waits && !d.Allowed
 }
