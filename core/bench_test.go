@@ -136,44 +136,6 @@ func drainCounts(b *testing.B, l *Limiter) {
 	}
 }
 
-func benchBatch() *frame {
-	f := &frame{limiter: 1, incarnation: 2, seq: 3}
-	for i := range 1000 {
-		f.keys = append(f.keys, keyCount{hashKey(0, strconv.Itoa(i)), int64(i%50 + 1)})
-	}
-	return f
-}
-
-func BenchmarkEncode1000Keys(b *testing.B) {
-	f := benchBatch()
-	buf := make([]byte, 0, 16<<10)
-	b.ReportAllocs()
-	for b.Loop() {
-		buf = appendHeader(buf[:0], f, len(f.keys))
-		for _, kc := range f.keys {
-			buf = appendEntry(buf, kc)
-		}
-	}
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/1000, "ns/key")
-	b.ReportMetric(float64(len(buf))/1000, "B/key")
-}
-
-func BenchmarkDecode1000Keys(b *testing.B) {
-	f := benchBatch()
-	buf := appendHeader(nil, f, len(f.keys))
-	for _, kc := range f.keys {
-		buf = appendEntry(buf, kc)
-	}
-	var out frame
-	b.ReportAllocs()
-	for b.Loop() {
-		if err := decodeFrame(buf, &out); err != nil {
-			b.Fatal(err)
-		}
-	}
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/1000, "ns/key")
-}
-
 // BenchmarkLimits: a keyed Take from one limiter, and from two combined
 // (each keyed), on the admit path.
 func BenchmarkLimits(b *testing.B) {

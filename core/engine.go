@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/pedreviljoen/gopherpace/core/transportkit"
+
+	"github.com/pedreviljoen/gopherpace/core/internal/wire"
 )
 
 // The engine is the clustered part of a Limiter. It counts what this node
@@ -104,9 +106,9 @@ type engine struct {
 	stopped                                  bool
 	stopTick                                 func() bool
 	unsubscribe                              func()
-	rx                                       frame
+	rx                                       wire.Frame
 	unlisted                                 unlisted // frames of senders not listed yet (receive.go)
-	batch                                    []keyCount
+	batch                                    []wire.KeyCount
 	// own is this node's admit and demand rates (fairness.go).
 	own load
 	// withheld is the share of the refill this node withheld over its

@@ -3,6 +3,8 @@ package gopherpace
 import (
 	"encoding/binary"
 	"time"
+
+	"github.com/pedreviljoen/gopherpace/core/internal/wire"
 )
 
 // WithFloorAtZero runs the reference design's algorithm, as the accuracy
@@ -43,9 +45,9 @@ func EncodeTestFrame(f TestFrame) []byte {
 	if f.Limiter == "" {
 		f.Limiter = DefaultLimiterID
 	}
-	fr := frame{leaving: f.Leaving, limiter: hashKey(0, f.Limiter), incarnation: f.Incarnation, seq: f.Seq,
-		globalSum: f.GlobalSum, global: int64(f.Global), demandSum: f.DemandSum, level: f.Level, withheld: f.Withheld}
-	b := appendHeader(nil, &fr, len(f.Keys))
+	fr := wire.Frame{Leaving: f.Leaving, Limiter: hashKey(0, f.Limiter), Incarnation: f.Incarnation, Seq: f.Seq,
+		GlobalSum: f.GlobalSum, Global: int64(f.Global), DemandSum: f.DemandSum, Level: f.Level, Withheld: f.Withheld}
+	b := wire.AppendHeader(nil, &fr, len(f.Keys))
 	for i, k := range f.Keys {
 		b = binary.LittleEndian.AppendUint64(b, hashKey(0, k))
 		b = binary.AppendUvarint(b, f.KeyTokens[i])
@@ -57,12 +59,12 @@ func EncodeTestFrame(f TestFrame) []byte {
 // dropped), so that a test can replay a member's last frame with one field
 // changed, as a member holding the key could.
 func DecodeTestFrame(b []byte) (TestFrame, error) {
-	var f frame
-	if err := decodeFrame(b, &f); err != nil {
+	var f wire.Frame
+	if err := wire.Decode(b, &f); err != nil {
 		return TestFrame{}, err
 	}
-	return TestFrame{Leaving: f.leaving, Incarnation: f.incarnation, Seq: f.seq, GlobalSum: f.globalSum,
-		Global: uint64(f.global), DemandSum: f.demandSum, Level: f.level, Withheld: f.withheld}, nil
+	return TestFrame{Leaving: f.Leaving, Incarnation: f.Incarnation, Seq: f.Seq, GlobalSum: f.GlobalSum,
+		Global: uint64(f.Global), DemandSum: f.DemandSum, Level: f.Level, Withheld: f.Withheld}, nil
 }
 
 // ShareInterval is the price of one share token on a clustered limiter (ns

@@ -1,6 +1,10 @@
 package gopherpace
 
-import "time"
+import (
+	"time"
+
+	"github.com/pedreviljoen/gopherpace/core/internal/wire"
+)
 
 // The engine's timers, and the flush that sends this node's counts.
 
@@ -60,7 +64,7 @@ func (e *engine) flushLocked(now int64, heartbeat, leaving bool) [][]byte {
 		d.mu.Unlock()
 		for _, k := range list {
 			if n := k.e.pending.Swap(0); n > 0 {
-				batch = append(batch, keyCount{k.h, n})
+				batch = append(batch, wire.KeyCount{Key: k.h, Tokens: n})
 				if !e.floor {
 					k.e.inflight.Add(n)
 					flights = append(flights, flying{k.e, n})
@@ -72,7 +76,7 @@ func (e *engine) flushLocked(now int64, heartbeat, leaving bool) [][]byte {
 	e.inFlight(global, flights)
 	reported := uint64(global)
 	for _, kc := range batch {
-		reported += uint64(kc.tokens)
+		reported += uint64(kc.Tokens)
 	}
 	e.stats.tokensReported.Add(reported)
 	if global == 0 && len(batch) == 0 && !heartbeat && !leaving {
@@ -84,26 +88,26 @@ func (e *engine) flushLocked(now int64, heartbeat, leaving bool) [][]byte {
 	// rides in every frame, heartbeats included.
 	carries := len(batch) > 0
 	var frames [][]byte
-	f := frame{leaving: leaving, limiter: e.id, incarnation: e.inc, globalSum: e.globalSum, global: global,
-		demandSum: e.demandTotal(), level: e.levelTokens(now), withheld: uint64(e.withheld * withheldOne)}
+	f := wire.Frame{Leaving: leaving, Limiter: e.id, Incarnation: e.inc, GlobalSum: e.globalSum, Global: global,
+		DemandSum: e.demandTotal(), Level: e.levelTokens(now), Withheld: uint64(e.withheld * wire.WithheldOne)}
 	for first := true; first || len(batch) > 0; first = false {
 		// Fill one frame with as many entries as fit.
-		room, n := e.maxFrame-headerMax, 0
-		for n < len(batch) && room >= entrySize(batch[n]) {
-			room -= entrySize(batch[n])
+		room, n := e.maxFrame-wire.HeaderMax, 0
+		for n < len(batch) && room >= wire.EntrySize(batch[n]) {
+			room -= wire.EntrySize(batch[n])
 			n++
 		}
-		f.seq = 0
+		f.Seq = 0
 		if carries {
 			e.seq++
-			f.seq = e.seq
+			f.Seq = e.seq
 		}
-		b := appendHeader(make([]byte, 0, e.maxFrame-room), &f, n)
+		b := wire.AppendHeader(make([]byte, 0, e.maxFrame-room), &f, n)
 		for _, kc := range batch[:n] {
-			b = appendEntry(b, kc)
+			b = wire.AppendEntry(b, kc)
 		}
 		batch = batch[n:]
-		f.global = 0 // the global count rides in the first frame only
+		f.Global = 0 // the global count rides in the first frame only
 		e.broadcast(b)
 		frames = append(frames, b)
 	}

@@ -3,6 +3,8 @@ package gopherpace
 import (
 	"math"
 	"time"
+
+	"github.com/pedreviljoen/gopherpace/core/internal/wire"
 )
 
 // The engine's receiving side: frames from peers, charged to the local
@@ -89,11 +91,11 @@ func (e *engine) receive(from string, b []byte) {
 // unlisted). The caller holds e.mu.
 func (e *engine) apply(from string, b []byte, keep bool) {
 	f := &e.rx
-	if err := decodeFrame(b, f); err != nil {
+	if err := wire.Decode(b, f); err != nil {
 		e.stats.malformed.Add(1)
 		return
 	}
-	if f.limiter != e.id {
+	if f.Limiter != e.id {
 		e.stats.otherLimiter.Add(1)
 		return
 	}
@@ -105,33 +107,33 @@ func (e *engine) apply(from string, b []byte, keep bool) {
 		}
 		return
 	}
-	if wall := e.clock.Now().UnixNano(); wall > 0 && f.incarnation > uint64(wall)+uint64(maxClockSkew) {
+	if wall := e.clock.Now().UnixNano(); wall > 0 && f.Incarnation > uint64(wall)+uint64(maxClockSkew) {
 		e.stats.malformed.Add(1)
 		e.warnf(now, &e.lastSkewWarn, "frames from a peer claim a start time over an hour ahead of this node's clock; dropped. Check both nodes' clocks",
-			"peer", from, "ahead", time.Duration(f.incarnation-uint64(wall)))
+			"peer", from, "ahead", time.Duration(f.Incarnation-uint64(wall)))
 		return
 	}
-	s, lost := p.stream(f.incarnation)
+	s, lost := p.stream(f.Incarnation)
 	e.stats.lostPrevious.Add(lost)
-	if f.seq == 0 {
-		if len(f.keys) > 0 {
+	if f.Seq == 0 {
+		if len(f.Keys) > 0 {
 			e.stats.malformed.Add(1) // keyed counts must be numbered
 			return
 		}
-	} else if !s.window.accept(f.seq) {
+	} else if !s.window.accept(f.Seq) {
 		e.stats.duplicate.Add(1)
 		return
 	}
 	wasVisible := s.synced && now-s.lastHeard <= e.isolation
-	s.lastHeard, p.lastHeard, p.heard, p.departed = now, now, true, f.leaving
+	s.lastHeard, p.lastHeard, p.heard, p.departed = now, now, true, f.Leaving
 	// A node decides at most one request a nanosecond, each of at most a
 	// bucket of tokens (a larger cost is refused before it is counted).
-	s.load.observe(f.globalSum, f.demandSum, now, e.pols.dflt().burst)
+	s.load.observe(f.GlobalSum, f.DemandSum, now, e.pols.dflt().burst)
 	// A real peer reports its level clamped to ±B (levelTokens), so a
 	// level outside that range is a lie: clamped, it can only claim an
 	// emptier replica, which lowers this one by at most a bucket's debt.
-	level := min(max(f.level, -e.pols.dflt().burst), e.pols.dflt().burst)
-	e.contact(now, f.incarnation, level)
+	level := min(max(f.Level, -e.pols.dflt().burst), e.pols.dflt().burst)
+	e.contact(now, f.Incarnation, level)
 	global := e.globalCharge(s, f, wasVisible)
 	if p.predicted > 0 {
 		// Part of this peer's count was withheld while it was silent: if
@@ -143,17 +145,17 @@ func (e *engine) apply(from string, b []byte, keep bool) {
 		p.predicted = 0
 	}
 	charged := uint64(global)
-	for _, kc := range f.keys {
-		charged += uint64(kc.tokens)
+	for _, kc := range f.Keys {
+		charged += uint64(kc.Tokens)
 	}
 	e.stats.tokensCharged.Add(charged)
 	at := e.bucketTime(now)
 	if global > 0 {
 		e.global.debit(e.pols.dflt(), at, global, e.maxDebt(e.pols.dflt()))
 	}
-	for _, kc := range f.keys {
-		pol := e.pols.forKey(kc.key)
-		if !e.keys.debit(kc.key, pol, at, kc.tokens, e.maxDebt(pol)) {
+	for _, kc := range f.Keys {
+		pol := e.pols.forKey(kc.Key)
+		if !e.keys.debit(kc.Key, pol, at, kc.Tokens, e.maxDebt(pol)) {
 			e.stats.keysDropped.Add(1)
 		}
 	}
@@ -161,7 +163,7 @@ func (e *engine) apply(from string, b []byte, keep bool) {
 	// seen the same admits but this node's unreported ones (and those in
 	// flight): the difference of the levels is their offset (fairness.go).
 	s.offsets.observe(e.levelTokens(now)+e.global.pending()-level, now, at)
-	s.level, s.withheld = level, float64(f.withheld)/withheldOne
+	s.level, s.withheld = level, float64(f.Withheld)/wire.WithheldOne
 }
 
 // member returns the peer record of a sender that the transport lists as
@@ -225,22 +227,22 @@ func (e *engine) maxDebt(p *policy) int64 {
 // watermark, which no reordering explains, means the watermark came from a
 // frame that lied: the stream resyncs to the true total, so a lie can
 // cause over-charging (a bounded stall), never missed admits.
-func (e *engine) globalCharge(s *stream, f *frame, wasVisible bool) int64 {
+func (e *engine) globalCharge(s *stream, f *wire.Frame, wasVisible bool) int64 {
 	p := e.pols.dflt()
 	limit := (p.tolerance + e.maxDebt(p)) / p.interval // a frame's charge, at most
 	charge := func(n uint64) int64 { return int64(min(n, uint64(limit))) }
-	resync := func() int64 { s.charged, s.synced = f.globalSum, true; return charge(uint64(f.global)) }
+	resync := func() int64 { s.charged, s.synced = f.GlobalSum, true; return charge(uint64(f.Global)) }
 	switch {
-	case !s.synced && f.incarnation+uint64(2*e.interval) >= e.inc:
-		s.charged, s.synced = f.globalSum, true
-		return charge(f.globalSum)
+	case !s.synced && f.Incarnation+uint64(2*e.interval) >= e.inc:
+		s.charged, s.synced = f.GlobalSum, true
+		return charge(f.GlobalSum)
 	case !s.synced, !wasVisible:
 		return resync()
-	case f.globalSum > s.charged:
-		n := charge(f.globalSum - s.charged)
+	case f.GlobalSum > s.charged:
+		n := charge(f.GlobalSum - s.charged)
 		s.charged += uint64(n)
 		return n
-	case s.charged-f.globalSum > e.reorderSlack():
+	case s.charged-f.GlobalSum > e.reorderSlack():
 		return resync()
 	}
 	return 0

@@ -8,6 +8,8 @@ import (
 	"sort"
 	"testing"
 	"time"
+
+	"github.com/pedreviljoen/gopherpace/core/internal/wire"
 )
 
 // fuzzNet is a transport with a hand-driven clock, for fuzzing one node's
@@ -139,12 +141,12 @@ func FuzzReceive(f *testing.F) {
 					sum = extreme(x, burst)
 				}
 				seq := uint64(byteAt(i + 6))
-				fr := frame{leaving: byteAt(i+5)&1 == 1, limiter: e.id, incarnation: inc, seq: seq, globalSum: sum,
-					global:    int64(min(sum, uint64(byteAt(i+7)))),
-					demandSum: extremeOr(byteAt(i+12), u64(i+2), burst),
-					level:     int64(extremeOr(byteAt(i+13), uint64(byteAt(i+14))-128, burst)),
-					withheld:  extremeOr(byteAt(i+15), uint64(byteAt(i+14))<<8, withheldOne)}
-				hdr := appendHeader(nil, &fr, 0)
+				fr := wire.Frame{Leaving: byteAt(i+5)&1 == 1, Limiter: e.id, Incarnation: inc, Seq: seq, GlobalSum: sum,
+					Global:    int64(min(sum, uint64(byteAt(i+7)))),
+					DemandSum: extremeOr(byteAt(i+12), u64(i+2), burst),
+					Level:     int64(extremeOr(byteAt(i+13), uint64(byteAt(i+14))-128, burst)),
+					Withheld:  extremeOr(byteAt(i+15), uint64(byteAt(i+14))<<8, wire.WithheldOne)}
+				hdr := wire.AppendHeader(nil, &fr, 0)
 				hdr = hdr[:len(hdr)-1] // the entry count follows
 				if seq != 0 && op == 1 {
 					hdr = appendKeyed(hdr, keys[byteAt(i+8)%2], u64(i+9)>>(byteAt(i+10)%64))

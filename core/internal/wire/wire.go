@@ -1,0 +1,236 @@
+// Package wire is gopherpace's frame format: the protocol boundary between
+// nodes. It encodes and decodes frames and knows nothing else: not the
+// engine, not the buckets, not who sent a frame. Every byte a decoder sees
+// may come from anyone who can reach the gossip port, so Decode accepts
+// exactly one well-formed frame of this version and refuses anything else
+// with an error, never a panic (FuzzDecodeFrame). What the fields mean to a
+// receiver, and how far a lying sender can move it, is the engine's
+// business (docs/security.md).
+//
+// Version 2, one frame. Integers are little-endian or unsigned varints
+// (uv):
+//
+//	magic       2 bytes  "gp"
+//	version     1 byte   2
+//	flags       1 byte   bit 0: the sender is leaving the cluster
+//	limiter     8 bytes  hash of the limiter ID, so limiters can share a transport
+//	incarnation 8 bytes  the sender's start time; a restart gets a new one
+//	seq         uv       per-sender sequence number of frames with keyed
+//	                     entries, for de-duplication; 0 on other frames
+//	globalSum   uv       tokens the sender admitted from the global bucket
+//	                     since it started: every frame carries it, so a lost
+//	                     frame's count arrives with the next one
+//	global      uv       of which admitted since the sender's previous flush
+//	demandSum   uv       tokens requested from the global bucket since the
+//	                     sender started, admitted or refused for want of
+//	                     tokens: the sender's offered load, for sharing the
+//	                     bucket fairly
+//	level       sv       tokens left in the sender's replica of the global
+//	                     bucket when it sent the frame (negative: debt), as
+//	                     a zigzag varint
+//	withheld    uv       the share of the refill the sender withholds for
+//	                     peers out of its sight, in 65536ths
+//	count       uv       number of keyed entries that follow
+//	entries     count × (key hash 8 bytes, tokens uv)
+//
+// A keyed entry takes 9 bytes while its count is below 128, 10 below 16384.
+package wire
+
+import (
+	"encoding/binary"
+	"errors"
+)
+
+const (
+	magic0 = 'g'
+	magic1 = 'p'
+	// Version is the frame format's version; a frame of another is refused
+	// (ErrVersion), never misread.
+	Version     = 2
+	flagLeaving = 1 << 0
+	// HeaderFixed is the header's fixed part: magic, version, flags,
+	// limiter and incarnation.
+	HeaderFixed = 2 + 1 + 1 + 8 + 8
+	// HeaderMax is the largest possible header: the fixed part plus seven
+	// 10-byte varints.
+	HeaderMax = HeaderFixed + 7*binary.MaxVarintLen64
+	// EntryMax is the largest encoded keyed entry.
+	EntryMax = 8 + binary.MaxVarintLen64
+	// MaxTokens bounds every count a frame carries: more than any bucket
+	// can hold (a tolerance of 2^60 ns at one token a nanosecond). The core
+	// checks that its own bound agrees.
+	MaxTokens = uint64(1) << 60
+	// WithheldOne is the whole refill, in the units of the withheld field.
+	WithheldOne = 1 << 16
+)
+
+// KeyCount is one keyed entry: a key's hash and the tokens admitted.
+type KeyCount struct {
+	Key    uint64
+	Tokens int64
+}
+
+// Frame is one decoded frame; see the package comment for each field.
+type Frame struct {
+	Leaving     bool
+	Limiter     uint64
+	Incarnation uint64
+	Seq         uint64
+	GlobalSum   uint64
+	Global      int64
+	DemandSum   uint64
+	Level       int64
+	Withheld    uint64 // 65536ths
+	Keys        []KeyCount
+}
+
+// The reasons Decode refuses a frame.
+var (
+	ErrShort      = errors.New("gopherpace: frame truncated")
+	ErrMagic      = errors.New("gopherpace: not a gopherpace frame")
+	ErrVersion    = errors.New("gopherpace: unknown frame version")
+	ErrVarint     = errors.New("gopherpace: bad varint in frame")
+	ErrTokens     = errors.New("gopherpace: token count out of range")
+	ErrTrailing   = errors.New("gopherpace: trailing bytes in frame")
+	ErrEntryCount = errors.New("gopherpace: entry count exceeds frame size")
+)
+
+// AppendHeader encodes every field of f but the entries; the caller appends
+// count entries with AppendEntry.
+func AppendHeader(b []byte, f *Frame, count int) []byte {
+	flags := byte(0)
+	if f.Leaving {
+		flags |= flagLeaving
+	}
+	b = append(b, magic0, magic1, Version, flags)
+	b = binary.LittleEndian.AppendUint64(b, f.Limiter)
+	b = binary.LittleEndian.AppendUint64(b, f.Incarnation)
+	b = binary.AppendUvarint(b, f.Seq)
+	b = binary.AppendUvarint(b, f.GlobalSum)
+	b = binary.AppendUvarint(b, uint64(f.Global))
+	b = binary.AppendUvarint(b, f.DemandSum)
+	b = binary.AppendVarint(b, f.Level)
+	b = binary.AppendUvarint(b, f.Withheld)
+	return binary.AppendUvarint(b, uint64(count))
+}
+
+// AppendEntry encodes one keyed entry.
+func AppendEntry(b []byte, kc KeyCount) []byte {
+	b = binary.LittleEndian.AppendUint64(b, kc.Key)
+	return binary.AppendUvarint(b, uint64(kc.Tokens))
+}
+
+// Encode is the whole frame f: its header and every entry.
+func Encode(b []byte, f *Frame) []byte {
+	b = AppendHeader(b, f, len(f.Keys))
+	for _, kc := range f.Keys {
+		b = AppendEntry(b, kc)
+	}
+	return b
+}
+
+// EntrySize is the encoded size of kc.
+func EntrySize(kc KeyCount) int {
+	n := 9
+	for v := uint64(kc.Tokens); v >= 0x80; v >>= 7 {
+		n++
+	}
+	return n
+}
+
+// Decode parses b into f, reusing f.Keys. It refuses anything that is not
+// exactly one well-formed frame of this version; on an error f holds
+// nothing to rely on.
+func Decode(b []byte, f *Frame) error {
+	if len(b) < HeaderFixed {
+		if len(b) >= 2 && (b[0] != magic0 || b[1] != magic1) {
+			return ErrMagic
+		}
+		return ErrShort
+	}
+	if b[0] != magic0 || b[1] != magic1 {
+		return ErrMagic
+	}
+	if b[2] != Version {
+		return ErrVersion
+	}
+	f.Leaving = b[3]&flagLeaving != 0
+	f.Limiter = binary.LittleEndian.Uint64(b[4:])
+	f.Incarnation = binary.LittleEndian.Uint64(b[12:])
+	b = b[HeaderFixed:]
+	var err error
+	if f.Seq, b, err = uvarint(b); err != nil {
+		return err
+	}
+	if f.GlobalSum, b, err = uvarint(b); err != nil {
+		return err
+	}
+	var g uint64
+	if g, b, err = uvarint(b); err != nil {
+		return err
+	}
+	if g > MaxTokens || g > f.GlobalSum {
+		return ErrTokens
+	}
+	f.Global = int64(g)
+	if f.DemandSum, b, err = uvarint(b); err != nil {
+		return err
+	}
+	if f.Level, b, err = varint(b); err != nil {
+		return err
+	}
+	if f.Withheld, b, err = uvarint(b); err != nil {
+		return err
+	}
+	if f.Withheld > WithheldOne {
+		return ErrTokens
+	}
+	var count uint64
+	if count, b, err = uvarint(b); err != nil {
+		return err
+	}
+	if count > uint64(len(b)/9) {
+		return ErrEntryCount
+	}
+	f.Keys = f.Keys[:0]
+	for range count {
+		if len(b) < 9 {
+			return ErrShort
+		}
+		key := binary.LittleEndian.Uint64(b)
+		var n uint64
+		if n, b, err = uvarint(b[8:]); err != nil {
+			return err
+		}
+		if n == 0 || n > MaxTokens {
+			return ErrTokens
+		}
+		f.Keys = append(f.Keys, KeyCount{key, int64(n)})
+	}
+	if len(b) != 0 {
+		return ErrTrailing
+	}
+	return nil
+}
+
+func varint(b []byte) (int64, []byte, error) {
+	v, n := binary.Varint(b)
+	if n <= 0 {
+		if n == 0 {
+			return 0, nil, ErrShort
+		}
+		return 0, nil, ErrVarint
+	}
+	return v, b[n:], nil
+}
+
+func uvarint(b []byte) (uint64, []byte, error) {
+	v, n := binary.Uvarint(b)
+	if n <= 0 {
+		if n == 0 {
+			return 0, nil, ErrShort
+		}
+		return 0, nil, ErrVarint
+	}
+	return v, b[n:], nil
+}

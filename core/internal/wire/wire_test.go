@@ -1,0 +1,143 @@
+package wire
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+)
+
+func TestRoundTrip(t *testing.T) {
+	in := Frame{Leaving: true, Limiter: 42, Incarnation: 1 << 60, Seq: 300, GlobalSum: 1 << 40, Global: 1_000_000,
+		DemandSum: 1 << 41, Level: -7, Withheld: WithheldOne / 3,
+		Keys: []KeyCount{{1, 1}, {0x24cbcbec76c2694a, 127}, {^uint64(0), 128}, {7, int64(MaxTokens)}}}
+	b := Encode(nil, &in)
+	var out Frame
+	if err := Decode(b, &out); err != nil {
+		t.Fatal(err)
+	}
+	if out.Leaving != in.Leaving || out.Limiter != in.Limiter || out.Incarnation != in.Incarnation ||
+		out.Seq != in.Seq || out.GlobalSum != in.GlobalSum || out.Global != in.Global ||
+		out.DemandSum != in.DemandSum || out.Level != in.Level || out.Withheld != in.Withheld || len(out.Keys) != len(in.Keys) {
+		t.Fatalf("round trip: %+v, want %+v", out, in)
+	}
+	for i := range in.Keys {
+		if out.Keys[i] != in.Keys[i] {
+			t.Fatalf("entry %d: %+v, want %+v", i, out.Keys[i], in.Keys[i])
+		}
+	}
+	for _, kc := range in.Keys {
+		if got := len(AppendEntry(nil, kc)); got != EntrySize(kc) || got > EntryMax {
+			t.Fatalf("EntrySize(%d) = %d, encoded %d (EntryMax %d)", kc.Tokens, EntrySize(kc), got, EntryMax)
+		}
+	}
+}
+
+// The largest header of all fits HeaderMax.
+func TestHeaderMax(t *testing.T) {
+	f := Frame{Leaving: true, Limiter: ^uint64(0), Incarnation: ^uint64(0), Seq: ^uint64(0), GlobalSum: ^uint64(0),
+		Global: -1, DemandSum: ^uint64(0), Level: -1 << 63, Withheld: ^uint64(0)}
+	if got := len(AppendHeader(nil, &f, 1<<62)); got > HeaderMax {
+		t.Fatalf("a header of %d bytes, HeaderMax %d", got, HeaderMax)
+	}
+}
+
+func TestBytesPerKey(t *testing.T) {
+	f := Frame{Limiter: 1, Incarnation: 2, Seq: 3}
+	for i := range 1000 {
+		f.Keys = append(f.Keys, KeyCount{uint64(i) * 0x9e3779b97f4a7c15, int64(i%100 + 1)})
+	}
+	b := Encode(nil, &f)
+	if perKey := float64(len(b)) / 1000; perKey > 12 {
+		t.Fatalf("%.1f bytes per key, budget 12", perKey)
+	}
+}
+
+func TestDecodeRejects(t *testing.T) {
+	good := Encode(nil, &Frame{Limiter: 1, Incarnation: 2, Seq: 3, GlobalSum: 9, Global: 4, Keys: []KeyCount{{5, 6}}})
+	mutate := func(f func(b []byte) []byte) []byte { return f(append([]byte(nil), good...)) }
+	for _, tc := range []struct {
+		name string
+		b    []byte
+		want error
+	}{
+		{"empty", nil, ErrShort},
+		{"truncated header", good[:10], ErrShort},
+		{"truncated entry", good[:len(good)-1], ErrEntryCount},
+		{"foreign", []byte("GET / HTTP/1.1\r\n\r\n"), ErrMagic},
+		{"short foreign", []byte("xx"), ErrMagic},
+		{"version 1", mutate(func(b []byte) []byte { b[2] = 1; return b }), ErrVersion},
+		{"version 3", mutate(func(b []byte) []byte { b[2] = 3; return b }), ErrVersion},
+		{"trailing byte", append(append([]byte(nil), good...), 0), ErrTrailing},
+		{"entry count past the end", mutate(func(b []byte) []byte { b[len(b)-10] = 100; return b }), ErrEntryCount},
+		{"delta above the running total", Encode(nil, &Frame{GlobalSum: 3, Global: 4}), ErrTokens},
+		{"withheld above the whole refill", Encode(nil, &Frame{Withheld: WithheldOne + 1}), ErrTokens},
+		{"zero tokens in an entry", mutate(func(b []byte) []byte { b[len(b)-1] = 0; return b }), ErrTokens},
+		{"overlong varint", append(good[:HeaderFixed:HeaderFixed], bytes.Repeat([]byte{0xff}, 11)...), ErrVarint},
+	} {
+		var f Frame
+		if err := Decode(tc.b, &f); !errors.Is(err, tc.want) {
+			t.Errorf("%s: %v, want %v", tc.name, err, tc.want)
+		}
+	}
+}
+
+// FuzzDecodeFrame: no input panics the decoder, and whatever it accepts
+// re-encodes to a frame that decodes the same.
+func FuzzDecodeFrame(f *testing.F) {
+	f.Add(Encode(nil, &Frame{Limiter: 1, Incarnation: 2, Seq: 3, GlobalSum: 10, Global: 4, Keys: []KeyCount{{5, 6}, {7, 300}}}))
+	f.Add(Encode(nil, &Frame{Leaving: true}))
+	f.Add([]byte("gp\x02\x00"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var fr Frame
+		if err := Decode(b, &fr); err != nil {
+			return
+		}
+		if fr.Global < 0 || uint64(fr.Global) > MaxTokens {
+			t.Fatalf("accepted global count %d", fr.Global)
+		}
+		for _, kc := range fr.Keys {
+			if kc.Tokens <= 0 || uint64(kc.Tokens) > MaxTokens {
+				t.Fatalf("accepted entry count %d", kc.Tokens)
+			}
+		}
+		again := Encode(nil, &fr)
+		if !bytes.Equal(again, b) {
+			var back Frame
+			if err := Decode(again, &back); err != nil || back.Seq != fr.Seq || len(back.Keys) != len(fr.Keys) {
+				t.Fatalf("re-encoding an accepted frame: %v", err)
+			}
+		}
+	})
+}
+
+// A flush of 1000 keyed entries, as a hot keyed limiter sends one.
+func benchBatch() *Frame {
+	f := &Frame{Limiter: 1, Incarnation: 2, Seq: 3}
+	for i := range 1000 {
+		f.Keys = append(f.Keys, KeyCount{uint64(i) * 0x9e3779b97f4a7c15, int64(i%50 + 1)})
+	}
+	return f
+}
+
+func BenchmarkEncode1000Keys(b *testing.B) {
+	f := benchBatch()
+	buf := make([]byte, 0, 16<<10)
+	b.ReportAllocs()
+	for b.Loop() {
+		buf = Encode(buf[:0], f)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/1000, "ns/key")
+	b.ReportMetric(float64(len(buf))/1000, "B/key")
+}
+
+func BenchmarkDecode1000Keys(b *testing.B) {
+	buf := Encode(nil, benchBatch())
+	var out Frame
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := Decode(buf, &out); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/1000, "ns/key")
+}
