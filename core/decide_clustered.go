@@ -6,7 +6,8 @@ import (
 )
 
 // The engine's request path: deciding clustered requests, counting admits
-// for gossip, and scheduling the flushes that report them.
+// for gossip (sender.go schedules the flushes that report them). It takes
+// no lock: it reads and writes only the parts' lock-free fields.
 
 // maxClockGap is how far a caller's time may be from the engine's clock on
 // the clustered global bucket, whose word holds only the low bits of its
@@ -28,27 +29,27 @@ func (e *engine) allow(now int64) (ok bool, retry time.Duration, waits bool) {
 	if e.farFromClock(now) {
 		return false, time.Second, false
 	}
-	if e.mode.Load() == modeNormal {
+	if e.mode.get() == modeNormal {
 		b := e.bucketTime(now)
 		if lz != nil && lz.hot(b) {
 			ok, retry := lz.allow(countedSource{e}, p, b)
 			switch {
 			case ok:
 				return true, 0, false
-			case e.mode.Load() == modeNormal:
+			case e.mode.get() == modeNormal:
 				waits := e.global.unheard()+1 > p.localCap.Load()
-				e.deniedDemand(1, waits)
+				e.fair.deniedDemand(1, waits)
 				return false, retry, waits
 			}
 			// The limiter closed meanwhile: the standalone word decides.
 			return e.allowSlow(now)
 		}
-		if ok, retry, count, fast, contended := e.global.allow(p, b, &e.share); fast {
+		if ok, retry, count, fast, contended := e.global.allow(p, b, &e.fair.share); fast {
 			// Only the first unreported token and the threshold
 			// schedule a flush: checked here, the common case makes
 			// no call.
 			if ok && (count == 1 || count == p.flushAt.Load()) {
-				e.counted(count, 1, p)
+				e.send.counted(count, 1, p)
 			}
 			if contended && lz != nil {
 				lz.lost(b)
@@ -78,38 +79,26 @@ func (e *engine) allowSlow(now int64) (ok bool, retry time.Duration, waits bool)
 // stealOr is the limiter's stealOr for a denied one-token request, at now
 // on the buckets' clock, except that a node cut off under fail-closed
 // spends no leased token; a denial is counted as offered load unless it
-// only waits for the report (see deniedDemand).
+// only waits for the report (see fairShares.deniedDemand).
 func (e *engine) stealOr(now int64, retry time.Duration, waits bool) (bool, time.Duration) {
-	if e.mode.Load() != modeClosed {
+	if e.mode.get() != modeClosed {
 		if ok, _ := stealOr(e.leases, now, retry); ok {
 			return true, 0
 		}
 	}
-	e.deniedDemand(1, waits)
+	e.fair.deniedDemand(1, waits)
 	return false, retry
-}
-
-// deniedDemand counts n tokens refused as offered load (fairness.go), unless
-// the refusal only waits for the report: the real-clock forms try such a
-// request again within milliseconds and count it then, and a wait says
-// nothing about the bucket. Counted, the waits of a cold cluster's first
-// burst made the idle bucket look contended, and the fairness gate held
-// back the burst's last quarter.
-func (e *engine) deniedDemand(n int64, waits bool) {
-	if !waits {
-		e.denied.add(n)
-	}
 }
 
 // take decides n tokens of the global bucket into d, as Limiter.Take does,
 // and reports a denial that is only a wait for the report (see allow).
 func (e *engine) take(d *Decision, now, n int64) (waits bool) {
 	waits = e.takeGlobal(d, now, n)
-	if e.mode.Load() != modeClosed {
+	if e.mode.get() != modeClosed {
 		stealInto(e.leases, d, e.bucketTime(now), n)
 	}
 	if !d.Allowed {
-		e.deniedDemand(n, waits)
+		e.fair.deniedDemand(n, waits)
 	}
 	return waits && !d.Allowed
 }
@@ -119,11 +108,11 @@ func (e *engine) take(d *Decision, now, n int64) (waits bool) {
 func (e *engine) takeGlobal(d *Decision, now, n int64) (waits bool) {
 	c, p := &e.global, e.pols.dflt()
 	pre := false
-	if e.farFromClock(now) && e.mode.Load() != modeStopped {
+	if e.farFromClock(now) && e.mode.get() != modeStopped {
 		*d = closedDecision(p)
 		return false
 	}
-	switch e.mode.Load() {
+	switch e.mode.get() {
 	case modeStopped:
 		e.takeStandalone(d, now, n)
 		return false
@@ -131,8 +120,8 @@ func (e *engine) takeGlobal(d *Decision, now, n int64) (waits bool) {
 		*d = closedDecision(p)
 		return false
 	case modePreContact:
-		if e.preBudget.Add(-n) < 0 {
-			e.preBudget.Add(n)
+		if e.mode.preBudget.Add(-n) < 0 {
+			e.mode.preBudget.Add(n)
 			*d = waitDecision(p)
 			return true
 		}
@@ -140,20 +129,20 @@ func (e *engine) takeGlobal(d *Decision, now, n int64) (waits bool) {
 	}
 	if wait, capped := e.overCap(c.unheard(), p, n); capped {
 		if pre {
-			e.preBudget.Add(n)
+			e.mode.preBudget.Add(n)
 		}
 		*d = wait
 		return true
 	}
-	count, ok := c.take(d, p, e.bucketTime(now), n, &e.share)
+	count, ok := c.take(d, p, e.bucketTime(now), n, &e.fair.share)
 	if !ok { // handed back: the limiter is closing
 		e.takeStandalone(d, now, n)
 		return false
 	}
 	if d.Allowed {
-		e.counted(count, n, p)
+		e.send.counted(count, n, p)
 	} else if pre {
-		e.preBudget.Add(n)
+		e.mode.preBudget.Add(n)
 	}
 	return false
 }
@@ -170,7 +159,7 @@ func (e *engine) takeStandalone(d *Decision, now, n int64) {
 // takeKeyed decides n tokens of key hash h's bucket into d and counts an
 // admit for gossip. It reports a wait for the report as takeGlobal does.
 func (e *engine) takeKeyed(d *Decision, h uint64, p *policy, now, n int64) (waits bool) {
-	if e.mode.Load() == modeClosed {
+	if e.mode.get() == modeClosed {
 		*d = closedDecision(p)
 		return false
 	}
@@ -197,7 +186,7 @@ func (e *engine) takeKeyed(d *Decision, h uint64, p *policy, now, n int64) (wait
 
 // refundGlobal gives back n tokens of the global bucket.
 func (e *engine) refundGlobal(now, n int64) {
-	if e.mode.Load() == modeStopped || !e.global.refund(e.pols.dflt(), e.bucketTime(now), n) {
+	if e.mode.get() == modeStopped || !e.global.refund(e.pols.dflt(), e.bucketTime(now), n) {
 		refund(e.standalone, e.pols.dflt(), now, n)
 	}
 }
@@ -220,15 +209,15 @@ func (s countedSource) takeUpTo(p *policy, now, n int64) (int64, time.Duration, 
 	e, c := s.e, &s.e.global
 	room := p.localCap.Load() - c.unheard()
 	if room < 1 {
-		e.kick()
+		e.send.kick()
 		return 0, reportRetry, false
 	}
-	got, count, retry, contended, ok := c.takeUpTo(p, now, n, room, &e.share)
+	got, count, retry, contended, ok := c.takeUpTo(p, now, n, room, &e.fair.share)
 	if !ok { // handed back: the limiter is closing
 		return 0, time.Duration(minFlushGap), contended
 	}
 	if got > 0 {
-		e.counted(count, got, p)
+		e.send.counted(count, got, p)
 	}
 	return got, retry, contended
 }
@@ -238,7 +227,7 @@ func (s countedSource) takeUpTo(p *policy, now, n int64) (int64, time.Duration, 
 // clock: now is on the buckets' clock, lag behind it).
 func (s countedSource) giveBack(p *policy, now, n int64) {
 	if !s.e.global.refund(p, now, n) {
-		refund(s.e.standalone, p, now+s.e.lag.Load(), n)
+		refund(s.e.standalone, p, now+s.e.view.lag.Load(), n)
 	}
 }
 
@@ -251,56 +240,20 @@ func (s countedSource) giveBack(p *policy, now, n int64) {
 // waits for nothing but its own report, a few milliseconds, and the
 // real-clock forms of Allow and Take wait that out instead of refusing.
 func (e *engine) overCap(unheard int64, p *policy, n int64) (Decision, bool) {
-	if unheard+n <= p.localCap.Load() || e.mode.Load() == modeStopped {
+	if unheard+n <= p.localCap.Load() || e.mode.get() == modeStopped {
 		return Decision{}, false
 	}
-	e.kick()
+	e.send.kick()
 	return waitDecision(p), true
 }
 
-// counted schedules the flush that reports a count that just grew by n to
-// v: at once when it crosses the threshold, and within flushDelay when it is
-// the first unreported token. Holding every node's admits for the same
-// short time keeps the cluster fair: a node whose admits stayed unreported
-// longer would let its peers spend tokens it had already spent, and busy
-// nodes, which flush more often, would win more and more of the bucket.
-func (e *engine) counted(v, n int64, p *policy) {
-	if at := p.flushAt.Load(); v >= at && v-n < at {
-		e.kick()
-	} else if v == n {
-		e.armFlush()
-	}
-}
-
+// countKeyed counts an admit of key hash h for gossip, unless the limiter
+// has closed.
 func (e *engine) countKeyed(h uint64, ent *clusterEntry, p *policy, n int64) {
-	if e.mode.Load() == modeStopped {
+	if e.mode.get() == modeStopped {
 		return
 	}
-	v := ent.pending.Add(n)
-	if v == n { // first unsent admit since the last flush
-		d := &e.dirty[h%dirtyShards]
-		d.mu.Lock()
-		d.list = append(d.list, dirtyKey{h, ent})
-		d.mu.Unlock()
-	}
-	e.counted(v, n, p)
-}
-
-// kick schedules an early flush now unless one is already scheduled.
-func (e *engine) kick() {
-	if e.kicked.CompareAndSwap(false, true) {
-		e.clock.AfterFunc(0, e.onKick)
-	}
-}
-
-// armFlush schedules a flush flushDelay from now unless one is already scheduled.
-func (e *engine) armFlush() {
-	if e.flushArmed.CompareAndSwap(false, true) {
-		e.clock.AfterFunc(time.Duration(e.flushDelay), func() {
-			e.flushArmed.Store(false)
-			e.kick()
-		})
-	}
+	e.send.countKeyed(h, ent, p, n)
 }
 
 func closedDecision(p *policy) Decision {

@@ -7,8 +7,6 @@ import (
 	"time"
 
 	"github.com/pedreviljoen/gopherpace/core/transportkit"
-
-	"github.com/pedreviljoen/gopherpace/core/internal/wire"
 )
 
 // The engine is the clustered part of a Limiter. It counts what this node
@@ -17,12 +15,28 @@ import (
 // replicas as debt, and scales the refill while only part of the cluster is
 // in sight. docs/design.md explains the algorithm and its bounds.
 //
-// Its work is split by concern: this file holds its state and lifecycle;
-// mode.go the modes the request path obeys; decide_clustered.go the request path
-// (deciding and counting admits); flush.go the timers that send counts;
-// receive.go charging what peers send; membership.go working out who is in
-// sight. It reaches the limiter only through engineParts.
-
+// It is a composition of parts, each in a file of its own that is the only
+// one to change the part's state:
+//
+//	part           file                     owns
+//	engineEnv      engine.go                what is fixed once started: names, timing, transport, clock, the limiter's buckets
+//	countedBucket  counted_word.go          the clustered global bucket, lock-free
+//	modeState      mode.go                  the mode the request path obeys, the pre-contact budget
+//	sender         sender.go                unsent counts, flush timers, this node's running total, frames kept for resending
+//	receiver       receiver.go              decoding and charging peers' frames, frames of senders not listed yet
+//	peerView       membership.go, peers.go  the peers and their streams, who is in sight, the buckets' clock (lag)
+//	fairShares     fairness.go, load.go     the share while contended, offered load, resyncs of the replica
+//	joining        join.go                  first contact, and joining a running cluster
+//
+// The engine itself holds only the lifecycle (start, the tick, stop) and the
+// wiring; the request path (decide_clustered.go) is its entry point for
+// callers.
+//
+// Locking: one lock, engine.mu, is held by every entry point other than the
+// request path: a tick, a kicked flush, a frame arriving, stop, Peers and
+// Stats. A part's plain fields are read and written only under it. The
+// request path takes no lock: it touches only the fields each part marks as
+// lock-free (atomics and the words), never a plain field.
 const (
 	// minFlushGap spaces early flushes, so that a hot bucket sends at most
 	// 1000 frames a second.
@@ -38,7 +52,6 @@ const (
 	// partitionAfter is how long peers must stay out of reach before it is
 	// logged as a partition (at ERROR) rather than a slow peer (at WARN).
 	partitionAfter = int64(2 * time.Second)
-	dirtyShards    = 64
 )
 
 // engineParts is what a clustered limiter hands its engine: the buckets
@@ -57,120 +70,84 @@ type engineParts struct {
 	leases *leases
 }
 
-type engine struct {
+// engineEnv is what every part shares and none changes once the engine has
+// started: set by newEngine, and by start (inc, startedAt) under the lock
+// before any tick, frame or request can read it.
+type engineEnv struct {
 	engineParts
 	t         Transport
 	clock     transportkit.Clock
-	id        uint64
-	inc       uint64 // incarnation
-	tick      int64  // ns between ticks: half the gossip interval
+	id        uint64 // hash of the limiter ID, on every frame
+	inc       uint64 // incarnation: this node's start time
+	startedAt int64
+	tick      int64 // ns between ticks: half the gossip interval
 	interval  int64
 	isolation int64 // silence after which a peer counts as cut off
 	grace     int64
 	partition PartitionPolicy
 	maxFrame  int
 	floor     bool // reference-design baseline
-
-	global     countedBucket
-	mode       atomic.Int32 // see mode.go
-	share      shareBucket  // while contended, what this node may admit (fairness.go)
-	denied     procCounter
-	clockNow   atomic.Int64 // the engine's time at its last tick
-	lag        atomic.Int64 // how far the buckets' clock runs behind (membership.go)
-	preBudget  atomic.Int64
-	kicked     atomic.Bool
-	flushArmed atomic.Bool
-	flushDelay int64 // the longest a first unreported admit waits
-	dirty      [dirtyShards]dirtyList
-	stats      engineStats
-
-	mu         sync.Mutex // guards the fields below
-	started    bool
-	seq        uint64
-	globalSum  uint64                    // global tokens reported since this incarnation began
-	sent       [resendTicks + 1][][]byte // frames of this tick and the last ones
-	lastFlush  int64
-	peers      map[string]*peer
-	startedAt  int64
-	learned    bool // whether this node has settled newcomer or founder
-	contacted  bool
-	degraded   bool
-	lastErrLog int64
-	splitSince int64 // when peers went out of reach
-	// lastMemberRefresh is when the transport's member list was last read.
-	lastMemberRefresh int64
-	// lastSkewWarn, lastSendWarn and lastLateWarn space WARN records (see
-	// warnf).
-	lastSkewWarn, lastSendWarn, lastLateWarn int64
-	lastEval                                 int64 // when evaluate last ran
-	stopped                                  bool
-	stopTick                                 func() bool
-	unsubscribe                              func()
-	rx                                       wire.Frame
-	unlisted                                 unlisted // frames of senders not listed yet (receive.go)
-	batch                                    []wire.KeyCount
-	// own is this node's admit and demand rates (fairness.go).
-	own load
-	// withheld is the share of the refill this node withheld over its
-	// last evaluation for peers out of its own sight (membership.go).
-	withheld float64
 }
 
-// dirtyList is one shard of the keyed entries that hold unsent counts.
-type dirtyList struct {
-	mu   sync.Mutex
-	list []dirtyKey
-	_    [32]byte
-}
+type engine struct {
+	engineEnv
+	mu sync.Mutex // the engine lock (see above)
 
-type dirtyKey struct {
-	h uint64
-	e *clusterEntry
-}
+	global countedBucket
+	mode   modeState
+	send   sender
+	recv   receiver
+	view   peerView
+	fair   fairShares
+	join   joining
 
-type engineStats struct {
-	framesSent, bytesSent, framesReceived, bytesReceived atomic.Uint64
-	malformed, duplicate, otherLimiter, keysDropped      atomic.Uint64
-	notMember, sendFailures, resynced                    atomic.Uint64
-	lostPrevious                                         atomic.Uint64
-	tokensReported, tokensCharged                        atomic.Uint64
-	visible, known, heard                                atomic.Int64
+	// clockNow is the engine's time at its last tick (lock-free: the
+	// request path reads it).
+	clockNow atomic.Int64
+	// Under mu.
+	stopped     bool
+	stopTick    func() bool
+	unsubscribe func()
 }
 
 func newEngine(parts engineParts, c *config) *engine {
-	e := &engine{
+	e := &engine{engineEnv: engineEnv{
 		engineParts: parts,
-		denied:      newProcCounter(),
 		t:           c.transport,
 		clock:       realClock{},
 		id:          hashKey(0, c.limiterID),
 		interval:    int64(c.interval),
 		tick:        int64(c.interval) / 2,
 		isolation:   int64(c.interval) * 3 / 2,
-		flushDelay:  min(max(int64(c.interval)/20, minFlushGap), int64(5*time.Millisecond)),
 		grace:       int64(c.grace),
 		partition:   c.partition,
 		maxFrame:    c.transport.MaxFrameSize(),
 		floor:       c.floorAtZero,
-		peers:       make(map[string]*peer),
-	}
+	}}
 	if clk, ok := c.transport.(transportkit.Clock); ok {
 		e.clock = clk
 	}
+	// The wiring: each part sees the environment and the parts it reads.
+	env := &e.engineEnv
+	e.send = sender{engineEnv: env, word: &e.global, fair: &e.fair, view: &e.view, onKick: e.onKick,
+		flushDelay: min(max(int64(c.interval)/20, minFlushGap), int64(5*time.Millisecond))}
 	if e.floor {
-		e.flushDelay = e.tick // the reference design reports on its ticks only
+		e.send.flushDelay = e.tick // the reference design reports on its ticks only
 	}
-	e.share.setGate(parts.pols.dflt())
+	e.recv = receiver{engineEnv: env, word: &e.global, view: &e.view, fair: &e.fair, join: &e.join}
+	e.view = newPeerView(env, &e.mode, e.recv.afterRefresh)
+	e.fair = fairShares{engineEnv: env, word: &e.global, view: &e.view, denied: newProcCounter()}
+	e.fair.share.setGate(parts.pols.dflt())
+	e.join = joining{engineEnv: env, word: &e.global, mode: &e.mode, view: &e.view}
 	return e
 }
 
 // now is the engine's clock in nanoseconds since the limiter's epoch.
-func (e *engine) now() int64 { return clampNanos(e.clock.Now().Sub(e.epoch)) }
+func (e *engineEnv) now() int64 { return clampNanos(e.clock.Now().Sub(e.epoch)) }
 
 // bucketTime converts a time on the engine's clock (or a caller's) to the
-// buckets' clock, which runs behind it by the lag built up while peers
-// were out of sight (membership.go).
-func (e *engine) bucketTime(now int64) int64 { return now - e.lag.Load() }
+// buckets' clock (see peerView.bucketTime).
+func (e *engine) bucketTime(now int64) int64 { return e.view.bucketTime(now) }
 
 func (e *engine) start() {
 	e.mu.Lock()
@@ -180,21 +157,61 @@ func (e *engine) start() {
 	e.startedAt = now
 	e.global.init(now)
 	e.inc = uint64(e.clock.Now().UnixNano())
-	e.lastFlush = now - minFlushGap
-	members := e.refreshMembers(now)
-	e.retune(now, 1+len(members), 1+len(members))
+	e.send.begin(now)
+	members := e.view.refreshMembers(now)
+	e.view.retune(now, 1+len(members), 1+len(members))
 	if len(members) > 0 && !e.floor {
 		// Until a peer is heard, spend at most this node's share of the
 		// burst: every node may be starting into the same flash crowd.
-		e.preBudget.Store(ceilDiv(e.pols.dflt().burst, int64(1+len(members))))
-		e.enter(modePreContact)
+		e.mode.preBudget.Store(ceilDiv(e.pols.dflt().burst, int64(1+len(members))))
+		e.mode.enter(modePreContact)
 	}
-	e.started = true
+	e.mode.begun = true
 	e.unsubscribe = e.t.Subscribe(e.receive)
 	// Start ticking at a phase of its own, so that nodes do not all send at
 	// once; derived from the name so that simulations repeat exactly.
 	phase := time.Duration(hashKey(e.id, e.name)%uint64(e.tick) + 1)
 	e.stopTick = e.clock.AfterFunc(phase, e.onTick)
+}
+
+// onTick is every part's turn, in order: who joined and who is in sight,
+// the shares, the resync, then the counts go out (with the resends of the
+// last ticks' frames, and at least a heartbeat).
+func (e *engine) onTick() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.stopped {
+		return
+	}
+	now := e.now()
+	e.clockNow.Store(now)
+	e.join.tick(now)
+	e.view.evaluate(now)
+	e.fair.rebalance(now, e.send.globalSum)
+	e.fair.resync(now)
+	e.send.tick(now)
+	e.stopTick = e.clock.AfterFunc(time.Duration(e.tick), e.onTick)
+}
+
+// onKick is the early flush that the request path schedules (sender.kick).
+func (e *engine) onKick() {
+	e.send.kicked.Store(false)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.stopped {
+		return
+	}
+	e.send.kickedFlush(e.now())
+}
+
+// receive is the transport's delivery of a peer's frame.
+func (e *engine) receive(from string, b []byte) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.stopped {
+		return
+	}
+	e.recv.receive(from, b)
 }
 
 // stop sends a last frame that says goodbye, with any unsent counts, and
@@ -206,20 +223,42 @@ func (e *engine) stop() {
 		return
 	}
 	e.stopped = true
-	e.enter(modeStopped)
+	e.mode.enter(modeStopped)
 	e.stopTick()
 	now := e.now()
 	// Hand the global bucket back first, so that takers spin for as short
 	// a time as possible; what it held unreported goes out in the goodbye.
 	e.global.handBack(e.standalone, e.pols.dflt(), e.bucketTime(now), now)
-	frames := e.flushLocked(now, true, true)
-	for range resendTicks {
-		for _, f := range frames {
-			e.broadcast(f)
-		}
-	}
+	e.send.goodbye(now)
 	e.mu.Unlock()
 	// Outside e.mu: a frame being delivered right now holds the transport's
 	// side and waits for e.mu (and finds the engine stopped).
 	e.unsubscribe()
+}
+
+// resize sizes p's caps for the cluster as this node knows it, for a
+// policy changed while running (SetRate, SetOverride).
+func (e *engine) resize(p *policy) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	sizeCaps(p, int(max(1, e.view.stats.known.Load())))
+}
+
+// maxDebt is how far beyond empty a peer's charges may take a bucket of p:
+// one bucket, or nothing for the reference design, which floors at zero.
+func (e *engineEnv) maxDebt(p *policy) int64 {
+	if e.floor {
+		return 0
+	}
+	return p.tolerance
+}
+
+// warnf logs a WARN record at most once per degradedLogEvery, tracked in
+// *last, a field of the calling part; the caller holds the engine's lock.
+func (e *engineEnv) warnf(now int64, last *int64, msg string, args ...any) {
+	if *last != 0 && now-*last < degradedLogEvery {
+		return
+	}
+	*last = now
+	e.log.Warn(msg, append([]any{"node", e.name}, args...)...)
 }

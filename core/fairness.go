@@ -34,6 +34,52 @@ import (
 //
 // A lying peer can skew the estimates and so the shares, but a share never
 // admits anything the bucket does not hold.
+//
+// fairShares owns this node's share bucket and its offered load, and
+// (peerShare) what it keeps of every peer's stream. The share bucket and
+// the refusals counted are lock-free (the request path uses them);
+// everything else is under the engine's lock, held by the engine's tick
+// and receive.
+type fairShares struct {
+	*engineEnv
+	word *countedBucket
+	view *peerView // the peers in sight, the buckets' clock
+
+	share    shareBucket // while contended, what this node may admit
+	denied   procCounter // tokens refused for want of tokens (deniedDemand)
+	resynced atomic.Uint64
+
+	own load // this node's admit and demand rates; under the engine's lock
+}
+
+// peerShare is what fairness keeps of one stream of a peer; under the
+// engine's lock.
+type peerShare struct {
+	load    load         // the sender's admit and demand rates
+	offsets offsetWindow // how much fuller this replica is than the sender's
+	level   int64        // tokens in the sender's replica, last reported
+}
+
+// observe notes a frame's level, with the frame's counts charged at now
+// (at on the buckets' clock): this replica and the sender's have then seen
+// the same admits but this node's unreported ones (and those in flight),
+// so the difference of the levels is their offset.
+func (fs *fairShares) observe(ps *peerShare, level, now, at int64) {
+	ps.offsets.observe(fs.levelTokens(now)+fs.word.pending()-level, now, at)
+	ps.level = level
+}
+
+// deniedDemand counts n tokens refused as offered load, unless the refusal
+// only waits for the report: the real-clock forms try such a request
+// again within milliseconds and count it then, and a wait says nothing
+// about the bucket. Counted, the waits of a cold cluster's first burst
+// made the idle bucket look contended, and the gate held back the burst's
+// last quarter. Lock-free: the request path calls it.
+func (fs *fairShares) deniedDemand(n int64, waits bool) {
+	if !waits {
+		fs.denied.add(n)
+	}
+}
 
 const (
 	// contendedRatio: below this admit ratio the bucket counts as contended.
@@ -149,46 +195,44 @@ func (q *shareBucket) giveBack(n, now int64) {
 }
 
 // demandTotal is this node's running total of tokens requested from the
-// global bucket: those reported as admitted, those admitted and not yet
-// reported, and those denied.
-func (e *engine) demandTotal() uint64 {
-	return e.globalSum + uint64(max(0, e.global.pending())) + uint64(e.denied.load())
+// global bucket: those reported as admitted (reported, the sender's
+// running total), those admitted and not yet reported, and those denied.
+func (fs *fairShares) demandTotal(reported uint64) uint64 {
+	return reported + uint64(max(0, fs.word.pending())) + uint64(fs.denied.load())
 }
 
 // rebalance runs on every tick: it updates this node's estimate of its own
-// load and credits its share for the time since the last tick. The caller
-// holds e.mu.
-func (e *engine) rebalance(now int64) {
-	p, q := e.pols.dflt(), &e.share
-	e.own.observe(e.globalSum, e.demandTotal(), now, p.burst)
-	a, d, measured := e.own.rates(now)
-	if up := now - e.startedAt; !measured && up > 0 && up < fairWindow {
+// load (reported is the sender's running total of admits) and credits its
+// share for the time since the last tick.
+func (fs *fairShares) rebalance(now int64, reported uint64) {
+	p, q := fs.pols.dflt(), &fs.share
+	fs.own.observe(reported, fs.demandTotal(reported), now, p.burst)
+	a, d, measured := fs.own.rates(now)
+	if up := now - fs.startedAt; !measured && up > 0 && up < fairWindow {
 		// Just started (a replica of a rolling deploy, say): too soon for
 		// the windowed rates, so the totals since the start stand in for
 		// them. Without a share a newcomer would race the others freely for
 		// its first ticks, and win: +30-70% of its share in its first second.
 		secs := float64(up) / float64(time.Second)
-		a, d = float64(e.globalSum+uint64(max(0, e.global.pending())))/secs, float64(e.demandTotal())/secs
+		a, d = float64(reported+uint64(max(0, fs.word.pending())))/secs, float64(fs.demandTotal(reported))/secs
 	}
 	admits, demand := a, d
-	emptiest := e.levelTokens(now)
-	for _, pr := range e.peers {
-		if s := pr.freshest(); s != nil && now-s.lastHeard <= e.isolation {
-			pa, pd, measured := s.load.rates(now)
-			if !measured {
-				// Heard too briefly to measure (it, or this node, has just
-				// started): taken as loaded like this node. Counting it as
-				// idle would hand this node the whole rate, and a replica
-				// that restarts in a rolling deploy took 80% of the
-				// cluster's admits for its first 200 ms.
-				pa, pd = a, d
-			}
-			admits += pa
-			demand += pd
-			emptiest = min(emptiest, s.level)
+	emptiest := fs.levelTokens(now)
+	fs.view.inSight(now, func(s *stream) {
+		pa, pd, measured := s.fair.load.rates(now)
+		if !measured {
+			// Heard too briefly to measure (it, or this node, has just
+			// started): taken as loaded like this node. Counting it as
+			// idle would hand this node the whole rate, and a replica
+			// that restarts in a rolling deploy took 80% of the
+			// cluster's admits for its first 200 ms.
+			pa, pd = a, d
 		}
-	}
-	if e.floor || demand <= 0 || d <= 0 || admits >= contendedRatio*demand {
+		admits += pa
+		demand += pd
+		emptiest = min(emptiest, s.fair.level)
+	})
+	if fs.floor || demand <= 0 || d <= 0 || admits >= contendedRatio*demand {
 		q.on.Store(false)
 		return
 	}
@@ -220,16 +264,16 @@ func (e *engine) rebalance(now int64) {
 	}
 	// The share holds a tenth of a tick's share (at least two tokens):
 	// enough to smooth arrivals, too little to save up a burst.
-	tol := max(2, saturate(share*float64(e.tick)/float64(time.Second)/10, 0, maxShareInterval)) * iv
-	q.set(iv, tol, e.bucketTime(now))
+	tol := max(2, saturate(share*float64(fs.tick)/float64(time.Second)/10, 0, maxShareInterval)) * iv
+	q.set(iv, tol, fs.view.bucketTime(now))
 	q.on.Store(true)
 }
 
 // levelTokens is the tokens left in the replica of the global bucket at now
 // on the engine's clock (negative: debt), clamped to ±the bucket size.
-func (e *engine) levelTokens(now int64) int64 {
-	p := e.pols.dflt()
-	return min(max(e.globalLevel(now)/p.interval, -p.burst), p.burst)
+func (fs *fairShares) levelTokens(now int64) int64 {
+	p := fs.pols.dflt()
+	return min(max(fs.globalLevel(now)/p.interval, -p.burst), p.burst)
 }
 
 // offsetWindow keeps the least offset seen from one peer since the window
@@ -262,49 +306,41 @@ func (w *offsetWindow) reset() { *w = offsetWindow{} }
 // than the margin for a whole window. Replicas drift apart after
 // partitions, restarts and fail-closed spells, and a replica fuller than
 // the others by more than the shares can absorb wins every race; lowering
-// the fuller one only ever holds tokens back. The caller holds e.mu.
-func (e *engine) resync(now int64) {
-	p := e.pols.dflt()
-	margin := max(2*p.flushAt.Load(), int64(float64(e.share.gate.Load())/float64(p.interval)/10))
+// the fuller one only ever holds tokens back.
+func (fs *fairShares) resync(now int64) {
+	p := fs.pols.dflt()
+	margin := max(2*p.flushAt.Load(), int64(float64(fs.share.gate.Load())/float64(p.interval)/10))
 	excess, at := int64(0), int64(0)
 	ready := false
-	for _, pr := range e.peers {
-		s := pr.freshest()
-		if s == nil || now-s.lastHeard > e.isolation {
-			continue
-		}
-		w := &s.offsets
+	fs.view.inSight(now, func(s *stream) {
+		w := &s.fair.offsets
 		if w.n >= 2 && now-w.since >= resyncWindow {
 			ready = true
 			if w.least-margin > excess {
 				excess, at = w.least-margin, w.leastAt
 			}
 		}
-	}
+	})
 	if !ready {
 		return
 	}
-	if excess > 0 && !e.floor {
+	if excess > 0 && !fs.floor {
 		// Charged at the time of the frame that showed the offset: the
 		// debt, capped there, ends a window after that frame even when the
 		// member fell silent before the window closed (docs/security.md).
-		e.global.debit(p, at, excess, e.maxDebt(p))
-		e.stats.resynced.Add(uint64(excess))
+		fs.word.debit(p, at, excess, fs.maxDebt(p))
+		fs.resynced.Add(uint64(excess))
 	}
-	for _, pr := range e.peers {
-		for _, s := range pr.streams {
-			s.offsets.reset()
-		}
-	}
+	fs.view.eachStream(func(s *stream) { s.fair.offsets.reset() })
 }
 
 // globalLevel is how far (in ns) the replica of the global bucket is from
 // empty at now on the engine's clock: positive while it holds tokens.
-func (e *engine) globalLevel(now int64) int64 {
-	b := e.bucketTime(now)
-	tat, ok := e.global.tat(e.pols.dflt(), b)
+func (fs *fairShares) globalLevel(now int64) int64 {
+	b := fs.view.bucketTime(now)
+	tat, ok := fs.word.tat(fs.pols.dflt(), b)
 	if !ok {
 		return 0
 	}
-	return e.pols.dflt().tolerance - (tat - b)
+	return fs.pols.dflt().tolerance - (tat - b)
 }

@@ -3,61 +3,190 @@ package gopherpace
 import (
 	"slices"
 	"strconv"
+	"sync/atomic"
 	"time"
 )
 
-// The engine's view of the cluster: who is in sight, and what that does to
-// the buckets.
+// The peer view is the engine's view of the cluster: who is a member, who
+// is in sight, and what that does to the buckets.
 //
 // While peers are silent, this node cannot tell a partition from a slow
 // network, and every node on each side would otherwise go on refilling at
 // the full rate. So the buckets' clock runs slow: a peer silent for longer
 // than suspectAfter (a heartbeat and a little) withholds its share of the
-// refill, 1/known of the rate, by adding to the engine's lag, the time the
-// buckets' clock runs behind the engine's. On both sides of a split the
-// clocks slow by the share of the peers out of sight, so together they
-// refill at about R. Tokens always cost the same time, so nothing has to be
-// reinterpreted when the cluster is whole again; the lag simply stops
-// growing. (Scaling the cost of a token instead, as before, turned charges
-// made during a partition into several times their tokens after the heal.)
+// refill, 1/known of the rate, by adding to the lag, the time the buckets'
+// clock runs behind the engine's. On both sides of a split the clocks slow
+// by the share of the peers out of sight, so together they refill at about
+// R. Tokens always cost the same time, so nothing has to be reinterpreted
+// when the cluster is whole again; the lag simply stops growing. (Scaling
+// the cost of a token instead, as before, turned charges made during a
+// partition into several times their tokens after the heal.)
 //
 // What a silent peer's share withheld is also noted as its predicted
 // admits: when the peer turns out to have been only slow (its next frame
 // comes within the isolation timeout), its real count is charged less the
 // prediction, so a late heartbeat costs nothing. After a longer silence
 // the sides are taken to have shared the rate, and the peer's admits from
-// that time are not charged at all (see globalCharge).
+// that time are not charged at all (see receiver.globalCharge).
+//
+// It owns the peer records (peers.go) and the lag. The lag and the
+// counters are atomic (the request path reads the lag); everything else
+// is under the engine's lock, held by the engine's tick and receive, Peers
+// and Stats.
+type peerView struct {
+	*engineEnv
+	mode *modeState
+	// onRefresh runs after every read of the member list (the receiver
+	// replays the frames of senders now listed).
+	onRefresh func(now int64, added bool)
+
+	lag   atomic.Int64 // how far the buckets' clock runs behind the engine's
+	stats viewStats
+
+	// Under the engine's lock.
+	peers             map[string]*peer
+	lastMemberRefresh int64 // when the transport's member list was last read
+	lastEval          int64 // when evaluate last ran
+	degraded          bool
+	lastErrLog        int64
+	splitSince        int64 // when peers went out of reach
+	lastLateWarn      int64
+	// withheld is the share of the refill this node withheld over its
+	// last evaluation for peers out of its own sight.
+	withheld float64
+}
+
+type viewStats struct {
+	visible, known, heard atomic.Int64
+	lostPrevious          atomic.Uint64
+}
+
+func newPeerView(env *engineEnv, mode *modeState, onRefresh func(int64, bool)) peerView {
+	return peerView{engineEnv: env, mode: mode, onRefresh: onRefresh, peers: make(map[string]*peer)}
+}
+
+// bucketTime converts a time on the engine's clock (or a caller's) to the
+// buckets' clock, which runs behind it by the lag built up while peers
+// were out of sight. Lock-free.
+func (v *peerView) bucketTime(now int64) int64 { return now - v.lag.Load() }
+
+// peer is the record of a listed member, or nil.
+func (v *peerView) peer(name string) *peer { return v.peers[name] }
+
+// memberRefreshGap spaces the member-list refreshes that a frame from an
+// unlisted sender triggers, so that a flood of invented names costs one
+// Members call per gap.
+const memberRefreshGap = int64(time.Millisecond)
+
+// member returns the peer record of a sender that the transport lists as
+// a member, or nil. An unlisted name gets one refresh of the list (at most
+// one per memberRefreshGap), for a member that joined since the last tick.
+func (v *peerView) member(name string, now int64) *peer {
+	if p := v.peers[name]; p != nil {
+		return p
+	}
+	if now-v.lastMemberRefresh < memberRefreshGap {
+		return nil
+	}
+	v.refreshMembers(now)
+	return v.peers[name]
+}
+
+// refreshMembers reads the transport's member list and gives every listed
+// member a peer record. It returns the list.
+func (v *peerView) refreshMembers(now int64) []string {
+	v.lastMemberRefresh = now
+	listed := v.t.Members()
+	added := false
+	for _, name := range listed {
+		if name != v.name && v.peers[name] == nil {
+			v.peers[name] = &peer{lastHeard: now}
+			added = true
+		}
+	}
+	v.onRefresh(now, added)
+	return listed
+}
+
+// stream is p's stream for incarnation inc (see peer.stream); frames a
+// replaced stream never received are counted lost.
+func (v *peerView) stream(p *peer, inc uint64) *stream {
+	s, lost := p.stream(inc)
+	v.stats.lostPrevious.Add(lost)
+	return s
+}
+
+// heard records a fresh frame of stream s from p at now, saying whether
+// the sender is leaving and what share of the refill it withholds, and
+// reports whether the stream was in sight before it.
+func (v *peerView) heard(p *peer, s *stream, now int64, leaving bool, withheld float64) (wasVisible bool) {
+	wasVisible = s.charge.synced && now-s.lastHeard <= v.isolation
+	s.lastHeard, p.lastHeard, p.heard, p.departed = now, now, true, leaving
+	s.withheld = withheld
+	return wasVisible
+}
+
+// takePredicted returns the admits predicted for p while it was silent
+// (slowClock), and forgets them: a frame from p accounts for them.
+func (v *peerView) takePredicted(p *peer) float64 {
+	predicted := p.predicted
+	p.predicted = 0
+	return predicted
+}
+
+// inSight calls f with the freshest stream of every peer heard within the
+// isolation timeout.
+func (v *peerView) inSight(now int64, f func(*stream)) {
+	for _, pr := range v.peers {
+		if s := pr.freshest(); s != nil && now-s.lastHeard <= v.isolation {
+			f(s)
+		}
+	}
+}
+
+// eachStream calls f with every stream of every peer.
+func (v *peerView) eachStream(f func(*stream)) {
+	for _, pr := range v.peers {
+		for _, s := range pr.streams {
+			f(s)
+		}
+	}
+}
+
+// missing is how many numbered frames are still missing, from every peer
+// known and from those forgotten.
+func (v *peerView) missing() uint64 {
+	n := v.stats.lostPrevious.Load()
+	for _, p := range v.peers {
+		n += p.missing()
+	}
+	return n
+}
 
 // evaluate works out how much of the cluster is in sight, slows the
 // buckets' clock for peers out of sight, and retunes the buckets: known
 // members are the peers heard (or listed by the transport) within the
 // grace period that have not left; visible ones were heard within the
 // isolation timeout.
-func (e *engine) evaluate(now int64) {
-	if !e.learned && now-e.startedAt > 2*e.interval {
-		e.learned = true // nobody older showed up: a founding member
-	}
-	if e.mode.Load() == modePreContact && now-e.startedAt > e.isolation {
-		e.enter(modeNormal)
-	}
-	listed := e.refreshMembers(now)
-	since := e.lastEval
-	e.lastEval = now
-	if late := now - since - e.tick; since != 0 && late > e.tick {
+func (v *peerView) evaluate(now int64) {
+	listed := v.refreshMembers(now)
+	since := v.lastEval
+	v.lastEval = now
+	if late := now - since - v.tick; since != 0 && late > v.tick {
 		// This tick ran late: this process was short of CPU, and peers'
 		// frames may be waiting in its queue. Their silence says nothing
 		// about the network, so it neither slows the clock nor counts as a
 		// partition this time.
-		e.warnf(now, &e.lastLateWarn, "ticks are running late: this process is short of CPU; peers' silence is not taken for a partition meanwhile",
+		v.warnf(now, &v.lastLateWarn, "ticks are running late: this process is short of CPU; peers' silence is not taken for a partition meanwhile",
 			"late", time.Duration(late))
 		return
 	}
 	visible, known, heard := 1, 1, int64(1)
 	var silent, dead []*peer
-	for name, p := range e.peers {
+	for name, p := range v.peers {
 		quiet := now - p.lastHeard
 		unlisted := !slices.Contains(listed, name)
-		if p.departed || quiet > e.grace || unlisted && !p.heard {
+		if p.departed || quiet > v.grace || unlisted && !p.heard {
 			// Gone, and no longer a member: forget it. A member never heard
 			// from was known only from the transport's list, so once the
 			// list drops it nothing says it was ever there (a replacement
@@ -65,29 +194,29 @@ func (e *engine) evaluate(now int64) {
 			// from the list, and would otherwise withhold its share for
 			// the whole grace period).
 			if unlisted {
-				e.stats.lostPrevious.Add(p.missing())
-				delete(e.peers, name)
+				v.stats.lostPrevious.Add(p.missing())
+				delete(v.peers, name)
 			}
 			continue
 		}
 		known++
-		if quiet <= e.isolation || !p.heard && quiet <= e.firstContact() {
+		if quiet <= v.isolation || !p.heard && quiet <= v.firstContact() {
 			visible++
 		}
-		if p.heard && quiet <= e.isolation {
+		if p.heard && quiet <= v.isolation {
 			heard++
 		}
-		if p.heard && quiet > e.suspectAfter() || !p.heard && quiet > e.firstContact() {
+		if p.heard && quiet > v.suspectAfter() || !p.heard && quiet > v.firstContact() {
 			silent = append(silent, p)
 			if unlisted {
 				dead = append(dead, p)
 			}
 		}
 	}
-	silent, known, yield := e.agreeOnTheDead(silent, dead, visible, known)
-	e.slowClock(now, since, silent, known, yield)
-	e.stats.heard.Store(heard)
-	e.retune(now, visible, known)
+	silent, known, yield := v.agreeOnTheDead(silent, dead, visible, known)
+	v.slowClock(now, since, silent, known, yield)
+	v.stats.heard.Store(heard)
+	v.retune(now, visible, known)
 }
 
 // agreeOnTheDead decides what silent peers that the transport no longer
@@ -103,8 +232,8 @@ func (e *engine) evaluate(now int64) {
 // (yield). A tie (two nodes, or 2 of 4) keeps sharing as before, since
 // neither side can claim the rate. Peers that are silent but still listed
 // are always a partition or a slow network: they keep their share.
-func (e *engine) agreeOnTheDead(silent, dead []*peer, visible, known int) (_ []*peer, _ int, yield bool) {
-	if len(dead) == 0 || e.partition == PartitionFailOpen {
+func (v *peerView) agreeOnTheDead(silent, dead []*peer, visible, known int) (_ []*peer, _ int, yield bool) {
+	if len(dead) == 0 || v.partition == PartitionFailOpen {
 		return silent, known, false
 	}
 	switch {
@@ -124,7 +253,7 @@ func (e *engine) agreeOnTheDead(silent, dead []*peer, visible, known int) (_ []*
 
 // suspectAfter is the silence after which a peer's share of the refill is
 // withheld: one heartbeat, plus a fifth of one for jitter.
-func (e *engine) suspectAfter() int64 { return e.tick + e.tick/5 }
+func (e *engineEnv) suspectAfter() int64 { return e.tick + e.tick/5 }
 
 // slowClock adds to the lag, for the time since the last evaluation, each
 // silent peer's share of the refill, and notes it as the peer's predicted
@@ -134,22 +263,22 @@ func (e *engine) suspectAfter() int64 { return e.tick + e.tick/5 }
 // still count for the grace period, and would otherwise refill faster than
 // they do. The median keeps one peer with an odd view (one that is itself
 // cut off from the rest) from holding everyone back.
-func (e *engine) slowClock(now, since int64, silent []*peer, known int, yield bool) {
-	e.withheld = 0
-	if e.partition == PartitionFailOpen || since == 0 || now <= since {
+func (v *peerView) slowClock(now, since int64, silent []*peer, known int, yield bool) {
+	v.withheld = 0
+	if v.partition == PartitionFailOpen || since == 0 || now <= since {
 		return
 	}
 	if yield {
 		// A strict minority, cut off from a majority that has taken the
 		// rate back (agreeOnTheDead): the buckets' clock stands still.
-		e.withheld = 1
-		e.lag.Add(now - since)
+		v.withheld = 1
+		v.lag.Add(now - since)
 		return
 	}
-	p := e.pols.dflt()
+	p := v.pols.dflt()
 	var lag int64
 	for _, pr := range silent {
-		from := max(since, pr.lastHeard+e.suspectAfter())
+		from := max(since, pr.lastHeard+v.suspectAfter())
 		if now <= from {
 			continue
 		}
@@ -161,13 +290,9 @@ func (e *engine) slowClock(now, since int64, silent []*peer, known int, yield bo
 	// from a peer: adopted shares passed around would sustain each other
 	// after every node had heard the silent peer go.
 	span := float64(now - since)
-	e.withheld = min(float64(lag)/span, 1)
+	v.withheld = min(float64(lag)/span, 1)
 	var reported []float64
-	for _, pr := range e.peers {
-		if s := pr.freshest(); s != nil && now-s.lastHeard <= e.isolation {
-			reported = append(reported, s.withheld)
-		}
-	}
+	v.inSight(now, func(s *stream) { reported = append(reported, s.withheld) })
 	if len(reported) > 0 {
 		slices.Sort(reported)
 		if typical := reported[(len(reported)-1)/2]; typical*span > float64(lag) {
@@ -175,55 +300,55 @@ func (e *engine) slowClock(now, since int64, silent []*peer, known int, yield bo
 		}
 	}
 	if lag > 0 {
-		e.lag.Add(lag)
+		v.lag.Add(lag)
 	}
 }
 
 // firstContact is how long a listed peer that has never been heard still
 // counts as in sight.
-func (e *engine) firstContact() int64 { return max(int64(2*time.Second), 10*e.interval) }
+func (e *engineEnv) firstContact() int64 { return max(int64(2*time.Second), 10*e.interval) }
 
 // retune applies visibility to the policies, the mode and the logs.
-func (e *engine) retune(now int64, visible, known int) {
-	e.stats.visible.Store(int64(visible))
-	e.stats.known.Store(int64(known))
+func (v *peerView) retune(now int64, visible, known int) {
+	v.stats.visible.Store(int64(visible))
+	v.stats.known.Store(int64(known))
 	split := visible < known
-	e.pols.each(func(p *policy) {
-		if e.floor {
+	v.pols.each(func(p *policy) {
+		if v.floor {
 			return // the reference design has neither cap nor early flush
 		}
-		e.sizeCaps(p, known)
+		sizeCaps(p, known)
 	})
-	closed := e.partition == PartitionFailClosed && visible == 1 && known > 1
-	switch m := e.mode.Load(); {
+	closed := v.partition == PartitionFailClosed && visible == 1 && known > 1
+	switch m := v.mode.get(); {
 	case closed && m != modeClosed:
-		e.enter(modeClosed)
+		v.mode.enter(modeClosed)
 	case !closed && m == modeClosed:
-		e.enter(modeNormal)
+		v.mode.enter(modeNormal)
 	}
 	// A peer out of reach for a moment is often only slow (a pause, a
 	// starved process): say so at WARN. Still out of reach after
 	// partitionAfter, it is a partition: ERROR, then again every
 	// degradedLogEvery while it lasts.
-	args := []any{"node", e.name, "visible", visible, "known", known, "policy", e.partition.String(),
-		"admitting", admitting(e.partition, closed, visible, known)}
+	args := []any{"node", v.name, "visible", visible, "known", known, "policy", v.partition.String(),
+		"admitting", admitting(v.partition, closed, visible, known)}
 	switch {
-	case split && !e.degraded:
-		e.degraded, e.splitSince, e.lastErrLog = true, now, 0
-		e.log.Warn("peers out of reach; taking their share of the rate out until they are back", args...)
-	case split && now-e.splitSince >= partitionAfter && (e.lastErrLog == 0 || now-e.lastErrLog >= degradedLogEvery):
-		e.lastErrLog = now
-		e.log.Error("cluster partitioned: some peers are out of reach", append(args, "for", time.Duration(now-e.splitSince))...)
-	case !split && e.degraded:
-		e.degraded = false
-		e.log.Info("cluster whole again: every known peer is in reach", "node", e.name, "nodes", known,
-			"after", time.Duration(now-e.splitSince))
+	case split && !v.degraded:
+		v.degraded, v.splitSince, v.lastErrLog = true, now, 0
+		v.log.Warn("peers out of reach; taking their share of the rate out until they are back", args...)
+	case split && now-v.splitSince >= partitionAfter && (v.lastErrLog == 0 || now-v.lastErrLog >= degradedLogEvery):
+		v.lastErrLog = now
+		v.log.Error("cluster partitioned: some peers are out of reach", append(args, "for", time.Duration(now-v.splitSince))...)
+	case !split && v.degraded:
+		v.degraded = false
+		v.log.Info("cluster whole again: every known peer is in reach", "node", v.name, "nodes", known,
+			"after", time.Duration(now-v.splitSince))
 	}
 }
 
 // sizeCaps sets p's early-flush threshold and its cap of unreported
 // tokens for a cluster of known nodes.
-func (e *engine) sizeCaps(p *policy, known int) {
+func sizeCaps(p *policy, known int) {
 	flushAt := max(1, p.burst/100)
 	p.flushAt.Store(flushAt)
 	p.localCap.Store(max(2*flushAt, ceilDiv(p.burst, int64(known))))

@@ -1,5 +1,7 @@
 package gopherpace
 
+import "sync/atomic"
+
 // The engine's mode tells the request path how to treat a clustered
 // limiter's requests. The request path only reads it; enter, called with
 // the engine's lock held, is the only place that changes it:
@@ -25,23 +27,39 @@ const (
 	modeStopped
 )
 
+// modeState is the engine's mode and what it needs: the request path reads
+// them lock-free; enter, called with the engine's lock held, is the only
+// place that changes the mode.
+type modeState struct {
+	cur atomic.Int32
+	// preBudget is what is left of this node's share of the burst while
+	// in modePreContact (lock-free: the request path spends it).
+	preBudget atomic.Int64
+	// begun is set once start has chosen the first mode (under the lock).
+	begun bool
+}
+
+// get is the mode in force.
+func (m *modeState) get() int32 { return m.cur.Load() }
+
 // enter moves the engine to mode to, if that is a transition the diagram
-// above allows, and reports whether it did. The caller holds e.mu.
-func (e *engine) enter(to int32) bool {
-	from := e.mode.Load()
+// above allows, and reports whether it did. The caller holds the engine's
+// lock.
+func (m *modeState) enter(to int32) bool {
+	from := m.cur.Load()
 	allowed := false
 	switch to {
 	case modeNormal:
 		allowed = from == modePreContact || from == modeClosed
 	case modePreContact:
-		allowed = from == modeNormal && !e.started
+		allowed = from == modeNormal && !m.begun
 	case modeClosed:
 		allowed = from == modeNormal || from == modePreContact
 	case modeStopped:
 		allowed = from != modeStopped
 	}
 	if allowed {
-		e.mode.Store(to)
+		m.cur.Store(to)
 	}
 	return allowed
 }

@@ -12,6 +12,9 @@ const windowSize = 1024
 // never silence the real sender's stream.
 const maxStreams = 4
 
+// The peer view's records (membership.go): what this node knows of each
+// other member and of each of its incarnations. Under the engine's lock.
+
 // peer is what a node knows about one other member, by name.
 type peer struct {
 	streams []*stream
@@ -36,18 +39,10 @@ type peer struct {
 type stream struct {
 	incarnation uint64
 	window      seqWindow
-	// charged is how far into the sender's running total of global admits
-	// this node has charged. It moves only by what was charged (or, on a
-	// deliberate resync, to a frame's total), never just because a frame
-	// claims a larger total: a frame that lies cannot make later, true
-	// frames look already charged.
-	charged   uint64
-	synced    bool // charged holds a value
-	lastHeard int64
-	load      load         // the sender's admit and demand rates (fairness.go)
-	offsets   offsetWindow // how much fuller this replica is (fairness.go)
-	level     int64        // tokens in the sender's replica, last reported
-	withheld  float64      // the share of the refill it withholds, last reported
+	charge      chargeMark // what the receiver has charged of it (receiver.go)
+	lastHeard   int64
+	withheld    float64   // the share of the refill it withholds, last reported
+	fair        peerShare // what fairness keeps of the sender (fairness.go)
 }
 
 // stream returns p's stream for incarnation inc, opening one (in place of

@@ -33,17 +33,22 @@ func (l *Limiter) Peers() []Peer {
 	}
 	e := l.eng
 	e.mu.Lock()
-	now := e.now()
-	out := make([]Peer, 0, len(e.peers))
-	for name, p := range e.peers {
+	out := e.view.list(e.now())
+	e.mu.Unlock()
+	slices.SortFunc(out, func(a, b Peer) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// list is every peer as Peers shows it; the caller holds the engine's lock.
+func (v *peerView) list(now int64) []Peer {
+	out := make([]Peer, 0, len(v.peers))
+	for name, p := range v.peers {
 		quiet := now - p.lastHeard
 		out = append(out, Peer{
 			Name: name, Heard: p.heard, LastHeard: time.Duration(max(0, quiet)),
-			InSight: quiet <= e.isolation || !p.heard && quiet <= e.firstContact(),
+			InSight: quiet <= v.isolation || !p.heard && quiet <= v.firstContact(),
 			Leaving: p.departed,
 		})
 	}
-	e.mu.Unlock()
-	slices.SortFunc(out, func(a, b Peer) int { return strings.Compare(a.Name, b.Name) })
 	return out
 }

@@ -130,10 +130,7 @@ func (l *Limiter) buildPolicy(tokens int64, per time.Duration, burst int64) (*po
 	if !l.eng.floor {
 		p.ceiling = 2 * p.tolerance
 	}
-	l.eng.mu.Lock()
-	known := int(max(1, l.eng.stats.known.Load()))
-	l.eng.sizeCaps(p, known)
-	l.eng.mu.Unlock()
+	l.eng.resize(p)
 	return p, nil
 }
 
@@ -143,7 +140,7 @@ func (l *Limiter) buildPolicy(tokens int64, per time.Duration, burst int64) (*po
 func (l *Limiter) reprice(now int64, pick func(h uint64, global bool) (from, to *policy)) {
 	if from, to := pick(0, true); from != nil {
 		if l.eng != nil {
-			l.eng.share.setGate(to)
+			l.eng.fair.share.setGate(to)
 			l.eng.global.reprice(from, to, l.eng.bucketTime(now))
 		} else {
 			repriceWord(&l.global.tat, from, to, now)

@@ -102,19 +102,17 @@ func (e *engine) fillStats(s *Stats) (now, tat int64) {
 	}
 	s.LiveKeys, s.OverflowDecisions = e.keys.len(), e.keys.overflowCount()
 	s.Clustered = true
-	s.VisibleNodes, s.KnownNodes, s.HeardNodes = e.stats.visible.Load(), e.stats.known.Load(), e.stats.heard.Load()
+	vs, ss, rs := &e.view.stats, &e.send.stats, &e.recv.stats
+	s.VisibleNodes, s.KnownNodes, s.HeardNodes = vs.visible.Load(), vs.known.Load(), vs.heard.Load()
 	s.Partitioned = s.VisibleNodes < s.KnownNodes
-	s.FramesSent, s.BytesSent = e.stats.framesSent.Load(), e.stats.bytesSent.Load()
-	s.FramesReceived, s.BytesReceived = e.stats.framesReceived.Load(), e.stats.bytesReceived.Load()
-	s.FramesMalformed, s.FramesDuplicate = e.stats.malformed.Load(), e.stats.duplicate.Load()
-	s.FramesOtherLimiter, s.KeysDropped = e.stats.otherLimiter.Load(), e.stats.keysDropped.Load()
-	s.FramesNotMember, s.SendFailures = e.stats.notMember.Load(), e.stats.sendFailures.Load()
-	s.TokensReported, s.TokensCharged = e.stats.tokensReported.Load(), e.stats.tokensCharged.Load()
+	s.FramesSent, s.BytesSent = ss.framesSent.Load(), ss.bytesSent.Load()
+	s.FramesReceived, s.BytesReceived = rs.framesReceived.Load(), rs.bytesReceived.Load()
+	s.FramesMalformed, s.FramesDuplicate = rs.malformed.Load(), rs.duplicate.Load()
+	s.FramesOtherLimiter, s.KeysDropped = rs.otherLimiter.Load(), rs.keysDropped.Load()
+	s.FramesNotMember, s.SendFailures = rs.notMember.Load(), ss.sendFailures.Load()
+	s.TokensReported, s.TokensCharged = ss.tokensReported.Load(), rs.tokensCharged.Load()
 	e.mu.Lock()
-	s.FramesMissing = e.stats.lostPrevious.Load()
-	for _, p := range e.peers {
-		s.FramesMissing += p.missing()
-	}
+	s.FramesMissing = e.view.missing()
 	e.mu.Unlock()
 	return now, tat
 }

@@ -1,0 +1,246 @@
+package gopherpace
+
+import (
+	"math"
+	"sync/atomic"
+	"time"
+
+	"github.com/pedreviljoen/gopherpace/core/internal/wire"
+)
+
+// The receiver is the engine's receiving side: frames from peers, decoded
+// and charged to the local replicas. Every byte of a frame is the sender's
+// word, and the sender may be lying (docs/security.md): nothing received
+// ever adds tokens, and a frame can at worst charge one bucket's worth of
+// debt.
+//
+// It owns the frame being decoded and the frames of senders not listed yet
+// (unlisted); what it learns of each peer goes into that peer's record
+// through the peer view, and into the fairness state of the peer's stream.
+// Its counters are atomic; everything else is under the engine's lock,
+// held by the engine's receive and tick.
+type receiver struct {
+	*engineEnv
+	word *countedBucket
+	view *peerView
+	fair *fairShares
+	join *joining
+
+	stats receiverStats
+
+	// Under the engine's lock.
+	rx           wire.Frame
+	unlisted     unlisted
+	lastSkewWarn int64
+}
+
+type receiverStats struct {
+	framesReceived, bytesReceived, malformed, duplicate atomic.Uint64
+	otherLimiter, keysDropped, notMember, tokensCharged atomic.Uint64
+}
+
+// maxClockSkew is how far ahead of this node's clock a peer's incarnation
+// (its start time) may be. Frames claiming a later start are dropped as
+// implausible, and logged.
+const maxClockSkew = int64(time.Hour)
+
+// unlisted keeps, for a while, the frames of senders the transport
+// does not list as members yet: a node that just joined is heard before
+// every member's list has it, and its keyed counts (deltas, unlike the
+// global running total) would be lost once the sender's resends ran out.
+// The frames are applied if the sender is listed within unlistedFor, and
+// dropped (counted in FramesNotMember) otherwise. The frames kept are
+// bounded, so invented names cost at most unlistedFrames copies.
+type unlisted struct {
+	frames []keptFrame
+}
+
+type keptFrame struct {
+	from string
+	b    []byte
+	at   int64
+}
+
+const (
+	unlistedFrames = 64
+	unlistedFor    = int64(2 * time.Second)
+)
+
+// keep keeps a copy of b from from, unless the kept frames fill their cap.
+func (u *unlisted) keep(from string, b []byte, now int64) bool {
+	if len(u.frames) >= unlistedFrames {
+		return false
+	}
+	u.frames = append(u.frames, keptFrame{from, append([]byte(nil), b...), now})
+	return true
+}
+
+// afterRefresh runs whenever the peer view has read the transport's member
+// list: when it listed someone new, or a kept frame has waited too long,
+// the kept frames are replayed. The caller holds the engine's lock.
+func (r *receiver) afterRefresh(now int64, added bool) {
+	if added || len(r.unlisted.frames) > 0 && now-r.unlisted.frames[0].at > unlistedFor {
+		r.replayUnlisted(now)
+	}
+}
+
+// replayUnlisted applies the kept frames whose senders are now members,
+// and drops those kept for longer than unlistedFor.
+func (r *receiver) replayUnlisted(now int64) {
+	u := &r.unlisted
+	if len(u.frames) == 0 {
+		return
+	}
+	kept := u.frames
+	u.frames = nil
+	for i, h := range kept {
+		switch {
+		case r.view.peer(h.from) != nil:
+			r.apply(h.from, h.b, false)
+		case now-h.at > unlistedFor:
+			r.stats.notMember.Add(1)
+		default:
+			u.frames = append(u.frames, kept[i])
+		}
+	}
+}
+
+// receive takes one frame from from. The caller holds the engine's lock.
+func (r *receiver) receive(from string, b []byte) {
+	r.stats.framesReceived.Add(1)
+	r.stats.bytesReceived.Add(uint64(len(b)))
+	r.apply(from, b, true)
+}
+
+// apply reads one frame from from and charges it; a frame from a sender
+// not (yet) listed as a member is kept for later when keep is set (see
+// unlisted).
+func (r *receiver) apply(from string, b []byte, keep bool) {
+	f := &r.rx
+	if err := wire.Decode(b, f); err != nil {
+		r.stats.malformed.Add(1)
+		return
+	}
+	if f.Limiter != r.id {
+		r.stats.otherLimiter.Add(1)
+		return
+	}
+	now := r.now()
+	p := r.view.member(from, now)
+	if p == nil {
+		if !keep || !r.unlisted.keep(from, b, now) {
+			r.stats.notMember.Add(1)
+		}
+		return
+	}
+	if wall := r.clock.Now().UnixNano(); wall > 0 && f.Incarnation > uint64(wall)+uint64(maxClockSkew) {
+		r.stats.malformed.Add(1)
+		r.warnf(now, &r.lastSkewWarn, "frames from a peer claim a start time over an hour ahead of this node's clock; dropped. Check both nodes' clocks",
+			"peer", from, "ahead", time.Duration(f.Incarnation-uint64(wall)))
+		return
+	}
+	s := r.view.stream(p, f.Incarnation)
+	if f.Seq == 0 {
+		if len(f.Keys) > 0 {
+			r.stats.malformed.Add(1) // keyed counts must be numbered
+			return
+		}
+	} else if !s.window.accept(f.Seq) {
+		r.stats.duplicate.Add(1)
+		return
+	}
+	wasVisible := r.view.heard(p, s, now, f.Leaving, float64(f.Withheld)/wire.WithheldOne)
+	// A node decides at most one request a nanosecond, each of at most a
+	// bucket of tokens (a larger cost is refused before it is counted).
+	s.fair.load.observe(f.GlobalSum, f.DemandSum, now, r.pols.dflt().burst)
+	// A real peer reports its level clamped to ±B (levelTokens), so a
+	// level outside that range is a lie: clamped, it can only claim an
+	// emptier replica, which lowers this one by at most a bucket's debt.
+	level := min(max(f.Level, -r.pols.dflt().burst), r.pols.dflt().burst)
+	r.join.contact(now, f.Incarnation, level)
+	global := r.globalCharge(s, f, wasVisible)
+	if predicted := r.view.takePredicted(p); predicted > 0 && wasVisible {
+		// Part of this peer's count was withheld while it was silent: if
+		// it was only slow, charge the rest; after a longer silence the
+		// withheld share stands for what it admitted (membership.go).
+		global -= min(global, int64(predicted))
+	}
+	charged := uint64(global)
+	for _, kc := range f.Keys {
+		charged += uint64(kc.Tokens)
+	}
+	r.stats.tokensCharged.Add(charged)
+	at := r.view.bucketTime(now)
+	if global > 0 {
+		r.word.debit(r.pols.dflt(), at, global, r.maxDebt(r.pols.dflt()))
+	}
+	for _, kc := range f.Keys {
+		pol := r.pols.forKey(kc.Key)
+		if !r.keys.debit(kc.Key, pol, at, kc.Tokens, r.maxDebt(pol)) {
+			r.stats.keysDropped.Add(1)
+		}
+	}
+	r.fair.observe(&s.fair, level, now, at)
+}
+
+// chargeMark is how far the receiver has charged one stream of a peer.
+type chargeMark struct {
+	// charged is how far into the sender's running total of global admits
+	// this node has charged. It moves only by what was charged (or, on a
+	// deliberate resync, to a frame's total), never just because a frame
+	// claims a larger total: a frame that lies cannot make later, true
+	// frames look already charged.
+	charged uint64
+	synced  bool // charged holds a value
+}
+
+// globalCharge works out how many of a stream's global admits this frame
+// brings that were not charged yet. Normally that is the growth of the
+// sender's running total, so a lost frame costs nothing but delay. Two cases
+// take only the frame's own delta and start counting from its total:
+//   - the first frame from a peer that is older than this node: what it
+//     admitted before this node existed is already reflected in a
+//     newcomer's empty buckets;
+//   - the first frame after the peer was out of sight: while cut off, each
+//     side refilled at its share of the rate, so charging the other side's
+//     admits from that time would charge them twice and stall the bucket.
+//
+// The first frame from a peer of the same age or younger brings its whole
+// total: it may have admitted before it knew of this node (memberlist
+// spreads news of a join by gossip), and those admits are this bucket's too.
+//
+// A frame's charge never exceeds what the bucket can hold as debt, and the
+// watermark moves only by what was charged. A total far below the
+// watermark, which no reordering explains, means the watermark came from a
+// frame that lied: the stream resyncs to the true total, so a lie can
+// cause over-charging (a bounded stall), never missed admits.
+func (r *receiver) globalCharge(s *stream, f *wire.Frame, wasVisible bool) int64 {
+	p := r.pols.dflt()
+	limit := (p.tolerance + r.maxDebt(p)) / p.interval // a frame's charge, at most
+	charge := func(n uint64) int64 { return int64(min(n, uint64(limit))) }
+	m := &s.charge
+	resync := func() int64 { m.charged, m.synced = f.GlobalSum, true; return charge(uint64(f.Global)) }
+	switch {
+	case !m.synced && f.Incarnation+uint64(2*r.interval) >= r.inc:
+		m.charged, m.synced = f.GlobalSum, true
+		return charge(f.GlobalSum)
+	case !m.synced, !wasVisible:
+		return resync()
+	case f.GlobalSum > m.charged:
+		n := charge(f.GlobalSum - m.charged)
+		m.charged += uint64(n)
+		return n
+	case m.charged-f.GlobalSum > r.reorderSlack():
+		return resync()
+	}
+	return 0
+}
+
+// reorderSlack is how far below the watermark a true total can arrive: the
+// admits of one gossip interval, plus a bucket, are more than frames
+// reordered in flight ever differ by.
+func (r *receiver) reorderSlack() uint64 {
+	p := r.pols.dflt()
+	perInterval := uint64(r.interval / p.interval)
+	return min(uint64(p.burst)+perInterval, math.MaxUint64/2)
+}

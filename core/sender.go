@@ -1,0 +1,251 @@
+package gopherpace
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/pedreviljoen/gopherpace/core/internal/wire"
+)
+
+// The sender is the engine's sending side: it keeps track of what this node
+// admitted and has not reported yet, schedules the flushes that report it
+// (early ones from the request path, regular ones on the tick), encodes the
+// counts into frames that fit the transport, and resends the frames that
+// carry keyed counts on the next ticks.
+//
+// It owns this node's running total of global admits (globalSum), which
+// every frame carries, and the frames kept for resending. Lock-free (the
+// request path uses them): kicked, flushArmed and the dirty lists (each
+// shard under its own small lock). Everything else is under the engine's
+// lock, held by the engine's tick, its kicked flush and stop.
+type sender struct {
+	*engineEnv
+	word   *countedBucket
+	fair   *fairShares // the offered load and the level a frame reports
+	view   *peerView   // the buckets' clock, the share withheld
+	onKick func()      // the engine's entry point for a kicked flush
+
+	kicked, flushArmed atomic.Bool
+	flushDelay         int64 // the longest a first unreported admit waits; fixed
+	dirty              [dirtyShards]dirtyList
+	stats              senderStats
+
+	// Under the engine's lock.
+	seq          uint64
+	globalSum    uint64                    // global tokens reported since this incarnation began
+	sent         [resendTicks + 1][][]byte // frames of this tick and the last ones
+	lastFlush    int64
+	batch        []wire.KeyCount
+	lastSendWarn int64
+}
+
+const dirtyShards = 64
+
+// dirtyList is one shard of the keyed entries that hold unsent counts.
+type dirtyList struct {
+	mu   sync.Mutex
+	list []dirtyKey
+	_    [32]byte
+}
+
+type dirtyKey struct {
+	h uint64
+	e *clusterEntry
+}
+
+type senderStats struct {
+	framesSent, bytesSent, sendFailures, tokensReported atomic.Uint64
+}
+
+// begin readies the sender at the engine's start.
+func (s *sender) begin(now int64) { s.lastFlush = now - minFlushGap }
+
+// counted schedules the flush that reports a count that just grew by n to
+// v: at once when it crosses the threshold, and within flushDelay when it is
+// the first unreported token. Holding every node's admits for the same
+// short time keeps the cluster fair: a node whose admits stayed unreported
+// longer would let its peers spend tokens it had already spent, and busy
+// nodes, which flush more often, would win more and more of the bucket.
+// Lock-free: the request path calls it.
+func (s *sender) counted(v, n int64, p *policy) {
+	if at := p.flushAt.Load(); v >= at && v-n < at {
+		s.kick()
+	} else if v == n {
+		s.armFlush()
+	}
+}
+
+// countKeyed counts n tokens admitted from key hash h's entry for the next
+// flush. Lock-free: the request path calls it.
+func (s *sender) countKeyed(h uint64, ent *clusterEntry, p *policy, n int64) {
+	v := ent.pending.Add(n)
+	if v == n { // first unsent admit since the last flush
+		d := &s.dirty[h%dirtyShards]
+		d.mu.Lock()
+		d.list = append(d.list, dirtyKey{h, ent})
+		d.mu.Unlock()
+	}
+	s.counted(v, n, p)
+}
+
+// kick schedules an early flush now unless one is already scheduled.
+func (s *sender) kick() {
+	if s.kicked.CompareAndSwap(false, true) {
+		s.clock.AfterFunc(0, s.onKick)
+	}
+}
+
+// armFlush schedules a flush flushDelay from now unless one is already scheduled.
+func (s *sender) armFlush() {
+	if s.flushArmed.CompareAndSwap(false, true) {
+		s.clock.AfterFunc(time.Duration(s.flushDelay), func() {
+			s.flushArmed.Store(false)
+			s.kick()
+		})
+	}
+}
+
+// kickedFlush is an early flush, unless the last one was under minFlushGap
+// ago: then it is kicked again once the gap has passed. The caller holds
+// the engine's lock.
+func (s *sender) kickedFlush(now int64) {
+	if wait := s.lastFlush + minFlushGap - now; wait > 0 {
+		if s.kicked.CompareAndSwap(false, true) {
+			s.clock.AfterFunc(time.Duration(wait), s.onKick)
+		}
+		return
+	}
+	s.flush(now, false, false)
+}
+
+// tick resends the last ticks' frames, then sends this tick's (always at
+// least a header: it is also the heartbeat that tells peers we are here).
+// The caller holds the engine's lock.
+func (s *sender) tick(now int64) {
+	for i := resendTicks; i >= 1; i-- {
+		for _, f := range s.sent[i-1] {
+			s.broadcast(f)
+		}
+	}
+	copy(s.sent[1:], s.sent[:resendTicks])
+	s.sent[0] = nil
+	s.flush(now, true, false)
+}
+
+// goodbye sends a last frame that says this node is leaving, with any
+// unsent counts, as often as a frame is resent. The caller holds the
+// engine's lock.
+func (s *sender) goodbye(now int64) {
+	frames := s.flush(now, true, true)
+	for range resendTicks {
+		for _, f := range frames {
+			s.broadcast(f)
+		}
+	}
+}
+
+// flush sends every unsent count, split into frames that fit the
+// transport, and keeps them for resending. With heartbeat it sends a bare
+// header when there is nothing to count. It returns the frames sent. The
+// caller holds the engine's lock.
+func (s *sender) flush(now int64, heartbeat, leaving bool) [][]byte {
+	global := s.word.drain(s.pols.dflt(), s.view.bucketTime(now))
+	batch := s.batch[:0]
+	var flights []flying
+	for i := range s.dirty {
+		d := &s.dirty[i]
+		d.mu.Lock()
+		list := d.list
+		d.list = nil
+		d.mu.Unlock()
+		for _, k := range list {
+			if n := k.e.pending.Swap(0); n > 0 {
+				batch = append(batch, wire.KeyCount{Key: k.h, Tokens: n})
+				if !s.floor {
+					k.e.inflight.Add(n)
+					flights = append(flights, flying{k.e, n})
+				}
+			}
+		}
+	}
+	s.batch = batch[:0]
+	s.inFlight(global, flights)
+	reported := uint64(global)
+	for _, kc := range batch {
+		reported += uint64(kc.Tokens)
+	}
+	s.stats.tokensReported.Add(reported)
+	if global == 0 && len(batch) == 0 && !heartbeat && !leaving {
+		return nil
+	}
+	s.lastFlush = now
+	s.globalSum += uint64(global)
+	// Only keyed entries need numbering and resending: the global total
+	// rides in every frame, heartbeats included.
+	carries := len(batch) > 0
+	var frames [][]byte
+	f := wire.Frame{Leaving: leaving, Limiter: s.id, Incarnation: s.inc, GlobalSum: s.globalSum, Global: global,
+		DemandSum: s.fair.demandTotal(s.globalSum), Level: s.fair.levelTokens(now), Withheld: uint64(s.view.withheld * wire.WithheldOne)}
+	for first := true; first || len(batch) > 0; first = false {
+		// Fill one frame with as many entries as fit.
+		room, n := s.maxFrame-wire.HeaderMax, 0
+		for n < len(batch) && room >= wire.EntrySize(batch[n]) {
+			room -= wire.EntrySize(batch[n])
+			n++
+		}
+		f.Seq = 0
+		if carries {
+			s.seq++
+			f.Seq = s.seq
+		}
+		b := wire.AppendHeader(make([]byte, 0, s.maxFrame-room), &f, n)
+		for _, kc := range batch[:n] {
+			b = wire.AppendEntry(b, kc)
+		}
+		batch = batch[n:]
+		f.Global = 0 // the global count rides in the first frame only
+		s.broadcast(b)
+		frames = append(frames, b)
+	}
+	if carries {
+		s.sent[0] = append(s.sent[0], frames...)
+	}
+	return frames
+}
+
+// inFlight counts the tokens of a flush as unheard for reportFlight: the
+// global count here, the keyed ones (already added to their entries) in
+// keyed.
+func (s *sender) inFlight(global int64, keyed []flying) {
+	if s.floor || global == 0 && len(keyed) == 0 {
+		return
+	}
+	s.word.inflight.Add(global)
+	s.clock.AfterFunc(time.Duration(reportFlight), func() {
+		s.word.inflight.Add(-global)
+		for _, f := range keyed {
+			f.ent.inflight.Add(-f.n)
+		}
+	})
+}
+
+// flying is a keyed entry's count in flight.
+type flying struct {
+	ent *clusterEntry
+	n   int64
+}
+
+func (s *sender) broadcast(b []byte) {
+	if err := s.t.Broadcast(b); err != nil {
+		// Best effort: the resends and the next tick cover a lost frame.
+		// A transport that keeps refusing loses the cluster its limit, so
+		// say so, once a while.
+		s.stats.sendFailures.Add(1)
+		s.warnf(s.now(), &s.lastSendWarn, "the transport refused a frame; peers will not hear this node's admits until it sends again",
+			"err", err, "failures", s.stats.sendFailures.Load())
+		return
+	}
+	s.stats.framesSent.Add(1)
+	s.stats.bytesSent.Add(uint64(len(b)))
+}
