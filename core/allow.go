@@ -13,70 +13,45 @@ import "time"
 // rather than refuse a request while the cluster has tokens; AllowAt does
 // not wait.
 func (l *Limiter) Allow() (bool, time.Duration) {
-	var ok bool
-	var retry time.Duration
-	if l.eng == nil {
-		ok, retry = l.allowNanos(int64(time.Since(l.epoch)))
-	} else {
-		now := int64(time.Since(l.epoch))
-		var waits bool
-		if ok, retry, waits = l.eng.allow(now); waits {
-			waitForReport(l.epoch, now, retry, func(now int64) (bool, time.Duration) {
-				ok, retry, waits = l.eng.allow(now)
-				return waits, retry
-			})
-		}
-	}
-	if !ok && l.shadow != nil {
-		l.noteShadowDenial()
-		return true, 0
-	}
-	l.counts.allow(ok)
-	return ok, retry
-}
-
-// AllowAt is Allow at the given time.
-func (l *Limiter) AllowAt(now time.Time) (bool, time.Duration) {
-	ok, retry := l.allowNanos(l.nanos(now))
-	if !ok && l.shadow != nil {
-		l.noteShadowDenial()
-		return true, 0
-	}
-	l.counts.allow(ok)
-	return ok, retry
-}
-
-func (l *Limiter) allowNanos(now int64) (bool, time.Duration) {
-	if l.eng != nil {
-		ok, retry, _ := l.eng.allow(now)
-		return ok, retry
-	}
-	lz, p := l.leases, l.pols.dflt()
-	// The global bucket is never evicted, so the lean path applies.
-	if lz == nil {
-		ok, retry, _ := allow(&l.global.tat, p, now, 1)
-		return ok, retry
-	}
-	if lz.hot(now) {
-		return lz.allow(plainSource{&l.global.tat}, p, now)
-	}
-	ok, retry, contended := allow(&l.global.tat, p, now, 1)
-	if contended {
-		lz.lost(now)
+	now := int64(time.Since(l.epoch))
+	ok, retry, waits := l.dec.allow(now)
+	if waits {
+		waitForReport(l.epoch, now, retry, func(now int64) (bool, time.Duration) {
+			ok, retry, waits = l.dec.allow(now)
+			return waits, retry
+		})
 	}
 	if !ok {
-		return l.stealOr(now, retry)
+		return l.refused(retry)
 	}
+	l.counts.allowOne.add(1) // the admit path pays one add
 	return true, 0
+}
+
+// AllowAt is Allow at the given time. It never waits.
+func (l *Limiter) AllowAt(now time.Time) (bool, time.Duration) {
+	ok, retry, _ := l.dec.allow(l.nanos(now))
+	if !ok {
+		return l.refused(retry)
+	}
+	l.counts.allowOne.add(1)
+	return true, 0
+}
+
+// refused ends Allow's pipeline (take.go has the steps) for a denial:
+// shadow mode lets it through, or it is counted.
+func (l *Limiter) refused(retry time.Duration) (bool, time.Duration) {
+	if l.shadow != nil {
+		l.noteShadowDenial()
+		return true, 0
+	}
+	l.counts.denied.add(1)
+	return false, retry
 }
 
 // stealOr answers a one-token request that the global bucket denied: with
 // a token from any processor's fresh lease if there is one, otherwise with
 // the denial.
-func (l *Limiter) stealOr(now int64, retry time.Duration) (bool, time.Duration) {
-	return stealOr(l.leases, now, retry)
-}
-
 func stealOr(lz *leases, now int64, retry time.Duration) (bool, time.Duration) {
 	if lz != nil && lz.steal(now) {
 		return true, 0

@@ -120,7 +120,7 @@ func BenchmarkLiveKeyBytes(b *testing.B) {
 // drainCounts sends a clustered limiter's unsent counts and waits until none is
 // in flight, so that only what a key holds at rest is measured.
 func drainCounts(b *testing.B, l *Limiter) {
-	e := l.eng
+	e := engineOf(l)
 	e.mu.Lock()
 	e.send.flush(e.now(), false, false)
 	e.mu.Unlock()

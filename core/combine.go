@@ -140,9 +140,9 @@ func (ls *Limits) take(d *Decision, now time.Time, keys []string, n int64, all [
 	denied := -1
 	for i, l := range ls.parts {
 		di := each(i)
-		h, _ := l.take(di, l.nanos(now), keys[i], n)
-		if !di.Allowed && l.shadow != nil {
-			l.letThrough(di)
+		h, _ := l.take(di, l.nanos(now), keys[i], n) // costs checked above
+		if l.shadowed(di) {
+			h = false
 		}
 		if !di.Allowed {
 			denied, waits = i, h

@@ -357,8 +357,14 @@ func (c *countedBucket) handBack(tat *atomic.Int64, p *policy, now, real int64) 
 		if unsent == handedBack {
 			return
 		}
+		// The standalone word takes the state before the counted word
+		// ends: nothing reads it until the counted word says it is handed
+		// back, and if a decision changed the counted word meanwhile, the
+		// swap below fails and the state is taken again. So a decision
+		// that finds the word handed back finds the standalone word ready,
+		// and never waits for it.
+		tat.Store(real + readAhead(w, now, p))
 		if c.word.CompareAndSwap(w, packCounted(0, handedBack)) {
-			tat.Store(real + readAhead(w, now, p))
 			c.spill.Add(unsent)
 			return
 		}

@@ -1,7 +1,6 @@
 package gopherpace
 
 import (
-	"runtime"
 	"time"
 )
 
@@ -68,7 +67,7 @@ func (e *engine) allow(now int64) (ok bool, retry time.Duration, waits bool) {
 // allowSlow is allow on the general path: every mode, the caps and the waits for the report.
 func (e *engine) allowSlow(now int64) (ok bool, retry time.Duration, waits bool) {
 	var d Decision
-	waits = e.takeGlobal(&d, now, 1)
+	waits = e.takeCounted(&d, now, 1)
 	if !d.Allowed {
 		ok, retry = e.stealOr(e.bucketTime(now), d.RetryAfter, waits)
 		return ok, retry, waits && !ok
@@ -90,10 +89,10 @@ func (e *engine) stealOr(now int64, retry time.Duration, waits bool) (bool, time
 	return false, retry
 }
 
-// take decides n tokens of the global bucket into d, as Limiter.Take does,
-// and reports a denial that is only a wait for the report (see allow).
-func (e *engine) take(d *Decision, now, n int64) (waits bool) {
-	waits = e.takeGlobal(d, now, n)
+// takeGlobal decides n tokens of the global bucket into d, as Limiter.Take
+// does, and reports a denial that is only a wait for the report (see allow).
+func (e *engine) takeGlobal(d *Decision, now, n int64) (waits bool) {
+	waits = e.takeCounted(d, now, n)
 	if e.mode.get() != modeClosed {
 		stealInto(e.leases, d, e.bucketTime(now), n)
 	}
@@ -103,9 +102,11 @@ func (e *engine) take(d *Decision, now, n int64) (waits bool) {
 	return waits && !d.Allowed
 }
 
-// takeGlobal decides n tokens of the global bucket into d, and reports a
-// wait for the report: a denial only because this node's peers must hear first.
-func (e *engine) takeGlobal(d *Decision, now, n int64) (waits bool) {
+// takeCounted decides n tokens of the global bucket into d, and reports a
+// wait for the report: a denial only because this node's peers must hear
+// first. Once the limiter has closed and the counted word is handed back,
+// the standalone word decides.
+func (e *engine) takeCounted(d *Decision, now, n int64) (waits bool) {
 	c, p := &e.global, e.pols.dflt()
 	pre := false
 	if e.farFromClock(now) && e.mode.get() != modeStopped {
@@ -113,9 +114,6 @@ func (e *engine) takeGlobal(d *Decision, now, n int64) (waits bool) {
 		return false
 	}
 	switch e.mode.get() {
-	case modeStopped:
-		e.takeStandalone(d, now, n)
-		return false
 	case modeClosed:
 		*d = closedDecision(p)
 		return false
@@ -135,8 +133,8 @@ func (e *engine) takeGlobal(d *Decision, now, n int64) (waits bool) {
 		return true
 	}
 	count, ok := c.take(d, p, e.bucketTime(now), n, &e.fair.share)
-	if !ok { // handed back: the limiter is closing
-		e.takeStandalone(d, now, n)
+	if !ok { // handed back: the limiter has closed
+		takeInto(d, e.standalone, p, now, n)
 		return false
 	}
 	if d.Allowed {
@@ -147,15 +145,6 @@ func (e *engine) takeGlobal(d *Decision, now, n int64) (waits bool) {
 	return false
 }
 
-// takeStandalone decides on the standalone bucket of a closed limiter. The
-// bucket stays marked evicted until the clustered one hands its state over,
-// a moment after the mode changes.
-func (e *engine) takeStandalone(d *Decision, now, n int64) {
-	for !takeInto(d, e.standalone, e.pols.dflt(), now, n) {
-		runtime.Gosched()
-	}
-}
-
 // takeKeyed decides n tokens of key hash h's bucket into d and counts an
 // admit for gossip. It reports a wait for the report as takeGlobal does.
 func (e *engine) takeKeyed(d *Decision, h uint64, p *policy, now, n int64) (waits bool) {
@@ -163,18 +152,18 @@ func (e *engine) takeKeyed(d *Decision, h uint64, p *policy, now, n int64) (wait
 		*d = closedDecision(p)
 		return false
 	}
-	now = e.bucketTime(now)
+	at := e.bucketTime(now)
 	for {
-		ent := e.keys.get(h, now)
+		ent := e.keys.get(h, at)
 		if ent == nil {
-			e.keys.takeOverflow(d, p, now, n)
+			e.keys.takeOverflow(d, p, at, n)
 			return false
 		}
 		if wait, capped := e.overCap(ent.pending.Load()+ent.inflight.Load(), p, n); capped {
 			*d = wait
 			return true
 		}
-		if takeInto(d, &ent.tat, p, now, n) {
+		if takeInto(d, &ent.tat, p, at, n) {
 			if d.Allowed {
 				e.countKeyed(h, ent, p, n)
 			}
@@ -184,9 +173,10 @@ func (e *engine) takeKeyed(d *Decision, h uint64, p *policy, now, n int64) (wait
 	}
 }
 
-// refundGlobal gives back n tokens of the global bucket.
+// refundGlobal gives back n tokens of the global bucket: to the standalone
+// word once the counted word is handed back.
 func (e *engine) refundGlobal(now, n int64) {
-	if e.mode.get() == modeStopped || !e.global.refund(e.pols.dflt(), e.bucketTime(now), n) {
+	if !e.global.refund(e.pols.dflt(), e.bucketTime(now), n) {
 		refund(e.standalone, e.pols.dflt(), now, n)
 	}
 }

@@ -37,7 +37,7 @@ func TestLeaseTakenTwiceGoesBack(t *testing.T) {
 			p, now := l.pols.dflt(), l.nanos(at)
 			var src leaseSource = plainSource{&l.global.tat}
 			if clustered {
-				src = countedSource{l.eng}
+				src = countedSource{engineOf(l)}
 			}
 			if ok, _ := l.leases.allow(racingSource{src, l.leases}, p, now); !ok {
 				t.Fatal("denied from a full bucket")
@@ -47,7 +47,7 @@ func TestLeaseTakenTwiceGoesBack(t *testing.T) {
 				l.leases.slots[i].word.Store(0)
 			}
 			if clustered {
-				if got := l.eng.global.pending(); got != 1 {
+				if got := engineOf(l).global.pending(); got != 1 {
 					t.Fatalf("%d tokens counted for gossip, want 1", got)
 				}
 			}
@@ -69,7 +69,7 @@ func TestClusteredGlobalRefund(t *testing.T) {
 		t.Fatalf("take: %+v", d)
 	}
 	l.RefundAt(t0, "", 4)
-	if got := l.eng.global.pending(); got != 6 {
+	if got := engineOf(l).global.pending(); got != 6 {
 		t.Fatalf("%d tokens left to report, want 6", got)
 	}
 	if d, _ := l.TakeAt(t0, "", 1); d.Remaining != 93 {
@@ -88,7 +88,7 @@ func TestClusteredKeyedRefund(t *testing.T) {
 	l.TakeAt(t0, "k", 10)
 	l.RefundAt(t0, "k", 4)
 	h := hashKey(0, "k")
-	if got := l.eng.keys.lookup(h).pending.Load(); got != 6 {
+	if got := engineOf(l).keys.lookup(h).pending.Load(); got != 6 {
 		t.Fatalf("%d tokens left to report, want 6", got)
 	}
 	if d, _ := l.TakeAt(t0, "k", 1); d.Remaining != 93 {

@@ -2,7 +2,7 @@ package gopherpace
 
 // What a limiter decided, counted for Stats and metrics exporters. One
 // per-processor add per decision: Allow adds to allowOne only, so its
-// admit path pays one add.
+// admit path pays one add (allow.go).
 type decisionCounts struct {
 	allowOne   procCounter // one-token admits by Allow and AllowAt
 	takes      procCounter // admits by Take and the other n-token forms
@@ -12,15 +12,6 @@ type decisionCounts struct {
 
 func newDecisionCounts() decisionCounts {
 	return decisionCounts{allowOne: newProcCounter(), takes: newProcCounter(), takeTokens: newProcCounter(), denied: newProcCounter()}
-}
-
-// allow counts one Allow's verdict.
-func (c *decisionCounts) allow(ok bool) {
-	if ok {
-		c.allowOne.add(1)
-	} else {
-		c.denied.add(1)
-	}
 }
 
 // take counts an n-token decision; a shadowed one is counted by shadow

@@ -226,8 +226,9 @@ func (e *engine) stop() {
 	e.mode.enter(modeStopped)
 	e.stopTick()
 	now := e.now()
-	// Hand the global bucket back first, so that takers spin for as short
-	// a time as possible; what it held unreported goes out in the goodbye.
+	// Hand the global bucket back first: from then on decisions are made on
+	// the standalone word (decider.go); what it held unreported goes out in
+	// the goodbye.
 	e.global.handBack(e.standalone, e.pols.dflt(), e.bucketTime(now), now)
 	e.send.goodbye(now)
 	e.mu.Unlock()

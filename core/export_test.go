@@ -70,5 +70,5 @@ func DecodeTestFrame(b []byte) (TestFrame, error) {
 // ShareInterval is the price of one share token on a clustered limiter (ns
 // per token), and whether the share is in force.
 func ShareInterval(l *Limiter) (time.Duration, bool) {
-	return time.Duration(l.eng.fair.share.iv.Load()), l.eng.fair.share.on.Load()
+	return time.Duration(engineOf(l).fair.share.iv.Load()), engineOf(l).fair.share.on.Load()
 }

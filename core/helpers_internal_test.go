@@ -112,11 +112,14 @@ func take(tat *atomic.Int64, p *policy, now, n int64) (d Decision, ok bool) {
 // small to lease.
 func setLeases(l *Limiter, procs int) bool {
 	l.leases = newLeasesFor(l.pols.dflt(), procs)
-	if l.eng != nil {
-		l.eng.leases = l.leases
+	if e := engineOf(l); e != nil {
+		e.leases = l.leases
 	}
 	return l.leases != nil
 }
 
 // noShare is a share that never applies: the counted word decides alone.
 var noShare = &shareBucket{}
+
+// engineOf is a clustered limiter's engine, or nil standalone.
+func engineOf(l *Limiter) *engine { return l.dec.eng }

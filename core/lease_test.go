@@ -77,7 +77,7 @@ func TestLeasesHoldTheWindowBound(t *testing.T) {
 		} else {
 			now += rng.Int64N(int64(2 * time.Microsecond))
 		}
-		if ok, _ := l.allowNanos(now); ok {
+		if ok, _, _ := l.dec.allow(now); ok {
 			times = append(times, now)
 		}
 	}
@@ -199,7 +199,7 @@ func FuzzLeasingNeverExceedsRate(f *testing.F) {
 				if _, err := l.take(&d, now, "", 1); err == nil && d.Allowed {
 					admitted++
 				}
-			} else if ok, _ := l.allowNanos(now); ok {
+			} else if ok, _, _ := l.dec.allow(now); ok {
 				admitted++
 			}
 			bound := p.burst + furthest/int64(time.Second)*rate + (furthest%int64(time.Second))*rate/int64(time.Second)

@@ -39,7 +39,7 @@ import (
 //	any, word denied           a token from any fresh lease              TestLeasesDenialSpendsAnyLease
 //	clustered, normal          allow on the counted word                 TestCountedDecidesLikeBucket, FuzzCountedDecidesLikeBucket
 //	clustered, hot             a lease counted for gossip                TestClusteredLeasesAdmitAndCountExactlyOneBucket
-//	clustered, other modes     engine.takeGlobal (decide_clustered.go)   TestAccuracy, TestFailClosedWhenIsolated, TestCountedHandBackUnderLoad
+//	clustered, other modes     engine.takeCounted (decide_clustered.go)   TestAccuracy, TestFailClosedWhenIsolated, TestCountedHandBackUnderLoad
 type Limiter struct {
 	global     bucket // the global word while standalone, and after Close
 	epoch      time.Time
@@ -48,7 +48,7 @@ type Limiter struct {
 	hashSecret uint64
 	name       string
 	log        *slog.Logger
-	eng        *engine // nil when standalone
+	dec        decider // standalone or the engine: chosen once, in New (decider.go)
 	leases     *leases // nil when the bucket is too small to lease
 	release    func()  // frees the limiter ID on the transport
 	closeOnce  sync.Once
@@ -83,6 +83,7 @@ func New(opts ...Option) (*Limiter, error) {
 		log:        c.logger.With("component", "gopherpace"),
 		counts:     newDecisionCounts(),
 	}
+	l.dec.solo = (*standalone)(l)
 	set := &policySet{def: def}
 	for _, o := range c.overrides {
 		p, err := newPolicy(o.tokens, o.per, o.burst)
@@ -119,18 +120,19 @@ func New(opts ...Option) (*Limiter, error) {
 		// The clustered bucket holds the global state until Close hands it
 		// back; meanwhile the standalone word stays marked.
 		l.global.tat.Store(evicted)
-		l.eng = newEngine(engineParts{
+		eng := newEngine(engineParts{
 			epoch: l.epoch, name: l.name, log: l.log, pols: &l.pols,
 			keys: newClusterStore(c.maxKeys), standalone: &l.global.tat, leases: l.leases,
 		}, &c)
-		l.eng.start()
+		l.dec.eng = eng
+		eng.start()
 	}
 	if c.lookup != nil {
 		l.pols.lookup = newLookupCache(*c.lookup, func(q Quota) (*policy, error) {
 			return l.buildPolicy(q.Tokens, q.Per, q.BucketSize)
 		})
 	}
-	l.log.Debug("limiter created", "node", l.name, "rate", def.tokens, "per", def.per, "burst", def.burst, "clustered", l.eng != nil)
+	l.log.Debug("limiter created", "node", l.name, "rate", def.tokens, "per", def.per, "burst", def.burst, "clustered", c.transport != nil)
 	return l, nil
 }
 
@@ -164,8 +166,8 @@ func (l *Limiter) NodeName() string { return l.name }
 func (l *Limiter) Close() error {
 	l.closeOnce.Do(func() {
 		l.closed.Store(true)
-		if l.eng != nil {
-			l.eng.stop()
+		l.dec.close()
+		if l.release != nil {
 			l.release()
 		}
 		l.log.Debug("limiter closed", "node", l.name)

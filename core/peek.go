@@ -19,33 +19,22 @@ func (l *Limiter) PeekAt(now time.Time, key string) Decision { return l.peek(l.n
 
 // peek reads key's bucket as an n-token take would find it at now.
 func (l *Limiter) peek(now int64, key string, n int64) Decision {
-	p, tat := l.pols.dflt(), int64(neverUsed)
+	p := l.pols.dflt()
+	var tat, at, leased int64
 	if key == "" {
-		switch {
-		case l.eng == nil:
-			tat = l.global.tat.Load()
-		default:
-			now = l.eng.bucketTime(now)
-			if t, ok := l.eng.global.tat(p, now); ok {
-				tat = t
-			} else {
-				tat = l.global.tat.Load() // handed back: closed
-			}
-		}
+		tat, at, leased = l.dec.peekGlobal(now)
 	} else {
 		h := hashKey(l.hashSecret, key)
 		p = l.keyPolicy(h, key, now)
-		if l.eng != nil {
-			now = l.eng.bucketTime(now)
-			if e := l.eng.keys.lookup(h); e != nil {
-				if t := e.tat.Load(); t != evicted {
-					tat = t
-				}
-			}
-		} else {
-			l.keys.with(h, func(e *plainEntry) { tat = e.tat.Load() })
-		}
+		tat, at = l.dec.peekKeyed(h, now)
 	}
+	return peekDecision(p, tat, at, n, leased)
+}
+
+// peekDecision is the Decision an n-token take of a bucket of p at tat
+// would get at now (both on the buckets' clock), with leased tokens held
+// by leases besides.
+func peekDecision(p *policy, tat, now, n, leased int64) Decision {
 	var d Decision
 	base := max(tat, now)
 	if next := base + costOf(n, p.interval, p.ceiling+p.tolerance); next-now > p.tolerance {
@@ -54,8 +43,8 @@ func (l *Limiter) peek(now int64, key string, n int64) Decision {
 	}
 	d = Decision{Allowed: true, BucketSize: p.burst, Remaining: p.tokensIn(now+p.tolerance-base, p.interval),
 		ResetAfter: time.Duration(base - now), Window: p.window()}
-	if key == "" && l.eng == nil && l.leases != nil {
-		d.Remaining = min(p.burst, d.Remaining+l.leases.leased(now))
+	if leased > 0 {
+		d.Remaining = min(p.burst, d.Remaining+leased)
 	}
 	return d
 }
@@ -72,18 +61,8 @@ func (l *Limiter) ResetAt(now time.Time, key string) { l.reset(l.nanos(now), key
 
 func (l *Limiter) reset(now int64, key string) {
 	if key == "" {
-		if l.eng != nil && l.eng.global.reset(l.pols.dflt(), l.eng.bucketTime(now)) {
-			return
-		}
-		refill(&l.global.tat)
+		l.dec.resetGlobal(now)
 		return
 	}
-	h := hashKey(l.hashSecret, key)
-	if l.eng != nil {
-		if e := l.eng.keys.lookup(h); e != nil {
-			refill(&e.tat)
-		}
-		return
-	}
-	l.keys.with(h, func(e *plainEntry) { refill(&e.tat) })
+	l.dec.resetKeyed(hashKey(l.hashSecret, key))
 }

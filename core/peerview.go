@@ -28,13 +28,7 @@ type Peer struct {
 // Peers lists the other nodes this limiter knows, by name; nil when
 // standalone.
 func (l *Limiter) Peers() []Peer {
-	if l.eng == nil {
-		return nil
-	}
-	e := l.eng
-	e.mu.Lock()
-	out := e.view.list(e.now())
-	e.mu.Unlock()
+	out := l.dec.peers()
 	slices.SortFunc(out, func(a, b Peer) int { return strings.Compare(a.Name, b.Name) })
 	return out
 }

@@ -103,7 +103,7 @@ func FuzzReceive(f *testing.F) {
 			t.Fatal(err)
 		}
 		defer l.Close()
-		e, p := l.eng, l.pols.dflt()
+		e, p := engineOf(l), l.pols.dflt()
 		keys := []string{"k", "j"}
 		tatOf := func(key string, now int64) int64 {
 			if key == "" {

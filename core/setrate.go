@@ -1,7 +1,6 @@
 package gopherpace
 
 import (
-	"fmt"
 	"sync/atomic"
 	"time"
 )
@@ -24,15 +23,9 @@ func (l *Limiter) SetRate(tokens int64, per time.Duration, bucketSize int64) err
 	return l.setRate(l.changeTime(), tokens, per, bucketSize)
 }
 
-// changeTime is the time a change reprices the buckets at: the engine's
-// clock when clustered (a simulated network has its own), the real one
-// otherwise.
-func (l *Limiter) changeTime() int64 {
-	if l.eng != nil {
-		return l.eng.now()
-	}
-	return int64(time.Since(l.epoch))
-}
+// changeTime is the time a change reprices the buckets at (see
+// decider.changeTime).
+func (l *Limiter) changeTime() int64 { return l.dec.changeTime() }
 
 func (l *Limiter) setRate(now int64, tokens int64, per time.Duration, burst int64) error {
 	p, err := l.buildPolicy(tokens, per, burst)
@@ -120,17 +113,9 @@ func (l *Limiter) buildPolicy(tokens int64, per time.Duration, burst int64) (*po
 	if err != nil {
 		return nil, err
 	}
-	if l.eng == nil {
-		return p, nil
+	if err := l.dec.admitPolicy(p); err != nil {
+		return nil, err
 	}
-	if p.tolerance > maxClusteredTolerance {
-		return nil, fmt.Errorf("a bucket of %d at %d per %v takes %s to refill, over the %s a clustered limiter allows: lower the bucket size or raise the rate",
-			burst, tokens, per, longDuration(p.tolerance), longDuration(maxClusteredTolerance))
-	}
-	if !l.eng.floor {
-		p.ceiling = 2 * p.tolerance
-	}
-	l.eng.resize(p)
 	return p, nil
 }
 
@@ -138,45 +123,12 @@ func (l *Limiter) buildPolicy(tokens int64, per time.Duration, burst int64) (*po
 // to; nil: unchanged): the global bucket (key hash 0, global true), every
 // live keyed bucket, and the overflow bucket.
 func (l *Limiter) reprice(now int64, pick func(h uint64, global bool) (from, to *policy)) {
-	if from, to := pick(0, true); from != nil {
-		if l.eng != nil {
-			l.eng.fair.share.setGate(to)
-			l.eng.global.reprice(from, to, l.eng.bucketTime(now))
-		} else {
-			repriceWord(&l.global.tat, from, to, now)
-		}
-	}
-	if l.eng != nil {
-		b := l.eng.bucketTime(now)
-		l.eng.keys.each(func(h uint64, e *clusterEntry) {
-			if from, to := pick(h, false); from != nil {
-				repriceWord(&e.tat, from, to, b)
-			}
-		})
-		if from, to := pick(0, false); from != nil {
-			repriceWord(&l.eng.keys.overflow.tat, from, to, b)
-		}
-		return
-	}
-	l.keys.each(func(h uint64, e *plainEntry) {
-		if from, to := pick(h, false); from != nil {
-			repriceWord(&e.tat, from, to, now)
-		}
-	})
-	if from, to := pick(0, false); from != nil {
-		repriceWord(&l.keys.overflow.tat, from, to, now)
-	}
+	l.dec.reprice(now, pick)
 }
 
 // repriceKey reprices key hash h's live bucket from one policy to another.
 func (l *Limiter) repriceKey(now int64, h uint64, from, to *policy) {
-	if l.eng != nil {
-		if e := l.eng.keys.lookup(h); e != nil {
-			repriceWord(&e.tat, from, to, l.eng.bucketTime(now))
-		}
-		return
-	}
-	l.keys.with(h, func(e *plainEntry) { repriceWord(&e.tat, from, to, now) })
+	l.dec.repriceKey(now, h, from, to)
 }
 
 // repriceWord moves a plain word from one policy to another at now,

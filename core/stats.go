@@ -1,7 +1,5 @@
 package gopherpace
 
-import "time"
-
 // Stats is a snapshot of a limiter's state and, when clustered, of its
 // gossip. Counters only grow.
 type Stats struct {
@@ -72,12 +70,7 @@ type Stats struct {
 // in flight is exact.
 func (l *Limiter) Stats() Stats {
 	var s Stats
-	now, tat := int64(time.Since(l.epoch)), l.global.tat.Load()
-	if l.eng != nil {
-		now, tat = l.eng.fillStats(&s)
-	} else {
-		s.LiveKeys, s.OverflowDecisions = l.keys.len(), l.keys.overflowCount()
-	}
+	now, tat := l.dec.fillStats(&s)
 	if l.shadow != nil {
 		s.ShadowDenials = uint64(l.shadow.denials.load())
 	}
@@ -96,9 +89,10 @@ func (l *Limiter) Stats() Stats {
 // engine's time and the global bucket's TAT at it.
 func (e *engine) fillStats(s *Stats) (now, tat int64) {
 	now = e.bucketTime(e.now())
-	tat = e.standalone.Load()
 	if t, ok := e.global.tat(e.pols.dflt(), now); ok {
 		tat = t
+	} else { // handed back: the standalone word, on the engine's clock
+		now, tat = e.now(), e.standalone.Load()
 	}
 	s.LiveKeys, s.OverflowDecisions = e.keys.len(), e.keys.overflowCount()
 	s.Clustered = true

@@ -8,7 +8,7 @@ import "time"
 // never waits for tokens, but waits for its report for a few milliseconds
 // (see Allow); TakeAt does not.
 func (l *Limiter) Take(key string, n int64) (d Decision, err error) {
-	if _, err = l.takeNow(&d, key, n); err == nil {
+	if _, err = l.decideNow(&d, key, n); err == nil {
 		l.counts.take(&d, n)
 	}
 	return
@@ -20,7 +20,7 @@ func (l *Limiter) Take(key string, n int64) (d Decision, err error) {
 // limiter's creation time plus the monotonic time since, so it does not
 // follow steps of the wall clock made after New.
 func (l *Limiter) TakeTimed(key string, n int64) (d Decision, at time.Time, err error) {
-	if at, err = l.takeNow(&d, key, n); err == nil {
+	if at, err = l.decideNow(&d, key, n); err == nil {
 		l.counts.take(&d, n)
 	}
 	return
@@ -28,21 +28,23 @@ func (l *Limiter) TakeTimed(key string, n int64) (d Decision, at time.Time, err 
 
 // TakeAt is Take at the given time. It never waits.
 func (l *Limiter) TakeAt(now time.Time, key string, n int64) (d Decision, err error) {
-	_, err = l.take(&d, l.nanos(now), key, n)
-	if !d.Allowed && err == nil && l.shadow != nil {
-		l.letThrough(&d)
-	}
-	if err == nil {
+	if _, err = l.decide(&d, l.nanos(now), key, n); err == nil {
 		l.counts.take(&d, n)
 	}
 	return
 }
 
-// takeNow is take on the real clock, waiting for the report when it
-// must. It returns the time of the decision: the limiter's epoch plus the
-// monotonic time since, which costs one clock read where time.Now costs
-// two.
-func (l *Limiter) takeNow(d *Decision, key string, n int64) (time.Time, error) {
+// The pipeline every n-token decision goes through: the clock (the
+// real-clock forms read it once), decide (the decider, which also steals
+// a leased token for a one-token denial), the wait for the report (the
+// real-clock forms only: the ...At forms return it as a denial), then
+// shadow mode. The public forms then count the outcome. Allow runs the
+// same steps on its own lean types (allow.go).
+
+// decideNow is the pipeline on the real clock. It returns the time of the
+// decision: the limiter's epoch plus the monotonic time since, which
+// costs one clock read where time.Now costs two.
+func (l *Limiter) decideNow(d *Decision, key string, n int64) (time.Time, error) {
 	now := int64(time.Since(l.epoch))
 	waits, err := l.take(d, now, key, n)
 	if waits {
@@ -51,37 +53,44 @@ func (l *Limiter) takeNow(d *Decision, key string, n int64) (time.Time, error) {
 			return waits, d.RetryAfter
 		})
 	}
-	if !d.Allowed && err == nil && l.shadow != nil {
-		l.letThrough(d)
+	if err == nil {
+		l.shadowed(d)
 	}
 	return l.epoch.Add(time.Duration(now)), err
+}
+
+// decide is the pipeline at a caller's time: it never waits, and reports
+// a denial that only waits for the report (see Allow); shadow mode lets
+// it through like any other.
+func (l *Limiter) decide(d *Decision, now int64, key string, n int64) (waits bool, err error) {
+	if waits, err = l.take(d, now, key, n); err == nil && l.shadowed(d) {
+		waits = false
+	}
+	return waits, err
+}
+
+// shadowed turns a denial in d into a pass in shadow mode, and reports
+// whether it did (shadow.go). The caller has checked that the decision
+// made no error.
+func (l *Limiter) shadowed(d *Decision) bool {
+	return !d.Allowed && l.shadow != nil && l.letThrough(d)
 }
 
 // take decides into d, which saves copying a Decision up every level, and
 // reports a wait for the report (see Allow).
 func (l *Limiter) take(d *Decision, now int64, key string, n int64) (waits bool, err error) {
 	if key == "" {
-		p := l.pols.dflt()
-		if err := p.checkCost(n); err != nil {
+		if err := l.pols.dflt().checkCost(n); err != nil {
 			return false, err
 		}
-		if l.eng != nil {
-			return l.eng.take(d, now, n), nil
-		}
-		takeInto(d, &l.global.tat, p, now, n)
-		stealInto(l.leases, d, now, n)
-		return false, nil
+		return l.dec.takeGlobal(d, now, n), nil
 	}
 	h := hashKey(l.hashSecret, key)
 	p := l.keyPolicy(h, key, now)
 	if err := p.checkCost(n); err != nil {
 		return false, err
 	}
-	if l.eng != nil {
-		return l.eng.takeKeyed(d, h, p, now, n), nil
-	}
-	l.keys.take(d, h, p, now, n)
-	return false, nil
+	return l.dec.takeKeyed(d, h, p, now, n), nil
 }
 
 // Refund gives back n tokens to key's bucket, for a request that was
@@ -102,20 +111,10 @@ func (l *Limiter) refund(now int64, key string, n int64) {
 		return
 	}
 	if key == "" {
-		n = min(n, l.pols.dflt().burst)
-		if l.eng != nil {
-			l.eng.refundGlobal(now, n)
-			return
-		}
-		refund(&l.global.tat, l.pols.dflt(), now, n)
+		l.dec.refundGlobal(now, min(n, l.pols.dflt().burst))
 		return
 	}
 	h := hashKey(l.hashSecret, key)
 	p := l.keyPolicy(h, key, now)
-	n = min(n, p.burst)
-	if l.eng != nil {
-		l.eng.refundKeyed(h, p, now, n)
-		return
-	}
-	l.keys.with(h, func(e *plainEntry) { refund(&e.tat, p, now, n) })
+	l.dec.refundKeyed(h, p, now, min(n, p.burst))
 }

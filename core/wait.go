@@ -33,7 +33,7 @@ func (l *Limiter) Wait(ctx context.Context, key string, n int64) error {
 			return err
 		}
 		var d Decision
-		if _, err := l.takeNow(&d, key, n); err != nil || d.Allowed {
+		if _, err := l.decideNow(&d, key, n); err != nil || d.Allowed {
 			if err == nil {
 				l.counts.take(&d, n) // a wait counts once, as its outcome
 			}

@@ -20,7 +20,7 @@ var wrapPolicy = render.NewPolicy(render.Draft, render.DefaultName)
 func (l *Limiter) Wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var d Decision
-		_, _ = l.takeNow(&d, "", 1) // a cost of 1 never errs
+		_, _ = l.decideNow(&d, "", 1) // a cost of 1 never errs
 		l.counts.take(&d, 1)
 		if d.Allowed {
 			next.ServeHTTP(w, r)

@@ -1,0 +1,87 @@
+package gopherpace
+
+import "fmt"
+
+// The rest of the clustered decider (decider.go): reading, resetting and
+// repricing the replicas, the engine's part of Stats, and its peers.
+
+func (e *engine) peekGlobal(now int64) (tat, at, leased int64) {
+	at = e.bucketTime(now)
+	if t, ok := e.global.tat(e.pols.dflt(), at); ok {
+		return t, at, 0
+	}
+	// Handed back: the limiter has closed and the standalone word holds
+	// the bucket, on the caller's clock.
+	return e.standalone.Load(), now, 0
+}
+
+func (e *engine) peekKeyed(h uint64, now int64) (tat, at int64) {
+	tat, at = neverUsed, e.bucketTime(now)
+	if ent := e.keys.lookup(h); ent != nil {
+		if t := ent.tat.Load(); t != evicted {
+			tat = t
+		}
+	}
+	return tat, at
+}
+
+// resetGlobal refills this node's replica of the global bucket (the
+// standalone word, once handed back). Admits not yet reported stay
+// reported.
+func (e *engine) resetGlobal(now int64) {
+	if !e.global.reset(e.pols.dflt(), e.bucketTime(now)) {
+		refill(e.standalone)
+	}
+}
+
+func (e *engine) resetKeyed(h uint64) {
+	if ent := e.keys.lookup(h); ent != nil {
+		refill(&ent.tat)
+	}
+}
+
+func (e *engine) changeTime() int64 { return e.now() }
+
+// admitPolicy bounds a clustered policy's refill time (a counted word
+// holds only so many bits of time), lets peers' charges carry its buckets
+// a window into debt, and sizes its caps for the cluster.
+func (e *engine) admitPolicy(p *policy) error {
+	if p.tolerance > maxClusteredTolerance {
+		return fmt.Errorf("a bucket of %d at %d per %v takes %s to refill, over the %s a clustered limiter allows: lower the bucket size or raise the rate",
+			p.burst, p.tokens, p.per, longDuration(p.tolerance), longDuration(maxClusteredTolerance))
+	}
+	if !e.floor {
+		p.ceiling = 2 * p.tolerance
+	}
+	e.resize(p)
+	return nil
+}
+
+func (e *engine) reprice(now int64, pick func(h uint64, global bool) (from, to *policy)) {
+	at := e.bucketTime(now)
+	if from, to := pick(0, true); from != nil {
+		e.fair.share.setGate(to)
+		e.global.reprice(from, to, at)
+	}
+	e.keys.each(func(h uint64, ent *clusterEntry) {
+		if from, to := pick(h, false); from != nil {
+			repriceWord(&ent.tat, from, to, at)
+		}
+	})
+	if from, to := pick(0, false); from != nil {
+		repriceWord(&e.keys.overflow.tat, from, to, at)
+	}
+}
+
+func (e *engine) repriceKey(now int64, h uint64, from, to *policy) {
+	if ent := e.keys.lookup(h); ent != nil {
+		repriceWord(&ent.tat, from, to, e.bucketTime(now))
+	}
+}
+
+// peers lists the other nodes this limiter knows, by name.
+func (e *engine) peers() []Peer {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.view.list(e.now())
+}

@@ -1,0 +1,254 @@
+package gopherpace
+
+import "time"
+
+// A limiter decides in one of two ways, chosen once, in New: on buckets of
+// its own (standalone, below), or on the engine's replicas, counting every
+// admit for gossip (clustered: the engine, decide_clustered.go). The
+// decider is that choice, and this file is the one place that acts on it:
+// every entry point (Allow, Take, their ...At forms, Wait, Limits, Peek,
+// Reset, Refund, SetRate, SetOverride, Stats, Peers, Close) reaches the
+// buckets through the limiter's decider and never asks which it is.
+//
+// It is a concrete type behind one branch, not an interface: a Decision
+// passed through an interface method escapes to the heap, and the request
+// path allocates nothing.
+//
+// Close changes no decider. A clustered limiter's global bucket moves to
+// the standalone word inside the counted word itself (countedBucket.
+// handBack), in the same atomic step that ends the counted word, so that
+// a decision in flight can neither be lost nor made twice, whichever side
+// of the step it lands on; the engine then decides the global bucket on
+// that word, and its keyed replicas without counting, as a standalone
+// limiter would. (A decider swapped in the Limiter would still need that
+// step for the decisions that had loaded the old one.)
+//
+// Times: every now a decider is given is the caller's, in nanoseconds
+// since the limiter's epoch. A clustered decider converts it once, into a
+// variable of its own, to the buckets' clock (engine.bucketTime); the tat
+// and at a peek returns are on the buckets' clock.
+type decider struct {
+	eng  *engine     // clustered; nil when standalone
+	solo *standalone // the limiter's own buckets; decides when eng is nil
+}
+
+// allow spends one token of the global bucket, stealing a leased token on
+// a denial; waits reports a denial that only waits for this node's report
+// (see Allow).
+func (d *decider) allow(now int64) (ok bool, retry time.Duration, waits bool) {
+	if d.eng != nil {
+		return d.eng.allow(now)
+	}
+	return d.solo.allow(now)
+}
+
+// takeGlobal and takeKeyed decide n tokens into dec, as allow does.
+func (d *decider) takeGlobal(dec *Decision, now, n int64) (waits bool) {
+	if d.eng != nil {
+		return d.eng.takeGlobal(dec, now, n)
+	}
+	return d.solo.takeGlobal(dec, now, n)
+}
+
+func (d *decider) takeKeyed(dec *Decision, h uint64, p *policy, now, n int64) (waits bool) {
+	if d.eng != nil {
+		return d.eng.takeKeyed(dec, h, p, now, n)
+	}
+	return d.solo.takeKeyed(dec, h, p, now, n)
+}
+
+func (d *decider) refundGlobal(now, n int64) {
+	if d.eng != nil {
+		d.eng.refundGlobal(now, n)
+		return
+	}
+	d.solo.refundGlobal(now, n)
+}
+
+func (d *decider) refundKeyed(h uint64, p *policy, now, n int64) {
+	if d.eng != nil {
+		d.eng.refundKeyed(h, p, now, n)
+		return
+	}
+	d.solo.refundKeyed(h, p, now, n)
+}
+
+// peekGlobal and peekKeyed read a bucket without spending: its theoretical
+// arrival time (neverUsed for a bucket not held) and now on the buckets'
+// clock; leased is what leases hold of the global bucket besides.
+func (d *decider) peekGlobal(now int64) (tat, at, leased int64) {
+	if d.eng != nil {
+		return d.eng.peekGlobal(now)
+	}
+	return d.solo.peekGlobal(now)
+}
+
+func (d *decider) peekKeyed(h uint64, now int64) (tat, at int64) {
+	if d.eng != nil {
+		return d.eng.peekKeyed(h, now)
+	}
+	return d.solo.peekKeyed(h, now)
+}
+
+func (d *decider) resetGlobal(now int64) {
+	if d.eng != nil {
+		d.eng.resetGlobal(now)
+		return
+	}
+	d.solo.resetGlobal(now)
+}
+
+func (d *decider) resetKeyed(h uint64) {
+	if d.eng != nil {
+		d.eng.resetKeyed(h)
+		return
+	}
+	d.solo.resetKeyed(h)
+}
+
+// changeTime is the time a change of policy reprices the buckets at: the
+// engine's clock when clustered (a simulated network has its own).
+func (d *decider) changeTime() int64 {
+	if d.eng != nil {
+		return d.eng.changeTime()
+	}
+	return d.solo.changeTime()
+}
+
+// admitPolicy checks a policy built while running (SetRate, SetOverride)
+// and fits it to the decider: a clustered limiter bounds its refill time
+// and sizes its caps for the cluster.
+func (d *decider) admitPolicy(p *policy) error {
+	if d.eng != nil {
+		return d.eng.admitPolicy(p)
+	}
+	return nil
+}
+
+// reprice reprices every bucket whose policy change pick reports (from,
+// to; nil: unchanged): the global bucket (key hash 0, global true), every
+// live keyed bucket, and the overflow bucket.
+func (d *decider) reprice(now int64, pick func(h uint64, global bool) (from, to *policy)) {
+	if d.eng != nil {
+		d.eng.reprice(now, pick)
+		return
+	}
+	d.solo.reprice(now, pick)
+}
+
+// repriceKey reprices key hash h's live bucket from one policy to another.
+func (d *decider) repriceKey(now int64, h uint64, from, to *policy) {
+	if d.eng != nil {
+		d.eng.repriceKey(now, h, from, to)
+		return
+	}
+	d.solo.repriceKey(now, h, from, to)
+}
+
+// fillStats writes the decider's part of s, and returns the time and the
+// global bucket's TAT it read them at.
+func (d *decider) fillStats(s *Stats) (now, tat int64) {
+	if d.eng != nil {
+		return d.eng.fillStats(s)
+	}
+	return d.solo.fillStats(s)
+}
+
+// peers are the other nodes, for status pages; nil standalone.
+func (d *decider) peers() []Peer {
+	if d.eng != nil {
+		return d.eng.peers()
+	}
+	return nil
+}
+
+// close stops a clustered limiter's gossip, saying goodbye.
+func (d *decider) close() {
+	if d.eng != nil {
+		d.eng.stop()
+	}
+}
+
+// standalone decides on the limiter's own buckets: the global word, its
+// leases, and the keyed store.
+type standalone Limiter
+
+func (s *standalone) allow(now int64) (bool, time.Duration, bool) {
+	lz, p := s.leases, s.pols.dflt()
+	// The global bucket is never evicted, so the lean path applies.
+	if lz == nil {
+		ok, retry, _ := allow(&s.global.tat, p, now, 1)
+		return ok, retry, false
+	}
+	if lz.hot(now) {
+		ok, retry := lz.allow(plainSource{&s.global.tat}, p, now)
+		return ok, retry, false
+	}
+	ok, retry, contended := allow(&s.global.tat, p, now, 1)
+	if contended {
+		lz.lost(now)
+	}
+	if !ok {
+		ok, retry = stealOr(lz, now, retry)
+	}
+	return ok, retry, false
+}
+
+func (s *standalone) takeGlobal(d *Decision, now, n int64) bool {
+	takeInto(d, &s.global.tat, s.pols.dflt(), now, n)
+	stealInto(s.leases, d, now, n)
+	return false
+}
+
+func (s *standalone) takeKeyed(d *Decision, h uint64, p *policy, now, n int64) bool {
+	s.keys.take(d, h, p, now, n)
+	return false
+}
+
+func (s *standalone) refundGlobal(now, n int64) { refund(&s.global.tat, s.pols.dflt(), now, n) }
+
+func (s *standalone) refundKeyed(h uint64, p *policy, now, n int64) {
+	s.keys.with(h, func(e *plainEntry) { refund(&e.tat, p, now, n) })
+}
+
+func (s *standalone) peekGlobal(now int64) (tat, at, leased int64) {
+	if s.leases != nil {
+		leased = s.leases.leased(now)
+	}
+	return s.global.tat.Load(), now, leased
+}
+
+func (s *standalone) peekKeyed(h uint64, now int64) (tat, at int64) {
+	tat = neverUsed
+	s.keys.with(h, func(e *plainEntry) { tat = e.tat.Load() })
+	return tat, now
+}
+
+func (s *standalone) resetGlobal(int64) { refill(&s.global.tat) }
+
+func (s *standalone) resetKeyed(h uint64) { s.keys.with(h, func(e *plainEntry) { refill(&e.tat) }) }
+
+func (s *standalone) changeTime() int64 { return int64(time.Since(s.epoch)) }
+
+func (s *standalone) reprice(now int64, pick func(h uint64, global bool) (from, to *policy)) {
+	if from, to := pick(0, true); from != nil {
+		repriceWord(&s.global.tat, from, to, now)
+	}
+	s.keys.each(func(h uint64, e *plainEntry) {
+		if from, to := pick(h, false); from != nil {
+			repriceWord(&e.tat, from, to, now)
+		}
+	})
+	if from, to := pick(0, false); from != nil {
+		repriceWord(&s.keys.overflow.tat, from, to, now)
+	}
+}
+
+func (s *standalone) repriceKey(now int64, h uint64, from, to *policy) {
+	s.keys.with(h, func(e *plainEntry) { repriceWord(&e.tat, from, to, now) })
+}
+
+func (s *standalone) fillStats(st *Stats) (now, tat int64) {
+	st.LiveKeys, st.OverflowDecisions = s.keys.len(), s.keys.overflowCount()
+	return int64(time.Since(s.epoch)), s.global.tat.Load()
+}
