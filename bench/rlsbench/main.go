@@ -6,12 +6,20 @@
 //	make bench-rls          # from the repository root
 //	go run . -duration 10s  # from bench/rlsbench
 //
-// For each server: decisions a second with 32 concurrent callers on one key
-// and on 10,000 keys (closed loop: each caller asks again as soon as it is
-// answered), and latency percentiles at an offered 1,500 a second (open
-// loop: Poisson arrivals, latency counted from the scheduled time, so a
-// stalled server is charged for the queue it causes). Every decision is a
-// real gRPC call over loopback from a client generated from Envoy's protos.
+// Three parts (-parts), each side by side:
+//   - throughput: for each server, decisions a second with 32 concurrent
+//     callers on one key and on 10,000 keys (closed loop: each caller asks
+//     again as soon as it is answered), and latency percentiles at an
+//     offered 1,500 a second (open loop: Poisson arrivals, latency counted
+//     from the scheduled time, so a stalled server is charged for the
+//     queue it causes); then ours answering the seed's GET /allow;
+//   - accuracy: three replicas of each behind round-robin enforcing one
+//     limit at 5× its rate for 20 s (accuracy.go);
+//   - memory: resident memory after a million distinct descriptor values
+//     (memory.go).
+//
+// Every decision is a real gRPC call over loopback from a client generated
+// from Envoy's protos.
 package main
 
 import (
@@ -30,6 +38,7 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -40,19 +49,36 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 )
 
-// The limits both servers load: one a key, high enough that the closed
-// loop measures deciding rather than denying.
+// The limits every server loads: tenant, one a value, high enough that
+// the closed loop measures deciding rather than denying; shared=acme, one
+// limit that three replicas enforce together (the accuracy part); user,
+// one a value at 10 an hour, so that a million values stay a million live
+// buckets for the memory part.
 const limits = `domain: bench
 descriptors:
   - key: tenant
     rate_limit: {unit: second, requests_per_unit: 1000000}
+  - key: shared
+    value: acme
+    rate_limit: {unit: second, requests_per_unit: 200}
+  - key: user
+    rate_limit: {unit: hour, requests_per_unit: 10}
 `
+
+// The accuracy part's limit: R = B = 200, offered 5×R.
+const (
+	sharedRate    = 200
+	sharedOffered = 5 * sharedRate
+)
 
 func main() {
 	duration := flag.Duration("duration", 10*time.Second, "how long each measurement runs")
 	callers := flag.Int("callers", 32, "concurrent callers in the closed loop")
 	offered := flag.Float64("offered", 1500, "decisions a second offered in the open loop")
 	noop := flag.String("serve-noop", "", "serve a RateLimitService that answers OK without deciding, on this address (the bench runs itself so, for gRPC's own ceiling)")
+	parts := flag.String("parts", "throughput,accuracy,memory", "what to measure, comma-separated: throughput (and /allow latency), accuracy (three replicas of each behind round-robin), memory (a million descriptor values)")
+	accuracyFor := flag.Duration("accuracy-duration", 20*time.Second, "how long the accuracy part offers load")
+	values := flag.Int("values", 1_000_000, "distinct descriptor values the memory part sends")
 	flag.Parse()
 	if *noop != "" {
 		if err := serveNoop(*noop); err != nil {
@@ -61,7 +87,11 @@ func main() {
 		}
 		return
 	}
-	if err := run(*duration, *callers, *offered); err != nil {
+	want := map[string]bool{}
+	for _, p := range strings.Split(*parts, ",") {
+		want[strings.TrimSpace(p)] = true
+	}
+	if err := run(want, *duration, *callers, *offered, *accuracyFor, *values); err != nil {
 		fmt.Fprintln(os.Stderr, "rlsbench:", err)
 		os.Exit(1)
 	}
@@ -72,7 +102,7 @@ type server struct {
 	addr string
 }
 
-func run(duration time.Duration, callers int, offered float64) error {
+func run(parts map[string]bool, duration time.Duration, callers int, offered float64, accuracyFor time.Duration, values int) error {
 	dir, err := os.MkdirTemp("", "rlsbench")
 	if err != nil {
 		return err
@@ -108,20 +138,98 @@ func run(duration time.Duration, callers int, offered float64) error {
 		return fmt.Errorf("redis-server: %w", err)
 	}
 
+	env := benchEnv{dir: dir, confDir: confDir, theirs: theirs, ours: ours, redisPort: redisPort, redis: redis.Process.Pid}
+	if parts["throughput"] {
+		if err := throughput(env, duration, callers, offered); err != nil {
+			return err
+		}
+	}
+	if parts["accuracy"] {
+		if err := accuracy(env, accuracyFor); err != nil {
+			return err
+		}
+	}
+	if parts["memory"] {
+		if err := memory(env, callers, values); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// benchEnv is what every part needs: the built servers, their limits and
+// the Redis that envoyproxy/ratelimit counts in.
+type benchEnv struct {
+	dir, confDir, theirs, ours string
+	redisPort, redis           int // redis-server's port and process ID
+}
+
+// theirsCmd is one envoyproxy/ratelimit process on the shared Redis,
+// serving gRPC on grpcPort.
+func (b benchEnv) theirsCmd(grpcPort int) (*exec.Cmd, error) {
+	ports := make([]int, 2)
+	for i := range ports {
+		var err error
+		if ports[i], err = freePort(); err != nil {
+			return nil, err
+		}
+	}
+	rl := exec.Command(b.theirs)
+	rl.Env = append(os.Environ(), "USE_STATSD=false", "LOG_LEVEL=ERROR", "BACKEND_TYPE=redis",
+		"REDIS_SOCKET_TYPE=tcp", "REDIS_URL=127.0.0.1:"+strconv.Itoa(b.redisPort),
+		"RUNTIME_ROOT="+filepath.Join(b.dir, "runtime"), "RUNTIME_SUBDIRECTORY=ratelimit", "RUNTIME_WATCH_ROOT=false",
+		"HOST=127.0.0.1", "PORT="+strconv.Itoa(ports[0]), "GRPC_HOST=127.0.0.1", "GRPC_PORT="+strconv.Itoa(grpcPort),
+		"DEBUG_HOST=127.0.0.1", "DEBUG_PORT="+strconv.Itoa(ports[1]))
+	return rl, nil
+}
+
+// oursCmd is one gopherpace serve on the same limits, with args besides.
+func (b benchEnv) oursCmd(httpPort, grpcPort int, args ...string) *exec.Cmd {
+	return exec.Command(b.ours, append([]string{"serve", "-addr", "127.0.0.1:" + strconv.Itoa(httpPort),
+		"-grpc-addr", "127.0.0.1:" + strconv.Itoa(grpcPort), "-config", filepath.Join(b.confDir, "bench.yaml")}, args...)...)
+}
+
+// startAll starts cmds, each listening on its addr, and returns a stop for
+// all of them.
+func startAll(names, addrs []string, cmds []*exec.Cmd) (stop func(), err error) {
+	var started []*exec.Cmd
+	stop = func() {
+		for _, c := range started {
+			_ = c.Process.Kill()
+			_ = c.Wait()
+		}
+	}
+	for i, cmd := range cmds {
+		var logs bytes.Buffer
+		cmd.Stderr = &logs
+		if err := cmd.Start(); err != nil {
+			stop()
+			return nil, err
+		}
+		started = append(started, cmd)
+		if err := waitListening(addrs[i], 30*time.Second); err != nil {
+			stop()
+			return nil, fmt.Errorf("%s: %w\n%s", names[i], err, logs.String())
+		}
+	}
+	return stop, nil
+}
+
+// throughput is decisions a second closed loop, latency open loop, for
+// each server, and the /allow latency of ours.
+func throughput(b benchEnv, duration time.Duration, callers int, offered float64) error {
 	ports := make([]int, 6)
 	for i := range ports {
+		var err error
 		if ports[i], err = freePort(); err != nil {
 			return err
 		}
 	}
-	rl := exec.Command(theirs)
-	rl.Env = append(os.Environ(), "USE_STATSD=false", "LOG_LEVEL=ERROR", "BACKEND_TYPE=redis",
-		"REDIS_SOCKET_TYPE=tcp", "REDIS_URL=127.0.0.1:"+strconv.Itoa(redisPort),
-		"RUNTIME_ROOT="+filepath.Join(dir, "runtime"), "RUNTIME_SUBDIRECTORY=ratelimit", "RUNTIME_WATCH_ROOT=false",
-		"HOST=127.0.0.1", "PORT="+strconv.Itoa(ports[0]), "GRPC_HOST=127.0.0.1", "GRPC_PORT="+strconv.Itoa(ports[1]),
-		"DEBUG_HOST=127.0.0.1", "DEBUG_PORT="+strconv.Itoa(ports[2]))
-	gp := exec.Command(ours, "serve", "-addr", "127.0.0.1:"+strconv.Itoa(ports[3]), "-grpc-addr", "127.0.0.1:"+strconv.Itoa(ports[4]),
-		"-config", filepath.Join(confDir, "bench.yaml"))
+	rl, err := b.theirsCmd(ports[1])
+	if err != nil {
+		return err
+	}
+	gp := b.oursCmd(ports[3], ports[4])
 	self, err := os.Executable()
 	if err != nil {
 		return err
@@ -132,19 +240,12 @@ func run(duration time.Duration, callers int, offered float64) error {
 		{name: "gopherpace serve", addr: "127.0.0.1:" + strconv.Itoa(ports[4])},
 		{name: "a server that answers OK without deciding (gRPC's ceiling here)", addr: "127.0.0.1:" + strconv.Itoa(ports[5])},
 	}
-	for i, cmd := range []*exec.Cmd{rl, gp, noop} {
-		var logs bytes.Buffer
-		cmd.Stderr = &logs
-		if err := cmd.Start(); err != nil {
-			return err
-		}
-		defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
-		if err := waitListening(servers[i].addr, 30*time.Second); err != nil {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait() // the output is complete, and no longer written, once it has exited
-			return fmt.Errorf("%s: %w\n%s", servers[i].name, err, logs.String())
-		}
+	stop, err := startAll([]string{servers[0].name, servers[1].name, servers[2].name},
+		[]string{servers[0].addr, servers[1].addr, servers[2].addr}, []*exec.Cmd{rl, gp, noop})
+	if err != nil {
+		return err
 	}
+	defer stop()
 	fmt.Printf("\n%d callers closed loop and %.0f/s open loop, %v each, on %d cores\n\n", callers, offered, duration, numCPU())
 	fmt.Println("| server | decisions/s, 1 key | decisions/s, 10,000 keys | p50 at offered | p99 at offered | errors |")
 	fmt.Println("|---|---|---|---|---|---|")
