@@ -136,7 +136,7 @@ bench:
 	done; \
 	exit $$status
 
-## bench-rls: Envoy's RateLimitService as envoyproxy/ratelimit (with a real redis-server, installed when missing) and gopherpace serve answer it, side by side: decisions/s and latency (docs/service.md#measured)
+## bench-rls: Envoy's RateLimitService as envoyproxy/ratelimit (with a real redis-server, installed when missing) and gopherpace serve answer it, side by side: decisions/s and latency, three replicas of each behind round-robin, memory at a million descriptor values (docs/service.md#measured; RLSBENCH_FLAGS=-parts=... picks)
 bench-rls: redis
 	cd bench/rlsbench && GOWORK=off $(GO) run . $(RLSBENCH_FLAGS)
 
