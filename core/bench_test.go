@@ -122,7 +122,7 @@ func BenchmarkLiveKeyBytes(b *testing.B) {
 func drainCounts(b *testing.B, l *Limiter) {
 	e := engineOf(l)
 	e.mu.Lock()
-	e.send.flush(e.now(), false, false)
+	e.send.flush(e.now(), false, false, true)
 	e.mu.Unlock()
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		flying := false

@@ -76,6 +76,7 @@ type engineParts struct {
 type engineEnv struct {
 	engineParts
 	t         Transport
+	hub       *hub // the transport's one subscriber, shared with its other limiters (hub.go)
 	clock     transportkit.Clock
 	id        uint64 // hash of the limiter ID, on every frame
 	inc       uint64 // incarnation: this node's start time
@@ -129,7 +130,7 @@ func newEngine(parts engineParts, c *config) *engine {
 	}
 	// The wiring: each part sees the environment and the parts it reads.
 	env := &e.engineEnv
-	e.send = sender{engineEnv: env, word: &e.global, fair: &e.fair, view: &e.view, onKick: e.onKick,
+	e.send = sender{engineEnv: env, word: &e.global, fair: &e.fair, view: &e.view, onKick: e.onKick, onArmed: e.onArmed,
 		flushDelay: min(max(int64(c.interval)/20, minFlushGap), int64(5*time.Millisecond))}
 	if e.floor {
 		e.send.flushDelay = e.tick // the reference design reports on its ticks only
@@ -167,11 +168,25 @@ func (e *engine) start() {
 		e.mode.enter(modePreContact)
 	}
 	e.mode.begun = true
-	e.unsubscribe = e.t.Subscribe(e.receive)
-	// Start ticking at a phase of its own, so that nodes do not all send at
-	// once; derived from the name so that simulations repeat exactly.
-	phase := time.Duration(hashKey(e.id, e.name)%uint64(e.tick) + 1)
-	e.stopTick = e.clock.AfterFunc(phase, e.onTick)
+	e.hub = joinHub(e)
+	e.unsubscribe = func() { e.hub.leave(e) }
+	e.stopTick = e.clock.AfterFunc(e.untilTick(), e.onTick)
+}
+
+// untilTick is the time until this node's next tick. Ticks fall on a grid
+// that starts when the transport's hub began, at a phase derived from the
+// node's name: nodes do not all send at once, simulations repeat exactly,
+// and the limiters of one node (of one gossip interval) tick at the same
+// instants, so that their frames share datagrams (hub.go). Scheduling
+// against the grid also keeps a late tick from shifting the ones after it.
+func (e *engineEnv) untilTick() time.Duration { return e.untilGrid(e.tick) }
+
+// untilGrid is the time until the next instant of a grid every apart,
+// from the hub's start at this node's phase: never zero, at most every.
+func (e *engineEnv) untilGrid(every int64) time.Duration {
+	phase := int64(hashKey(0, e.name) % uint64(every))
+	at := int64(e.clock.Now().Sub(e.hub.began)) - phase
+	return time.Duration(every - (at%every+every)%every)
 }
 
 // onTick is every part's turn, in order: who joined and who is in sight,
@@ -190,7 +205,7 @@ func (e *engine) onTick() {
 	e.fair.rebalance(now, e.send.globalSum)
 	e.fair.resync(now)
 	e.send.tick(now)
-	e.stopTick = e.clock.AfterFunc(time.Duration(e.tick), e.onTick)
+	e.stopTick = e.clock.AfterFunc(e.untilTick(), e.onTick)
 }
 
 // onKick is the early flush that the request path schedules (sender.kick).
@@ -202,6 +217,17 @@ func (e *engine) onKick() {
 		return
 	}
 	e.send.kickedFlush(e.now())
+}
+
+// onArmed is the flush of counts that waited flushDelay (sender.armFlush).
+func (e *engine) onArmed() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.stopped {
+		e.send.flushArmed.Store(false)
+		return
+	}
+	e.send.armedFlush(e.now())
 }
 
 // receive is the transport's delivery of a peer's frame.

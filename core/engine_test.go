@@ -65,8 +65,14 @@ func TestLimitersShareATransport(t *testing.T) {
 	if admitted["a"] < 290 || admitted["a"] > 312 || admitted["b"] < 27 || admitted["b"] > 33 {
 		t.Fatalf("admitted %v, want about a=300 and b=30", admitted)
 	}
-	if st := a[0].Stats(); st.FramesOtherLimiter == 0 || st.FramesReceived == 0 {
-		t.Fatalf("stats %+v: the other limiter's frames were not seen and skipped", st)
+	// Each limiter receives its own frames only, and the two send theirs
+	// in shared datagrams.
+	sa, sb := a[0].Stats(), b[0].Stats()
+	if sa.FramesReceived == 0 || sb.FramesReceived == 0 || sa.FramesOtherLimiter != 0 {
+		t.Fatalf("stats %+v and %+v: each limiter should get its own frames", sa, sb)
+	}
+	if sa.DatagramsSent != sb.DatagramsSent || sa.DatagramsSent >= sa.FramesSent+sb.FramesSent {
+		t.Fatalf("%d datagrams for %d + %d frames: the limiters do not share datagrams", sa.DatagramsSent, sa.FramesSent, sb.FramesSent)
 	}
 }
 
@@ -111,9 +117,9 @@ func TestMalformedFramesAreDroppedAndCounted(t *testing.T) {
 		evil.Broadcast(junk)
 	}
 	// A well-formed frame that carries keyed counts without a sequence number.
-	hb := binary.LittleEndian.AppendUint64([]byte("gp\x02\x00"), gopherpace.WireLimiterID(gopherpace.DefaultLimiterID))
+	hb := binary.LittleEndian.AppendUint64([]byte("gp\x03\x00"), gopherpace.WireLimiterID(gopherpace.DefaultLimiterID))
 	hb = binary.LittleEndian.AppendUint64(hb, 1)
-	hb = append(hb, 0, 0, 0, 0, 1)                // seq 0, totals 0, demand 0, one entry
+	hb = append(hb, 0, 0, 0, 0, 0, 0, 1)          // seq 0, totals, demand, level and withheld 0, one entry
 	hb = binary.LittleEndian.AppendUint64(hb, 42) // key hash
 	evil.Broadcast(append(hb, 3))                 // 3 tokens
 	net.Advance(10 * time.Millisecond)

@@ -21,10 +21,11 @@ import (
 // lock, held by the engine's tick, its kicked flush and stop.
 type sender struct {
 	*engineEnv
-	word   *countedBucket
-	fair   *fairShares // the offered load and the level a frame reports
-	view   *peerView   // the buckets' clock, the share withheld
-	onKick func()      // the engine's entry point for a kicked flush
+	word    *countedBucket
+	fair    *fairShares // the offered load and the level a frame reports
+	view    *peerView   // the buckets' clock, the share withheld
+	onKick  func()      // the engine's entry point for a kicked flush
+	onArmed func()      // and for an armed one
 
 	kicked, flushArmed atomic.Bool
 	flushDelay         int64 // the longest a first unreported admit waits; fixed
@@ -32,12 +33,11 @@ type sender struct {
 	stats              senderStats
 
 	// Under the engine's lock.
-	seq          uint64
-	globalSum    uint64                    // global tokens reported since this incarnation began
-	sent         [resendTicks + 1][][]byte // frames of this tick and the last ones
-	lastFlush    int64
-	batch        []wire.KeyCount
-	lastSendWarn int64
+	seq       uint64
+	globalSum uint64                    // global tokens reported since this incarnation began
+	sent      [resendTicks + 1][][]byte // frames of this tick and the last ones
+	lastFlush int64
+	batch     []wire.KeyCount
 }
 
 const dirtyShards = 64
@@ -96,14 +96,26 @@ func (s *sender) kick() {
 	}
 }
 
-// armFlush schedules a flush flushDelay from now unless one is already scheduled.
+// armFlush schedules a flush unless one is already scheduled: at the
+// next instant of a grid flushDelay apart on the clock's own time (at the
+// node's phase, as ticks are), so that the first unreported admit waits
+// flushDelay at most and half of it on average, on every node alike, and
+// the limiters of one node flush at the same instants and share
+// datagrams (hub.go).
 func (s *sender) armFlush() {
 	if s.flushArmed.CompareAndSwap(false, true) {
-		s.clock.AfterFunc(time.Duration(s.flushDelay), func() {
-			s.flushArmed.Store(false)
-			s.kick()
-		})
+		s.clock.AfterFunc(s.untilGrid(2*s.flushDelay), s.onArmed)
 	}
+}
+
+// armedFlush is the flush armFlush scheduled. Unlike a kick, which the
+// threshold or the local cap calls for at once, it reports counts that
+// have already waited flushDelay, so it may wait the hub's bundleDelay
+// more for the frames of the transport's other limiters. The caller holds
+// the engine's lock.
+func (s *sender) armedFlush(now int64) {
+	s.flushArmed.Store(false)
+	s.flush(now, false, false, false)
 }
 
 // kickedFlush is an early flush, unless the last one was under minFlushGap
@@ -116,40 +128,45 @@ func (s *sender) kickedFlush(now int64) {
 		}
 		return
 	}
-	s.flush(now, false, false)
+	s.flush(now, false, false, true)
 }
 
 // tick resends the last ticks' frames, then sends this tick's (always at
 // least a header: it is also the heartbeat that tells peers we are here).
-// The caller holds the engine's lock.
+// None of them must go at once: they share datagrams with the frames of
+// the other limiters on the transport (hub.go). The caller holds the
+// engine's lock.
 func (s *sender) tick(now int64) {
 	for i := resendTicks; i >= 1; i-- {
 		for _, f := range s.sent[i-1] {
-			s.broadcast(f)
+			s.broadcast(f, false)
 		}
 	}
 	copy(s.sent[1:], s.sent[:resendTicks])
 	s.sent[0] = nil
-	s.flush(now, true, false)
+	s.flush(now, true, false, false)
 }
 
 // goodbye sends a last frame that says this node is leaving, with any
 // unsent counts, as often as a frame is resent. The caller holds the
 // engine's lock.
 func (s *sender) goodbye(now int64) {
-	frames := s.flush(now, true, true)
+	frames := s.flush(now, true, true, true)
 	for range resendTicks {
 		for _, f := range frames {
-			s.broadcast(f)
+			s.broadcast(f, true)
 		}
 	}
 }
 
 // flush sends every unsent count, split into frames that fit the
-// transport, and keeps them for resending. With heartbeat it sends a bare
-// header when there is nothing to count. It returns the frames sent. The
-// caller holds the engine's lock.
-func (s *sender) flush(now int64, heartbeat, leaving bool) [][]byte {
+// transport, and keeps them for resending. With heartbeat (the tick's
+// flush) it sends a bare header when there is nothing to count. With
+// atOnce the frames go out at once (a kick, a goodbye); otherwise within
+// the hub's bundleDelay, sharing datagrams with the transport's other
+// limiters. It returns the frames sent. The caller holds the engine's
+// lock.
+func (s *sender) flush(now int64, heartbeat, leaving, atOnce bool) [][]byte {
 	global := s.word.drain(s.pols.dflt(), s.view.bucketTime(now))
 	batch := s.batch[:0]
 	var flights []flying
@@ -205,7 +222,7 @@ func (s *sender) flush(now int64, heartbeat, leaving bool) [][]byte {
 		}
 		batch = batch[n:]
 		f.Global = 0 // the global count rides in the first frame only
-		s.broadcast(b)
+		s.broadcast(b, atOnce)
 		frames = append(frames, b)
 	}
 	if carries {
@@ -236,16 +253,7 @@ type flying struct {
 	n   int64
 }
 
-func (s *sender) broadcast(b []byte) {
-	if err := s.t.Broadcast(b); err != nil {
-		// Best effort: the resends and the next tick cover a lost frame.
-		// A transport that keeps refusing loses the cluster its limit, so
-		// say so, once a while.
-		s.stats.sendFailures.Add(1)
-		s.warnf(s.now(), &s.lastSendWarn, "the transport refused a frame; peers will not hear this node's admits until it sends again",
-			"err", err, "failures", s.stats.sendFailures.Load())
-		return
-	}
-	s.stats.framesSent.Add(1)
-	s.stats.bytesSent.Add(uint64(len(b)))
-}
+// broadcast sends b to every peer through the transport's hub: at once,
+// or within bundleDelay with the frames of the transport's other limiters.
+// The hub counts it sent or refused, and logs refusals.
+func (s *sender) broadcast(b []byte, now bool) { s.hub.send(&s.stats, b, now) }

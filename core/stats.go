@@ -34,17 +34,27 @@ type Stats struct {
 	// counts once.
 	FramesSent, BytesSent, FramesReceived, BytesReceived uint64
 	// FramesMalformed counts frames dropped as truncated, oversized,
-	// foreign, of an unknown version, or from a sender whose start time is
-	// implausibly far ahead of this node's clock; FramesDuplicate, repeats and stale
-	// frames; FramesOtherLimiter, frames for another limiter sharing the
-	// transport; FramesMissing, sequence numbers from peers that never
-	// arrived in any copy (their counts are lost).
+	// foreign, or from a sender whose start time is implausibly far ahead
+	// of this node's clock; FramesDuplicate, repeats and stale frames;
+	// FramesOtherLimiter, frames for a limiter this node does not run on
+	// the transport; FramesMissing, sequence numbers from peers that never
+	// arrived in any copy (their counts are lost). A datagram that cannot
+	// be split into frames counts once, in every limiter on the transport.
 	FramesMalformed, FramesDuplicate, FramesOtherLimiter, FramesMissing uint64
+	// FramesOtherVersion counts datagrams refused for another wire version:
+	// a node of another release in the cluster (logged at WARN, at most
+	// every 30 s). Counted in every limiter on the transport.
+	FramesOtherVersion uint64
+	// DatagramsSent counts the datagrams this node's limiters on the
+	// transport sent together: frames that go within a millisecond of one
+	// another share one (FramesSent counts this limiter's frames).
+	DatagramsSent uint64
 	// FramesNotMember counts frames from senders the transport does not
 	// list as members, dropped unapplied after being held for 2 s in case
 	// the sender was a member not listed yet.
 	FramesNotMember uint64
-	// SendFailures counts frames the transport refused to send.
+	// SendFailures counts this limiter's frames whose datagram the
+	// transport refused to send.
 	SendFailures uint64
 	// TokensReported counts tokens admitted here and sent to peers;
 	// TokensCharged, tokens peers reported and this node charged.
@@ -101,9 +111,11 @@ func (e *engine) fillStats(s *Stats) (now, tat int64) {
 	s.Partitioned = s.VisibleNodes < s.KnownNodes
 	s.FramesSent, s.BytesSent = ss.framesSent.Load(), ss.bytesSent.Load()
 	s.FramesReceived, s.BytesReceived = rs.framesReceived.Load(), rs.bytesReceived.Load()
-	s.FramesMalformed, s.FramesDuplicate = rs.malformed.Load(), rs.duplicate.Load()
-	s.FramesOtherLimiter, s.KeysDropped = rs.otherLimiter.Load(), rs.keysDropped.Load()
+	hs := &e.hub.stats
+	s.FramesMalformed, s.FramesDuplicate = rs.malformed.Load()+hs.malformed.Load(), rs.duplicate.Load()
+	s.FramesOtherLimiter, s.KeysDropped = rs.otherLimiter.Load()+hs.otherLimiter.Load(), rs.keysDropped.Load()
 	s.FramesNotMember, s.SendFailures = rs.notMember.Load(), ss.sendFailures.Load()
+	s.FramesOtherVersion, s.DatagramsSent = hs.ofVersion.Load(), hs.datagramsSent.Load()
 	s.TokensReported, s.TokensCharged = ss.tokensReported.Load(), rs.tokensCharged.Load()
 	e.mu.Lock()
 	s.FramesMissing = e.view.missing()

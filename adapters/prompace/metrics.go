@@ -83,6 +83,7 @@ func collectLimiter(ch chan<- prometheus.Metric, name string, l *gopherpace.Limi
 	counter(dropped, s.FramesDuplicate, "duplicate")
 	counter(dropped, s.FramesOtherLimiter, "other_limiter")
 	counter(dropped, s.FramesNotMember, "not_member")
+	counter(dropped, s.FramesOtherVersion, "other_version")
 	counter(missing, s.FramesMissing)
 	counter(sendFailures, s.SendFailures)
 	counter(tokensGossip, s.TokensReported, "reported")

@@ -7,11 +7,13 @@
 // receiver, and how far a lying sender can move it, is the engine's
 // business (docs/security.md).
 //
-// Version 2, one frame. Integers are little-endian or unsigned varints
-// (uv):
+// Version 3. A datagram holds one or more frames back to back, each
+// complete with its own magic and version, so that the limiters sharing a
+// transport send one datagram per peer, not one each (Next splits them).
+// One frame; integers are little-endian or unsigned varints (uv):
 //
 //	magic       2 bytes  "gp"
-//	version     1 byte   2
+//	version     1 byte   3
 //	flags       1 byte   bit 0: the sender is leaving the cluster
 //	limiter     8 bytes  hash of the limiter ID, so limiters can share a transport
 //	incarnation 8 bytes  the sender's start time; a restart gets a new one
@@ -34,6 +36,10 @@
 //	entries     count × (key hash 8 bytes, tokens uv)
 //
 // A keyed entry takes 9 bytes while its count is below 128, 10 below 16384.
+//
+// Version 2 had the same frame alone in its datagram; a node of version 3
+// refuses its frames (ErrVersion), and a node of version 2 refuses those of
+// version 3, so a cluster runs one version at a time.
 package wire
 
 import (
@@ -46,7 +52,7 @@ const (
 	magic1 = 'p'
 	// Version is the frame format's version; a frame of another is refused
 	// (ErrVersion), never misread.
-	Version     = 2
+	Version     = 3
 	flagLeaving = 1 << 0
 	// HeaderFixed is the header's fixed part: magic, version, flags,
 	// limiter and incarnation.
@@ -138,9 +144,61 @@ func EntrySize(kc KeyCount) int {
 	return n
 }
 
+// Next splits the first frame off a datagram: frame is its bytes, rest
+// what follows (empty after the last). It checks only what it needs to
+// find the frame's end (the magic, the version and every length), so that
+// a frame it returns is worth handing to Decode, which checks the rest. On
+// an error the rest of the datagram cannot be read.
+func Next(b []byte) (frame, rest []byte, err error) {
+	if len(b) < HeaderFixed {
+		if len(b) >= 2 && (b[0] != magic0 || b[1] != magic1) {
+			return nil, nil, ErrMagic
+		}
+		return nil, nil, ErrShort
+	}
+	if b[0] != magic0 || b[1] != magic1 {
+		return nil, nil, ErrMagic
+	}
+	if b[2] != Version {
+		return nil, nil, ErrVersion
+	}
+	at := HeaderFixed
+	var count uint64
+	for i := range 7 { // seq, globalSum, global, demandSum, level, withheld, count
+		v, n := binary.Uvarint(b[at:])
+		if n <= 0 {
+			if n == 0 {
+				return nil, nil, ErrShort
+			}
+			return nil, nil, ErrVarint
+		}
+		at += n
+		if i == 6 {
+			count = v
+		}
+	}
+	if count > uint64(len(b)-at)/9 {
+		return nil, nil, ErrEntryCount
+	}
+	for range count {
+		if len(b)-at < 9 {
+			return nil, nil, ErrShort
+		}
+		_, n := binary.Uvarint(b[at+8:])
+		if n <= 0 {
+			if n == 0 {
+				return nil, nil, ErrShort
+			}
+			return nil, nil, ErrVarint
+		}
+		at += 8 + n
+	}
+	return b[:at], b[at:], nil
+}
+
 // Decode parses b into f, reusing f.Keys. It refuses anything that is not
-// exactly one well-formed frame of this version; on an error f holds
-// nothing to rely on.
+// exactly one well-formed frame of this version (Next splits a datagram
+// into its frames); on an error f holds nothing to rely on.
 func Decode(b []byte, f *Frame) error {
 	if len(b) < HeaderFixed {
 		if len(b) >= 2 && (b[0] != magic0 || b[1] != magic1) {

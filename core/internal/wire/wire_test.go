@@ -66,7 +66,8 @@ func TestDecodeRejects(t *testing.T) {
 		{"foreign", []byte("GET / HTTP/1.1\r\n\r\n"), ErrMagic},
 		{"short foreign", []byte("xx"), ErrMagic},
 		{"version 1", mutate(func(b []byte) []byte { b[2] = 1; return b }), ErrVersion},
-		{"version 3", mutate(func(b []byte) []byte { b[2] = 3; return b }), ErrVersion},
+		{"version 2", mutate(func(b []byte) []byte { b[2] = 2; return b }), ErrVersion},
+		{"version 4", mutate(func(b []byte) []byte { b[2] = 4; return b }), ErrVersion},
 		{"trailing byte", append(append([]byte(nil), good...), 0), ErrTrailing},
 		{"entry count past the end", mutate(func(b []byte) []byte { b[len(b)-10] = 100; return b }), ErrEntryCount},
 		{"delta above the running total", Encode(nil, &Frame{GlobalSum: 3, Global: 4}), ErrTokens},
@@ -81,16 +82,63 @@ func TestDecodeRejects(t *testing.T) {
 	}
 }
 
-// FuzzDecodeFrame: no input panics the decoder, and whatever it accepts
-// re-encodes to a frame that decodes the same.
+// A datagram of several frames splits into exactly those frames, and a
+// datagram cut anywhere inside a frame cannot be split past the cut.
+func TestNextSplitsADatagram(t *testing.T) {
+	frames := [][]byte{
+		Encode(nil, &Frame{Limiter: 1, Incarnation: 2, GlobalSum: 5, Global: 5, Level: -3}),
+		Encode(nil, &Frame{Limiter: 7, Incarnation: 2, Seq: 9, Keys: []KeyCount{{5, 6}, {7, 300}}}),
+		Encode(nil, &Frame{Leaving: true, Limiter: 1 << 60, Withheld: WithheldOne}),
+	}
+	var datagram []byte
+	for _, f := range frames {
+		datagram = append(datagram, f...)
+	}
+	rest := datagram
+	for i, want := range frames {
+		var f []byte
+		var err error
+		if f, rest, err = Next(rest); err != nil || !bytes.Equal(f, want) {
+			t.Fatalf("frame %d: %x, %v; want %x", i, f, err, want)
+		}
+		var fr Frame
+		if err := Decode(f, &fr); err != nil {
+			t.Fatalf("frame %d does not decode: %v", i, err)
+		}
+	}
+	if len(rest) != 0 {
+		t.Fatalf("%d bytes left over", len(rest))
+	}
+	for cut := 1; cut < len(frames[1]); cut++ {
+		if _, _, err := Next(frames[1][:cut]); err == nil {
+			t.Fatalf("a frame cut at %d of %d bytes split", cut, len(frames[1]))
+		}
+	}
+	old := append([]byte(nil), frames[0]...)
+	old[2] = 2
+	if _, _, err := Next(old); !errors.Is(err, ErrVersion) {
+		t.Fatalf("a version-2 frame: %v, want ErrVersion", err)
+	}
+}
+
+// FuzzDecodeFrame: no input panics the decoder, whatever it accepts
+// re-encodes to a frame that decodes the same, and Next agrees with it:
+// a frame Decode accepts is one whole frame to Next, and whatever Next
+// splits off is a prefix of its input.
 func FuzzDecodeFrame(f *testing.F) {
 	f.Add(Encode(nil, &Frame{Limiter: 1, Incarnation: 2, Seq: 3, GlobalSum: 10, Global: 4, Keys: []KeyCount{{5, 6}, {7, 300}}}))
 	f.Add(Encode(nil, &Frame{Leaving: true}))
-	f.Add([]byte("gp\x02\x00"))
+	f.Add([]byte("gp\x03\x00"))
 	f.Fuzz(func(t *testing.T, b []byte) {
+		if frame, rest, err := Next(b); err == nil && (len(frame)+len(rest) != len(b) || !bytes.Equal(frame, b[:len(frame)])) {
+			t.Fatalf("Next split %d bytes into %d and %d", len(b), len(frame), len(rest))
+		}
 		var fr Frame
 		if err := Decode(b, &fr); err != nil {
 			return
+		}
+		if frame, rest, err := Next(b); err != nil || len(rest) != 0 || len(frame) != len(b) {
+			t.Fatalf("Decode accepts a frame that Next splits into %d and %d bytes (%v)", len(frame), len(rest), err)
 		}
 		if fr.Global < 0 || uint64(fr.Global) > MaxTokens {
 			t.Fatalf("accepted global count %d", fr.Global)
