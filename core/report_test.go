@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -56,17 +57,20 @@ func TestAccuracyReport(t *testing.T) {
 // that its numbers are written in one place, by make accuracy.
 const tableBegin, tableEnd = "<!-- accuracy table: make accuracy writes it -->\n", "<!-- end of accuracy table -->\n"
 
-func spliceTable(path, table string) error {
+func spliceTable(path, table string) error { return spliceBetween(path, tableBegin, tableEnd, table) }
+
+// spliceBetween writes table into the file at path between the markers.
+func spliceBetween(path, begin, end, table string) error {
 	doc, err := os.ReadFile(path)
 	if err != nil {
 		return err
 	}
 	s := string(doc)
-	i, j := strings.Index(s, tableBegin), strings.Index(s, tableEnd)
+	i, j := strings.Index(s, begin), strings.Index(s, end)
 	if i < 0 || j < i {
-		return fmt.Errorf("%s lacks the table markers", path)
+		return fmt.Errorf("%s lacks the markers %q", path, strings.TrimSpace(begin))
 	}
-	return os.WriteFile(path, []byte(s[:i+len(tableBegin)]+table+s[j:]), 0o644)
+	return os.WriteFile(path, []byte(s[:i+len(begin)]+table+s[j:]), 0o644)
 }
 
 // fairness renders the worst node's gap from the cluster's admit ratio.
@@ -129,3 +133,47 @@ func plot(title string, ours, base *simCluster) string {
 	s.WriteString(`</svg>`)
 	return s.String()
 }
+
+// The scale rows: the uniform scenario (R = B = 1000, 10×R as Poisson
+// arrivals spread evenly, 20 s) at growing N, with what each node sends
+// its peers. Written into docs/accuracy.md by make accuracy, beside the
+// scenarios' table; TestAccuracy asserts the bounds up to N = 30.
+func TestScaleReport(t *testing.T) {
+	dir := os.Getenv("GOPHERPACE_ACCURACY_DIR")
+	if dir == "" {
+		t.Skip("set GOPHERPACE_ACCURACY_DIR (make accuracy) to write the report")
+	}
+	var b strings.Builder
+	b.WriteString("| nodes | total vs R·t+B | each node's admit ratio vs the cluster's, from 2 s | datagrams/s per node, to its peers | bytes/s per node, to its peers |\n")
+	b.WriteString("|---|---|---|---|---|\n")
+	for _, n := range scaleNodes() {
+		c := runScenario(t, scenario{name: fmt.Sprintf("uniform, N=%d", n), nodes: n}, false)
+		r := c.measure()
+		lo, hi := c.spread(2 * time.Second)
+		fmt.Fprintf(&b, "| %d | %d (%+.2f%%) | %.2f–%.2f | %.0f | %.1f KB |\n", n, r.total, r.errPct, lo, hi,
+			r.peerDatagramsPerSec, r.peerBytesPerSec/1000)
+	}
+	fmt.Print(b.String())
+	if err := spliceBetween(filepath.Join(dir, "..", "accuracy.md"), scaleBegin, scaleEnd, b.String()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// scaleNodes are the cluster sizes of the scale rows: 10, 30 and 100, or
+// those GOPHERPACE_SCALE_NODES lists (make accuracy SCALE_NODES=10,30,100,300:
+// N = 300 alone takes about 3.5 minutes).
+func scaleNodes() []int {
+	list := os.Getenv("GOPHERPACE_SCALE_NODES")
+	if list == "" {
+		return []int{10, 30, 100}
+	}
+	var out []int
+	for _, f := range strings.Split(list, ",") {
+		if n, err := strconv.Atoi(strings.TrimSpace(f)); err == nil && n > 1 {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+const scaleBegin, scaleEnd = "<!-- scale table: make accuracy writes it -->\n", "<!-- end of scale table -->\n"

@@ -271,16 +271,20 @@ type result struct {
 	// unfair is the largest |node's admitted/offered ÷ the cluster's − 1|
 	// over the scenario's fairness windows and the nodes offered load in
 	// them; split is the admitted per node in the window where it was.
-	unfair         float64
-	unfairSplit    []int64
-	total, ideal   int64
-	errPct         float64
-	worstOver      int64 // max over windows ≥ 1 s of admitted − (R·w + B)
-	framesPerSec   float64
-	bytesPerSec    float64
-	perNode        []int64
-	missingFrames  uint64
-	malformedCount uint64
+	unfair       float64
+	unfairSplit  []int64
+	total, ideal int64
+	errPct       float64
+	worstOver    int64 // max over windows ≥ 1 s of admitted − (R·w + B)
+	framesPerSec float64
+	bytesPerSec  float64
+	// peerDatagramsPerSec and peerBytesPerSec are what the nodes sent to
+	// their peers, a datagram or frame to each peer counted once per peer,
+	// per node: what a node's network interface carries.
+	peerDatagramsPerSec, peerBytesPerSec float64
+	perNode                              []int64
+	missingFrames                        uint64
+	malformedCount                       uint64
 }
 
 func (c *simCluster) series() []int64 {
@@ -304,6 +308,7 @@ func (c *simCluster) measure() result {
 	r.errPct = 100 * float64(r.total-r.ideal) / float64(r.ideal)
 	r.worstOver = worstWindow(s, sc.rate, sc.burst, int(time.Second/step))
 	var frames, bytes uint64
+	peers := float64(len(c.nodes) - 1)
 	for _, n := range c.nodes {
 		var sum int64
 		for _, a := range n.admitted {
@@ -313,11 +318,15 @@ func (c *simCluster) measure() result {
 		st := n.lim.Stats()
 		frames += st.FramesSent
 		bytes += st.BytesSent
+		r.peerDatagramsPerSec += float64(st.DatagramsSent) * peers
+		r.peerBytesPerSec += float64(st.BytesSent) * peers
 		r.missingFrames += st.FramesMissing
 		r.malformedCount += st.FramesMalformed
 	}
 	r.framesPerSec = float64(frames) / sc.duration.Seconds()
 	r.bytesPerSec = float64(bytes) / sc.duration.Seconds()
+	r.peerDatagramsPerSec /= sc.duration.Seconds() * float64(len(c.nodes))
+	r.peerBytesPerSec /= sc.duration.Seconds() * float64(len(c.nodes))
 	from := sc.fairFrom
 	if from == nil {
 		from = []time.Duration{2 * time.Second, 7 * time.Second, 12 * time.Second}
@@ -356,6 +365,35 @@ func (c *simCluster) unfairness(from, to time.Duration) (float64, []int64) {
 		worst = max(worst, math.Abs(float64(admitted[i])/float64(offered[i])/cluster-1))
 	}
 	return worst, admitted
+}
+
+// spread is the least and the most of the nodes' admitted/offered over
+// [from, end), each against the cluster's: every node, however small its
+// part of the load.
+func (c *simCluster) spread(from time.Duration) (lo, hi float64) {
+	first := int(from / step)
+	var o, a int64
+	offered, admitted := make([]int64, len(c.nodes)), make([]int64, len(c.nodes))
+	for i, n := range c.nodes {
+		for s := first; s < c.steps; s++ {
+			offered[i] += int64(n.offered[s])
+			admitted[i] += int64(n.admitted[s])
+		}
+		o, a = o+offered[i], a+admitted[i]
+	}
+	if o == 0 || a == 0 {
+		return 0, 0
+	}
+	cluster := float64(a) / float64(o)
+	lo, hi = math.Inf(1), math.Inf(-1)
+	for i := range c.nodes {
+		if offered[i] == 0 {
+			continue
+		}
+		r := float64(admitted[i]) / float64(offered[i]) / cluster
+		lo, hi = min(lo, r), max(hi, r)
+	}
+	return lo, hi
 }
 
 // worstWindow is the largest admitted − (R·w + B) over windows of at least
