@@ -34,4 +34,4 @@ type Decision struct {
 
 // NextTokenAfter is how long until at least one more token becomes
 // available: zero when the bucket is full, RetryAfter on a denial.
-func (d Decision) NextTokenAfter() time.Duration { return render.Quota(d).NextTokenAfter() }
+func (d Decision) NextTokenAfter() time.Duration { return render.Decision(d).NextTokenAfter() }

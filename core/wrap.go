@@ -26,6 +26,6 @@ func (l *Limiter) Wrap(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		render.WriteTooManyRequests(w, wrapPolicy, render.Quota(d), time.Time{})
+		render.WriteTooManyRequests(w, wrapPolicy, render.Decision(d), time.Time{})
 	})
 }

@@ -9,12 +9,12 @@ import (
 // The limiter instruments, one stream per limiter (and per attribute value
 // below). docs/operations.md lists them beside prompace's names.
 type instruments struct {
-	requests, tokensAllowed, overflow                           metric.Int64ObservableCounter
-	globalTokens, liveKeys, limitTokens, limitBurst, clustered  metric.Int64ObservableGauge
-	limitPeriod                                                 metric.Float64ObservableGauge
-	peers, partitioned                                          metric.Int64ObservableGauge
-	frames, bytes, dropped, missing, sendFailures, tokensGossip metric.Int64ObservableCounter
-	keysDropped                                                 metric.Int64ObservableCounter
+	requests, tokensAllowed, overflow                               metric.Int64ObservableCounter
+	globalTokens, liveKeys, limitTokens, limitBucketSize, clustered metric.Int64ObservableGauge
+	limitPeriod                                                     metric.Float64ObservableGauge
+	peers, partitioned                                              metric.Int64ObservableGauge
+	frames, bytes, dropped, missing, sendFailures, tokensGossip     metric.Int64ObservableCounter
+	keysDropped                                                     metric.Int64ObservableCounter
 }
 
 func newInstruments(m metric.Meter) (in instruments, err error) {
@@ -47,7 +47,7 @@ func newInstruments(m metric.Meter) (in instruments, err error) {
 		in.limitPeriod, err = m.Float64ObservableGauge("gopherpace.limit.period", metric.WithUnit("s"),
 			metric.WithDescription("The default policy's period."))
 	}
-	in.limitBurst = gauge("gopherpace.limit.burst", "{token}", "The default policy's bucket size.")
+	in.limitBucketSize = gauge("gopherpace.limit.bucket_size", "{token}", "The default policy's bucket size.")
 	in.clustered = gauge("gopherpace.clustered", "", "1 when the limiter has a transport.")
 	in.peers = gauge("gopherpace.cluster.peers", "{node}",
 		"Nodes of the cluster, this one included, by state: known (members within the grace period), visible (in sight), heard (frames within 1.5 gossip intervals).")
@@ -66,7 +66,7 @@ func newInstruments(m metric.Meter) (in instruments, err error) {
 func (in *instruments) all() []metric.Observable {
 	return []metric.Observable{
 		in.requests, in.tokensAllowed, in.globalTokens, in.liveKeys, in.overflow, in.limitTokens, in.limitPeriod,
-		in.limitBurst, in.clustered, in.peers, in.partitioned, in.frames, in.bytes, in.dropped, in.missing,
+		in.limitBucketSize, in.clustered, in.peers, in.partitioned, in.frames, in.bytes, in.dropped, in.missing,
 		in.sendFailures, in.tokensGossip, in.keysDropped,
 	}
 }
@@ -89,7 +89,7 @@ func (in *instruments) observe(o metric.Observer, name string, l *gopherpace.Lim
 	tokens, per := l.Rate()
 	o.ObserveInt64(in.limitTokens, tokens, one)
 	o.ObserveFloat64(in.limitPeriod, per.Seconds(), one)
-	o.ObserveInt64(in.limitBurst, l.BucketSize(), one)
+	o.ObserveInt64(in.limitBucketSize, l.BucketSize(), one)
 	o.ObserveInt64(in.clustered, b2i(s.Clustered), one)
 	if !s.Clustered {
 		return

@@ -113,7 +113,7 @@ func TestObservesAStandaloneLimiter(t *testing.T) {
 		{"gopherpace.tokens.allowed", []string{"limiter", "api"}, 3},
 		{"gopherpace.limit.tokens", []string{"limiter", "api"}, 3},
 		{"gopherpace.limit.period", []string{"limiter", "api"}, 1},
-		{"gopherpace.limit.burst", []string{"limiter", "api"}, 3},
+		{"gopherpace.limit.bucket_size", []string{"limiter", "api"}, 3},
 		{"gopherpace.clustered", []string{"limiter", "api"}, 0},
 	} {
 		if v, ok := point(rm, want.name, want.attrs...); !ok || v != want.value {
@@ -263,7 +263,7 @@ func TestPrometheusExporterScrape(t *testing.T) {
 		`gopherpace_requests_total\{[^}]*decision="allowed"[^}]*limiter="api"[^}]*\} 2`,
 		`gopherpace_tokens_allowed_total\{[^}]*limiter="api"[^}]*\} 2`,
 		`gopherpace_limit_period_seconds\{[^}]*limiter="api"[^}]*\} 1`,
-		`gopherpace_limit_burst\{[^}]*limiter="api"[^}]*\} 3`,
+		`gopherpace_limit_bucket_size\{[^}]*limiter="api"[^}]*\} 3`,
 		`gopherpace_keys_live\{`,
 		`gopherpace_cluster_peers\{[^}]*state="known"`,
 		`gopherpace_gossip_io_bytes_total\{[^}]*direction="sent"`,

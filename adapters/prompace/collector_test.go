@@ -89,7 +89,7 @@ func TestScrape(t *testing.T) {
 		`gopherpace_clustered{limiter="login"} 0`,
 		`gopherpace_limit_tokens{limiter="login"} 1`,
 		`gopherpace_limit_period_seconds{limiter="login"} 60`,
-		`gopherpace_limit_burst_tokens{limiter="api"} 3`,
+		`gopherpace_limit_bucket_size_tokens{limiter="api"} 3`,
 		`gopherpace_transport_datagrams_sent_total{transport="memberlist"} 42`,
 		`gopherpace_transport_members{transport="memberlist"} 3`,
 	} {

@@ -23,7 +23,7 @@ var (
 		"The default policy's rate: tokens per gopherpace_limit_period_seconds.", []string{"limiter"}, nil)
 	limitPeriod = prometheus.NewDesc("gopherpace_limit_period_seconds",
 		"The default policy's period.", []string{"limiter"}, nil)
-	limitBurst = prometheus.NewDesc("gopherpace_limit_burst_tokens",
+	limitBucketSize = prometheus.NewDesc("gopherpace_limit_bucket_size_tokens",
 		"The default policy's bucket size.", []string{"limiter"}, nil)
 	clustered = prometheus.NewDesc("gopherpace_clustered",
 		"1 when the limiter has a transport.", []string{"limiter"}, nil)
@@ -66,7 +66,7 @@ func collectLimiter(ch chan<- prometheus.Metric, name string, l *gopherpace.Limi
 	tokens, per := l.Rate()
 	gauge(limitTokens, float64(tokens))
 	gauge(limitPeriod, per.Seconds())
-	gauge(limitBurst, float64(l.BucketSize()))
+	gauge(limitBucketSize, float64(l.BucketSize()))
 	gauge(clustered, b2f(s.Clustered))
 	if !s.Clustered {
 		return

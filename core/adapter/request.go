@@ -97,7 +97,7 @@ func (g *Gate) Decide(r *Request) error {
 // with further limits, the draft fields list every policy. One allocation.
 func (g *Gate) SetHeaders(h http.Header, r *Request) {
 	if g.limits == nil {
-		g.policy.SetHeader(h, render.Quota(r.d), r.at)
+		g.policy.SetHeader(h, render.Decision(r.d), r.at)
 		return
 	}
 	var f Fields
@@ -109,15 +109,15 @@ func (g *Gate) SetHeaders(h http.Header, r *Request) {
 // them.
 func (g *Gate) RenderRequest(f *Fields, r *Request) {
 	if g.limits == nil {
-		f.f.Render(g.policy, render.Quota(r.d), r.at)
+		f.f.Render(g.policy, render.Decision(r.d), r.at)
 		return
 	}
 	n := len(g.policies)
-	var qs [MaxLimits]render.Quota
+	var qs [MaxLimits]render.Decision
 	for i := range n {
-		qs[i] = render.Quota(r.all[i])
+		qs[i] = render.Decision(r.all[i])
 	}
-	f.f.RenderMany(g.policies, qs[:n], render.Quota(r.d), r.at)
+	f.f.RenderMany(g.policies, qs[:n], render.Decision(r.d), r.at)
 }
 
 // RefundFor gives the request's tokens back, to every limit, when the gate

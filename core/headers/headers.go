@@ -95,12 +95,12 @@ func (r Renderer) Style() Style { return Style(r.p.Style) }
 // made at (as given to TakeAt), so a request reads the clock once. All the
 // values share one allocation.
 func (r Renderer) Append(dst []Field, d gopherpace.Decision, now time.Time) []Field {
-	return render.Append(dst, r.p, render.Quota(d), now)
+	return render.Append(dst, r.p, render.Decision(d), now)
 }
 
 // Set writes d's fields into h, replacing earlier values.
 func (r Renderer) Set(h http.Header, d gopherpace.Decision, now time.Time) {
-	r.p.SetHeader(h, render.Quota(d), now)
+	r.p.SetHeader(h, render.Decision(d), now)
 }
 
 // RetryAfterSeconds is the Retry-After delay-seconds for d: whole seconds
@@ -110,5 +110,5 @@ func RetryAfterSeconds(d time.Duration) int64 { return render.RetryAfterSeconds(
 // WriteTooManyRequests answers a denied request: d's fields as r renders
 // them, then 429 with a short text body.
 func WriteTooManyRequests(w http.ResponseWriter, d gopherpace.Decision, r Renderer, now time.Time) {
-	render.WriteTooManyRequests(w, r.p, render.Quota(d), now)
+	render.WriteTooManyRequests(w, r.p, render.Decision(d), now)
 }

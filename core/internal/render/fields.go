@@ -64,15 +64,15 @@ func (f *Fields) Value(i int) string {
 
 // Render renders q's fields in p's style into f. now is read only for the
 // legacy X-RateLimit-Reset, an absolute time.
-func (f *Fields) Render(p Policy, q Quota, now time.Time) {
-	f.RenderMany([]Policy{p}, []Quota{q}, q, now)
+func (f *Fields) Render(p Policy, q Decision, now time.Time) {
+	f.RenderMany([]Policy{p}, []Decision{q}, q, now)
 }
 
 // RenderMany renders the fields of a request that several policies
 // decided together: the draft fields list every policy, in order, with
 // its own quota (qs[i] for ps[i]); Retry-After and the legacy fields
 // describe q, the decision of them all. The style is ps[0]'s.
-func (f *Fields) RenderMany(ps []Policy, qs []Quota, q Quota, now time.Time) {
+func (f *Fields) RenderMany(ps []Policy, qs []Decision, q Decision, now time.Time) {
 	// One policy's values fit buf; several render into bytes of their own.
 	// (A slice of buf is never stored in f: a pointer into f kept in f
 	// would move every Fields to the heap.)
@@ -85,7 +85,7 @@ func (f *Fields) RenderMany(ps []Policy, qs []Quota, q Quota, now time.Time) {
 }
 
 // render appends the values to b and notes each field.
-func (f *Fields) render(b []byte, ps []Policy, qs []Quota, q Quota, now time.Time) []byte {
+func (f *Fields) render(b []byte, ps []Policy, qs []Decision, q Decision, now time.Time) []byte {
 	style := ps[0].Style
 	f.n = 0
 	field := func(name, fixed string) {
@@ -137,7 +137,7 @@ func (p Policy) quotedName() string {
 
 // policyValue is the RateLimit-Policy value for q: the memo's while the
 // limit and window are the memo's.
-func (p Policy) policyValue(quoted string, q Quota) string {
+func (p Policy) policyValue(quoted string, q Decision) string {
 	if p.memo != nil {
 		if m := p.memo.Load(); m != nil && m.limit == q.BucketSize && m.window == q.Window {
 			return m.value
@@ -156,7 +156,7 @@ func (p Policy) policyValue(quoted string, q Quota) string {
 // Every value is rendered into one buffer and converted to a string once;
 // the fields' values are slices of it, so a request's headers cost at
 // most one allocation, however many fields there are.
-func Append[F fieldType](dst []F, p Policy, q Quota, now time.Time) []F {
+func Append[F fieldType](dst []F, p Policy, q Decision, now time.Time) []F {
 	var f Fields
 	f.Render(p, q, now)
 	values := string(f.bytes())
@@ -175,7 +175,7 @@ func Append[F fieldType](dst []F, p Policy, q Quota, now time.Time) []F {
 // SetHeader writes q's fields into h (an http.Header's map), replacing
 // earlier values. The values and the []string of every field share one
 // allocation.
-func (p Policy) SetHeader(h map[string][]string, q Quota, now time.Time) {
+func (p Policy) SetHeader(h map[string][]string, q Decision, now time.Time) {
 	var f Fields
 	f.Render(p, q, now)
 	f.SetHeader(h)

@@ -10,9 +10,9 @@ import (
 	"time"
 )
 
-// Quota mirrors gopherpace.Decision field for field, so that a Decision
+// Decision mirrors gopherpace.Decision field for field, so that a Decision
 // converts to it at no cost.
-type Quota struct {
+type Decision struct {
 	Allowed    bool
 	Shadowed   bool
 	BucketSize int64
@@ -24,7 +24,7 @@ type Quota struct {
 
 // NextTokenAfter is how long until at least one more token becomes
 // available: zero when the bucket is full, RetryAfter on a denial.
-func (q Quota) NextTokenAfter() time.Duration {
+func (q Decision) NextTokenAfter() time.Duration {
 	if !q.Allowed {
 		return q.RetryAfter
 	}
@@ -110,7 +110,7 @@ func CeilSeconds(d time.Duration) int64 {
 }
 
 // appendPolicyField renders `"name";q=<limit>;w=<window seconds>`.
-func appendPolicyField(b []byte, quoted string, q Quota) []byte {
+func appendPolicyField(b []byte, quoted string, q Decision) []byte {
 	b = append(b, quoted...)
 	b = append(b, ";q="...)
 	b = strconv.AppendInt(b, q.BucketSize, 10)
@@ -120,7 +120,7 @@ func appendPolicyField(b []byte, quoted string, q Quota) []byte {
 
 // appendLimitField renders `"name";r=<remaining>;t=<seconds until more
 // quota>`; t is left out when the bucket is full.
-func appendLimitField(b []byte, quoted string, q Quota) []byte {
+func appendLimitField(b []byte, quoted string, q Decision) []byte {
 	b = append(b, quoted...)
 	b = append(b, ";r="...)
 	b = strconv.AppendInt(b, q.Remaining, 10)
@@ -134,7 +134,7 @@ func appendLimitField(b []byte, quoted string, q Quota) []byte {
 // NextTokenSeconds is CeilSeconds(q.NextTokenAfter()) without its two
 // divisions in the common case: a bucket that gains a token at least every
 // second gains the next one within a second.
-func NextTokenSeconds(q Quota) int64 {
+func NextTokenSeconds(q Decision) int64 {
 	if q.Allowed && q.Remaining < q.BucketSize && q.ResetAfter > 0 && q.BucketSize < 1<<33 && q.Window <= time.Duration(q.BucketSize)*time.Second {
 		return 1
 	}
@@ -173,7 +173,7 @@ const DeniedMessage = "rate limit exceeded"
 
 // WriteTooManyRequests answers a denied request: q's fields in p's style,
 // then 429 with DeniedMessage as plain text.
-func WriteTooManyRequests(w http.ResponseWriter, p Policy, q Quota, now time.Time) {
+func WriteTooManyRequests(w http.ResponseWriter, p Policy, q Decision, now time.Time) {
 	hdr := w.Header()
 	p.SetHeader(hdr, q, now)
 	hdr["Content-Type"] = []string{"text/plain; charset=utf-8"}

@@ -13,14 +13,14 @@ func TestNextTokenSecondsMatchesNextTokenAfter(t *testing.T) {
 		window := interval * rc.burst
 		step := max(1, window/5000)
 		for reset := int64(0); reset <= window; reset += step {
-			q := Quota{Allowed: true, BucketSize: rc.burst, Remaining: (window - reset) / interval,
+			q := Decision{Allowed: true, BucketSize: rc.burst, Remaining: (window - reset) / interval,
 				ResetAfter: time.Duration(reset), Window: time.Duration(window)}
 			if got, want := NextTokenSeconds(q), CeilSeconds(q.NextTokenAfter()); got != want {
 				t.Fatalf("rate %d: %+v: t=%d, want %d", rc.rate, q, got, want)
 			}
 		}
 	}
-	slow := Quota{Allowed: true, BucketSize: 2, Remaining: 1, ResetAfter: 90 * time.Second, Window: 120 * time.Second}
+	slow := Decision{Allowed: true, BucketSize: 2, Remaining: 1, ResetAfter: 90 * time.Second, Window: 120 * time.Second}
 	if got := NextTokenSeconds(slow); got != 30 {
 		t.Fatalf("one token a minute, 90s to full: t=%d, want 30", got)
 	}
@@ -31,10 +31,10 @@ func TestNextTokenSecondsMatchesNextTokenAfter(t *testing.T) {
 func TestRenderMany(t *testing.T) {
 	perIP := NewPolicy(Draft, "per-ip")
 	perKey := NewPolicy(Draft, "per-key")
-	qIP := Quota{Allowed: false, BucketSize: 10, Remaining: 0, RetryAfter: 100 * time.Millisecond, ResetAfter: time.Second, Window: time.Second}
-	qKey := Quota{Allowed: true, BucketSize: 100, Remaining: 40, ResetAfter: 36 * time.Minute, Window: time.Hour}
+	qIP := Decision{Allowed: false, BucketSize: 10, Remaining: 0, RetryAfter: 100 * time.Millisecond, ResetAfter: time.Second, Window: time.Second}
+	qKey := Decision{Allowed: true, BucketSize: 100, Remaining: 40, ResetAfter: 36 * time.Minute, Window: time.Hour}
 	var f Fields
-	f.RenderMany([]Policy{perIP, perKey}, []Quota{qIP, qKey}, qIP, time.Unix(0, 0))
+	f.RenderMany([]Policy{perIP, perKey}, []Decision{qIP, qKey}, qIP, time.Unix(0, 0))
 	got := map[string]string{}
 	for i := range f.Len() {
 		got[f.Name(i)] = f.Value(i)
