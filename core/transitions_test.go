@@ -117,20 +117,7 @@ func TestAColdClusterAdmitsItsFirstBurst(t *testing.T) {
 		lims := []*gopherpace.Limiter{start("a")}
 		net.Advance(lateBy)
 		lims = append(lims, start("b"), start("c"))
-		// The earliest moment: every node has heard every other.
-		for i := 0; ; i++ {
-			all := true
-			for _, l := range lims {
-				all = all && l.Stats().HeardNodes == 3
-			}
-			if all {
-				break
-			}
-			if i > 10_000 {
-				t.Fatal("the nodes never heard each other")
-			}
-			net.Advance(100 * time.Microsecond)
-		}
+		untilAllHear(t, net, lims) // the earliest moment
 		for _, target := range []int{2, 0} {
 			got := 0
 			for range 100 {
@@ -189,19 +176,7 @@ func TestAColdBurstThatWaitsForItsReportIsNotGated(t *testing.T) {
 			l, _ := joinNode(t, net, name, 100)
 			lims = append(lims, l)
 		}
-		for i := 0; ; i++ {
-			all := true
-			for _, l := range lims {
-				all = all && l.Stats().HeardNodes == 3
-			}
-			if all {
-				break
-			}
-			if i > 10_000 {
-				t.Fatal("the nodes never heard each other")
-			}
-			net.Advance(100 * time.Microsecond)
-		}
+		untilAllHear(t, net, lims)
 		net.Advance(offset)
 		got, waits := 0, 0
 		for range 100 {
@@ -226,5 +201,24 @@ func TestAColdBurstThatWaitsForItsReportIsNotGated(t *testing.T) {
 		if got != 100 {
 			t.Errorf("offset %v: the first burst of 100 got %d (%d waits for the report)", offset, got, waits)
 		}
+	}
+}
+
+// untilAllHear advances net in 100 µs steps until every limiter has heard
+// every other: the earliest moment a cold cluster is formed.
+func untilAllHear(t *testing.T, net *memtransport.Network, lims []*gopherpace.Limiter) {
+	t.Helper()
+	for i := 0; ; i++ {
+		all := true
+		for _, l := range lims {
+			all = all && l.Stats().HeardNodes == int64(len(lims))
+		}
+		if all {
+			return
+		}
+		if i > 10_000 {
+			t.Fatal("the nodes never heard each other")
+		}
+		net.Advance(100 * time.Microsecond)
 	}
 }
