@@ -1,10 +1,13 @@
 package gopherpace
 
 import (
+	"log/slog"
 	"runtime"
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/pedreviljoen/gopherpace/core/internal/wire"
 )
 
 func BenchmarkAllow(b *testing.B) {
@@ -163,4 +166,64 @@ func BenchmarkLimits(b *testing.B) {
 			ls.TakeAll(keys, 1, nil)
 		}
 	})
+}
+
+// crowdTransport lists members peers and delivers nothing by itself: a
+// benchmark hands its frames to the hub the limiter subscribed. Its clock
+// moves only when the benchmark moves it, and never fires.
+type crowdTransport struct {
+	nopTransport
+	members []string
+	now     time.Time
+	receive func(string, []byte)
+}
+
+func (c *crowdTransport) Members() []string { return c.members }
+func (c *crowdTransport) Subscribe(f func(string, []byte)) func() {
+	c.receive = f
+	return func() {}
+}
+func (c *crowdTransport) Now() time.Time { return c.now }
+func (*crowdTransport) AfterFunc(time.Duration, func()) func() bool {
+	return func() bool { return true }
+}
+
+// BenchmarkReceive is the receiving side at N = 1,000: datagrams of one
+// frame each from 999 listed peers in turn, each frame a peer's report of
+// one more admit (the global total, the demand total and the level move),
+// through the hub's split and dispatch, the engine's lock, the decoder,
+// the peer's stream, its load and offsets, and the debit. The clock moves
+// 1/21,000 s a frame: the all-to-all rate at N = 1,000. %core is
+// what that rate costs one core.
+func BenchmarkReceive(b *testing.B) {
+	const peers, rate = 999, 21_000
+	tr := &crowdTransport{now: time.Unix(1_700_000_000, 0)}
+	for i := range peers {
+		tr.members = append(tr.members, "peer-"+strconv.Itoa(i))
+	}
+	l, err := New(WithRefillRate(1000), WithTransport(tr), WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	inc := uint64(tr.now.UnixNano())
+	sums := make([]uint64, peers)
+	buf := make([]byte, 0, 64)
+	step := time.Second / rate
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		p := i % peers
+		i++
+		sums[p]++
+		buf = wire.Encode(buf[:0], &wire.Frame{Limiter: hashKey(0, DefaultLimiterID), Incarnation: inc,
+			GlobalSum: sums[p], Global: 1, DemandSum: 2 * sums[p], Level: int64(p % 100)})
+		tr.now = tr.now.Add(step)
+		tr.receive(tr.members[p], buf)
+	}
+	perFrame := float64(b.Elapsed().Nanoseconds()) / float64(b.N)
+	b.ReportMetric(perFrame*rate/1e7, "%core")
+	if st := l.Stats(); st.FramesReceived != uint64(b.N) || st.FramesMalformed+st.FramesNotMember != 0 {
+		b.Fatalf("%d of %d frames received, %d malformed, %d from non-members", st.FramesReceived, b.N, st.FramesMalformed, st.FramesNotMember)
+	}
 }
