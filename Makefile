@@ -12,7 +12,7 @@ JOBS ?= 2
 BIN := $(CURDIR)/.bin
 TIMES := $(CURDIR)/.test-times
 
-.PHONY: test fmt fmt-check vet lint tidy-check core-deps-check work bench bench-rls redis demo demo-standalone fuzz accuracy browser tools check-modules transitions haproxy release
+.PHONY: test fmt fmt-check vet lint tidy-check core-deps-check work bench bench-rls redis demo demo-standalone fuzz accuracy browser tools check-modules transitions haproxy release scale
 
 ## test: format check, core dependency check, then in every module (JOBS at a time) vet, staticcheck and race tests; a headless browser; prints how long each part took
 test:
@@ -179,6 +179,11 @@ haproxy:
 		echo "== installing HAProxy"; \
 		($$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends haproxy) >/dev/null; \
 	fi
+
+## scale: N replicas (NODES, default 50) in one process, each with its own memberlist on loopback, at 5x their shared limit for 10 s: total, every replica's share, datagrams and bytes each sends its peers (docs/accuracy.md#scale)
+NODES ?= 50
+scale:
+	cd examples && GOWORK=off $(GO) run ./scale -nodes $(NODES)
 
 ## demo: three replicas gossiping over real memberlist on loopback, under skewed then uniform load
 demo:

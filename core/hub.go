@@ -123,7 +123,9 @@ func (h *hub) send(st *senderStats, frame []byte, now bool) {
 	}
 	h.pending = append(h.pending, frame...)
 	h.senders = append(h.senders, pendingFrame{st, len(frame)})
-	if now {
+	if now || len(h.engines) < 2 {
+		// Alone on its transport a limiter has no one to share with: its
+		// frames go at once, as they did before the hub.
 		h.flushLocked()
 		return
 	}

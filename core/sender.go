@@ -96,15 +96,12 @@ func (s *sender) kick() {
 	}
 }
 
-// armFlush schedules a flush unless one is already scheduled: at the
-// next instant of a grid flushDelay apart on the clock's own time (at the
-// node's phase, as ticks are), so that the first unreported admit waits
-// flushDelay at most and half of it on average, on every node alike, and
-// the limiters of one node flush at the same instants and share
-// datagrams (hub.go).
+// armFlush schedules a flush flushDelay from now unless one is already
+// scheduled: every node holds its first unreported admit for the same
+// short time.
 func (s *sender) armFlush() {
 	if s.flushArmed.CompareAndSwap(false, true) {
-		s.clock.AfterFunc(s.untilGrid(2*s.flushDelay), s.onArmed)
+		s.clock.AfterFunc(time.Duration(s.flushDelay), s.onArmed)
 	}
 }
 
