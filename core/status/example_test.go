@@ -94,5 +94,5 @@ func ExampleCheck() {
 	fmt.Println(status.Check(limiters[0]))
 	// Output:
 	// true 2 of 2 known nodes in sight
-	// false 1 of 2 known nodes in sight; out of sight: b (silent for 1.023s)
+	// false 1 of 2 known nodes in sight; out of sight: b (silent for 1.024s)
 }
