@@ -45,9 +45,8 @@ type fairShares struct {
 	word *countedBucket
 	view *peerView // the peers in sight, the buckets' clock
 
-	share    shareBucket // while contended, what this node may admit
-	denied   procCounter // tokens refused for want of tokens (deniedDemand)
-	resynced atomic.Uint64
+	share  shareBucket // while contended, what this node may admit
+	denied procCounter // tokens refused for want of tokens (deniedDemand)
 
 	own load // this node's admit and demand rates; under the engine's lock
 }
@@ -329,7 +328,6 @@ func (fs *fairShares) resync(now int64) {
 		// debt, capped there, ends a window after that frame even when the
 		// member fell silent before the window closed (docs/security.md).
 		fs.word.debit(p, at, excess, fs.maxDebt(p))
-		fs.resynced.Add(uint64(excess))
 	}
 	fs.view.eachStream(func(s *stream) { s.fair.offsets.reset() })
 }

@@ -20,10 +20,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/pedreviljoen/gopherpace/adapters/memberpace"
 	gopherpace "github.com/pedreviljoen/gopherpace/core"
 	"github.com/pedreviljoen/gopherpace/core/status"
-	"github.com/pedreviljoen/gopherpace/seeds"
+	"github.com/pedreviljoen/gopherpace/examples/internal/loopback"
 )
 
 type phase struct {
@@ -48,35 +47,12 @@ func run(rate int64, mult float64, seconds int, statusAddr string) error {
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	names := []string{"replica-a", "replica-b", "replica-c"}
-	var transports []*memberpace.Transport
-	var limiters []*gopherpace.Limiter
-	defer func() {
-		for _, l := range limiters {
-			l.Close()
-		}
-		for _, t := range transports {
-			t.Close()
-		}
-	}()
-	for i, name := range names {
-		opts := []memberpace.Option{memberpace.WithBindAddr("127.0.0.1"), memberpace.WithBindPort(0),
-			memberpace.WithNodeName(name), memberpace.WithLogger(logger)}
-		if i > 0 {
-			opts = append(opts, memberpace.WithSeeds(seeds.Static{transports[0].GossipAddr()}))
-		}
-		tr, err := memberpace.New(opts...)
-		if err != nil {
-			return err
-		}
-		transports = append(transports, tr)
+	c, err := loopback.Start(names, rate, logger)
+	if err != nil {
+		return err
 	}
-	for _, tr := range transports {
-		l, err := gopherpace.New(gopherpace.WithRefillRate(rate), gopherpace.WithTransport(tr), gopherpace.WithLogger(logger))
-		if err != nil {
-			return err
-		}
-		limiters = append(limiters, l)
-	}
+	defer c.Close()
+	transports, limiters := c.Transports, c.Limiters
 	ln, err := net.Listen("tcp", statusAddr)
 	if err != nil {
 		return err

@@ -28,9 +28,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/pedreviljoen/gopherpace/adapters/memberpace"
 	gopherpace "github.com/pedreviljoen/gopherpace/core"
-	"github.com/pedreviljoen/gopherpace/seeds"
+	"github.com/pedreviljoen/gopherpace/examples/internal/loopback"
 )
 
 func main() {
@@ -50,35 +49,16 @@ func run(n int, rate int64, mult float64, d time.Duration) error {
 	}
 	// Quiet: at shutdown memberlist logs the pings it can no longer send.
 	logger := slog.New(slog.DiscardHandler)
-	var transports []*memberpace.Transport
-	var limiters []*gopherpace.Limiter
-	defer func() {
-		for _, l := range limiters {
-			l.Close()
-		}
-		for _, t := range transports {
-			t.Close()
-		}
-	}()
-	for i := range n {
-		opts := []memberpace.Option{memberpace.WithBindAddr("127.0.0.1"), memberpace.WithBindPort(0),
-			memberpace.WithNodeName(fmt.Sprintf("replica-%03d", i)), memberpace.WithLogger(logger)}
-		if i > 0 {
-			opts = append(opts, memberpace.WithSeeds(seeds.Static{transports[0].GossipAddr()}))
-		}
-		tr, err := memberpace.New(opts...)
-		if err != nil {
-			return err
-		}
-		transports = append(transports, tr)
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("replica-%03d", i)
 	}
-	for _, tr := range transports {
-		l, err := gopherpace.New(gopherpace.WithRefillRate(rate), gopherpace.WithTransport(tr), gopherpace.WithLogger(logger))
-		if err != nil {
-			return err
-		}
-		limiters = append(limiters, l)
+	c, err := loopback.Start(names, rate, logger)
+	if err != nil {
+		return err
 	}
+	defer c.Close()
+	transports, limiters := c.Transports, c.Limiters
 	fmt.Printf("%d replicas on loopback, one memberlist each; limit %d/s, bucket %d; offered %.0f/s as Poisson arrivals, evenly\n",
 		n, rate, rate, mult*float64(rate))
 	start := time.Now()
