@@ -122,18 +122,15 @@ work:
 	$(GO) work init
 	$(GO) work use -r .
 
-FRAMEWORK_ADAPTERS := adapters/ginpace adapters/echopace adapters/echo5pace adapters/fiberpace adapters/fiber3pace adapters/grpcpace
 
-## bench: side-by-side benchmarks against peer libraries (a table with ratios to the fastest peer), gubernator's GLOBAL mode against ours on one cluster scenario, then each framework adapter against its bare framework; a failed part is reported and the rest still runs
+## bench: side-by-side benchmarks against peer libraries (a table with ratios to the fastest peer), gubernator's GLOBAL mode against ours on one cluster scenario, then what each framework adapter adds to a request against its floors and its framework's own limiter; a failed part is reported and the rest still runs
 bench:
 	@status=0; \
 	(cd bench && GOWORK=off $(GO) run ./cmd/benchtable) || status=1; \
 	echo; echo "== cluster accuracy: gubernator GLOBAL and gopherpace, same scenario"; \
 	(cd bench/clusteraccuracy && GOWORK=off $(GO) run .) || status=1; \
-	for m in $(FRAMEWORK_ADAPTERS); do \
-		echo "== $$m"; \
-		(cd $$m && GOWORK=off $(GO) test -run '^$$' -bench . -benchtime 300ms . | grep -E '^Benchmark') || status=1; \
-	done; \
+	echo; echo "== what each framework adapter adds, against its floors (docs/performance.md#middleware)"; \
+	(cd bench && GOWORK=off $(GO) run ./cmd/middlewarecost) || status=1; \
 	exit $$status
 
 ## bench-rls: Envoy's RateLimitService as envoyproxy/ratelimit (with a real redis-server, installed when missing) and gopherpace serve answer it, side by side: decisions/s and latency, three replicas of each behind round-robin, memory at a million descriptor values (docs/service.md#measured; RLSBENCH_FLAGS=-parts=... picks)

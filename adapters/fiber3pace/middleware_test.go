@@ -25,6 +25,9 @@ func TestMain(m *testing.M) {
 		// The process-wide clock of Fiber's own limiter, which the
 		// benchmarks compare with.
 		goleak.IgnoreAnyFunction("github.com/gofiber/utils/v2.StartTimeStampUpdater.func1.1"),
+		// The sweeper of Fiber's own limiter's memory store, which that
+		// limiter never stops.
+		goleak.IgnoreAnyFunction("github.com/gofiber/fiber/v3/internal/memory.(*Storage).gc"),
 	)
 }
 

@@ -189,36 +189,53 @@ func ParseHost(s string) (netip.Addr, bool) {
 // neither to parse nor to copy it. Anything else is not ok, and goes the
 // way of ParseHost.
 func IPv4Host(s string) (host string, ok bool) {
-	host = s
-	if i := strings.IndexByte(s, ':'); i >= 0 {
-		if strings.IndexByte(s[i+1:], ':') >= 0 {
-			return "", false
-		}
-		host = s[:i]
-	}
-	dots, digits, value := 0, 0, 0
-	for i := 0; i < len(host); i++ {
-		c := host[i]
-		if c == '.' {
-			if digits == 0 || dots == 3 {
-				return "", false
-			}
-			dots, digits, value = dots+1, 0, 0
+	// One pass that only classifies bytes, each field checked at its end:
+	// the request path pays this for every request, and searching for the
+	// port's ':' first, then computing each field's value digit by digit,
+	// cost a quarter more.
+	start, dots, i := 0, 0, 0
+	for ; i < len(s); i++ {
+		c := s[i]
+		if c-'0' <= 9 {
 			continue
 		}
-		d := int(c) - '0'
-		if d < 0 || d > 9 || digits == 1 && value == 0 { // not a digit, or after a leading zero
+		if c != '.' {
+			break
+		}
+		if dots == 3 || !decimalByte(s[start:i]) {
 			return "", false
 		}
-		digits, value = digits+1, value*10+d
-		if value > 255 {
-			return "", false
-		}
+		dots, start = dots+1, i+1
 	}
-	if dots != 3 || digits == 0 {
+	if dots != 3 || !decimalByte(s[start:i]) {
 		return "", false
 	}
-	return host, true
+	if i < len(s) {
+		if s[i] != ':' {
+			return "", false
+		}
+		for _, c := range []byte(s[i+1:]) {
+			if c == ':' { // not "ip:port"
+				return "", false
+			}
+		}
+	}
+	return s[:i], true
+}
+
+// decimalByte reports whether the digits f are a number from 0 to 255 as
+// Go writes it: one to three digits, no leading zero.
+func decimalByte(f string) bool {
+	switch len(f) {
+	case 1:
+		return true
+	case 2:
+		return f[0] != '0'
+	case 3:
+		// Compared byte by byte: a string comparison is a call.
+		return f[0] == '1' || f[0] == '2' && (f[1] < '5' || f[1] == '5' && f[2] <= '5')
+	}
+	return false
 }
 
 func contains(prefixes []netip.Prefix, a netip.Addr) bool {
