@@ -50,7 +50,7 @@ const maxNow = int64(1) << 62
 // through every caller costs more than deciding. It never spends on a
 // denial, and it returns false, without deciding, when the word was evicted
 // under it.
-func takeInto(d *Decision, tat *atomic.Int64, p *policy, now, n int64) (ok bool) {
+func takeInto(d *Decision, tat *atomic.Int64, p *rule, now, n int64) (ok bool) {
 	unit := p.interval
 	cost := n * unit
 	old := tat.Load()
@@ -77,7 +77,7 @@ func takeInto(d *Decision, tat *atomic.Int64, p *policy, now, n int64) (ok bool)
 // delay: it skips the divisions that fill a Decision. The word must never
 // be evicted (the global bucket). contended reports that a compare-and-swap
 // lost a race.
-func allow(tat *atomic.Int64, p *policy, now, n int64) (ok bool, retry time.Duration, contended bool) {
+func allow(tat *atomic.Int64, p *rule, now, n int64) (ok bool, retry time.Duration, contended bool) {
 	cost := n * p.interval
 	old := tat.Load()
 	for {
@@ -94,7 +94,7 @@ func allow(tat *atomic.Int64, p *policy, now, n int64) (ok bool, retry time.Dura
 	}
 }
 
-// settle handles a TAT more than a window beyond the policy's ceiling, on
+// settle handles a TAT more than a window beyond the rule's ceiling, on
 // the denial path. Only a caller's time that jumped back by over a window
 // (or a call far in the future) leaves one; left alone, it would deny
 // every caller until the clock caught up with it, perhaps for years. A
@@ -105,7 +105,7 @@ func allow(tat *atomic.Int64, p *policy, now, n int64) (ok bool, retry time.Dura
 // the bound is B + R·(the distance the caller's time moved forward in all),
 // not R times the span of times passed: a single word cannot remember what
 // was spent at times it has forgotten (FuzzBucketNeverExceedsRate).
-func settle(tat *atomic.Int64, p *policy, old, now int64) {
+func settle(tat *atomic.Int64, p *rule, old, now int64) {
 	if old != evicted && old-now > p.ceiling+p.tolerance {
 		tat.CompareAndSwap(old, now+p.ceiling)
 	}
@@ -114,7 +114,7 @@ func settle(tat *atomic.Int64, p *policy, old, now int64) {
 // takeUpTo spends as many tokens as the bucket holds, up to n, in one
 // compare-and-swap, for a lease. On a denial (got 0) it returns the wait
 // for one token.
-func takeUpTo(tat *atomic.Int64, p *policy, now, n int64) (got int64, retry time.Duration, contended bool) {
+func takeUpTo(tat *atomic.Int64, p *rule, now, n int64) (got int64, retry time.Duration, contended bool) {
 	unit := p.interval
 	old := tat.Load()
 	for {
@@ -132,7 +132,7 @@ func takeUpTo(tat *atomic.Int64, p *policy, now, n int64) (got int64, retry time
 }
 
 // refund gives n tokens back, never filling the bucket past full.
-func refund(tat *atomic.Int64, p *policy, now, n int64) {
+func refund(tat *atomic.Int64, p *rule, now, n int64) {
 	if n < 1 {
 		return
 	}
@@ -155,7 +155,7 @@ func refund(tat *atomic.Int64, p *policy, now, n int64) {
 // stale counts (after a partition heals, say) cannot stall the bucket for
 // long. maxDebt 0 is the reference design's floor at zero. A count of any
 // size only ever spends: the cost saturates, and n < 1 charges nothing.
-func debit(tat *atomic.Int64, p *policy, now, n, maxDebt int64) {
+func debit(tat *atomic.Int64, p *rule, now, n, maxDebt int64) {
 	if n < 1 {
 		return
 	}
@@ -174,7 +174,7 @@ func debit(tat *atomic.Int64, p *policy, now, n, maxDebt int64) {
 }
 
 // empty spends every token left, for a node that joined a running cluster.
-func empty(tat *atomic.Int64, p *policy, now int64) {
+func empty(tat *atomic.Int64, p *rule, now int64) {
 	for {
 		old := tat.Load()
 		if old == evicted || old >= now+p.tolerance || tat.CompareAndSwap(old, now+p.tolerance) {

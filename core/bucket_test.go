@@ -12,7 +12,7 @@ import (
 )
 
 func TestBucketBurstThenRefill(t *testing.T) {
-	p := mustPolicy(t, 10, 5)
+	p := mustRule(t, 10, 5)
 	var tat atomic.Int64
 	for i := range 5 {
 		d, _ := take(&tat, p, 0, 1)
@@ -48,7 +48,7 @@ func TestBucketAwkwardRates(t *testing.T) {
 		// A bucket that holds 2 ms of refill never overflows between the
 		// 1 ms polls below, so no refill is lost to the polling.
 		burst := rate/500 + 10
-		p := mustPolicy(t, rate, burst)
+		p := mustRule(t, rate, burst)
 		var tat atomic.Int64
 		take(&tat, p, 0, burst) // drain
 		admitted := int64(0)
@@ -77,7 +77,7 @@ func TestBucketAwkwardRates(t *testing.T) {
 }
 
 func TestBucketRateThreePerSecondInterval(t *testing.T) {
-	p := mustPolicy(t, 3, 3)
+	p := mustRule(t, 3, 3)
 	if p.interval != 333_333_334 {
 		t.Fatalf("interval %d, want 333333334 (rounded up)", p.interval)
 	}
@@ -96,7 +96,7 @@ func TestBucketRateThreePerSecondInterval(t *testing.T) {
 }
 
 func TestBucketCostN(t *testing.T) {
-	p := mustPolicy(t, 100, 10)
+	p := mustRule(t, 100, 10)
 	var tat atomic.Int64
 	if d, _ := take(&tat, p, 0, 7); !d.Allowed || d.Remaining != 3 {
 		t.Fatalf("cost 7: %+v", d)
@@ -114,7 +114,7 @@ func TestBucketCostN(t *testing.T) {
 }
 
 func TestBucketTimeBackwards(t *testing.T) {
-	p := mustPolicy(t, 10, 2)
+	p := mustRule(t, 10, 2)
 	var tat atomic.Int64
 	now := int64(time.Second)
 	take(&tat, p, now, 2)
@@ -130,7 +130,7 @@ func TestBucketTimeBackwards(t *testing.T) {
 }
 
 func TestRefundNeverOverfills(t *testing.T) {
-	p := mustPolicy(t, 10, 3)
+	p := mustRule(t, 10, 3)
 	var tat atomic.Int64
 	take(&tat, p, 0, 3)
 	refund(&tat, p, 0, 1)
@@ -149,7 +149,7 @@ func TestRefundNeverOverfills(t *testing.T) {
 	}
 }
 
-func TestNewPolicyValidation(t *testing.T) {
+func TestNewRuleValidation(t *testing.T) {
 	for _, tc := range []struct {
 		rate, burst int64
 		want        string
@@ -161,22 +161,22 @@ func TestNewPolicyValidation(t *testing.T) {
 		{10, -1, "must be at least 1 token, got"},
 		{1, 2_000_000_000, "would take more than"},
 	} {
-		_, err := newPolicy(tc.rate, time.Second, tc.burst)
+		_, err := newRule(tc.rate, time.Second, tc.burst)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("newPolicy(%d, %d) = %v, want error containing %q", tc.rate, tc.burst, err, tc.want)
+			t.Errorf("newRule(%d, %d) = %v, want error containing %q", tc.rate, tc.burst, err, tc.want)
 		}
 	}
-	if _, err := newPolicy(1, time.Second, 1_000_000_000); err != nil {
+	if _, err := newRule(1, time.Second, 1_000_000_000); err != nil {
 		t.Errorf("a burst of 1e9 at 1/s should be accepted: %v", err)
 	}
-	if _, err := newPolicy(1_000_000_000, time.Second, 1_000_000_000); err != nil {
+	if _, err := newRule(1_000_000_000, time.Second, 1_000_000_000); err != nil {
 		t.Errorf("1e9/s with a burst of 1e9 should be accepted: %v", err)
 	}
 }
 
 func TestBucketConcurrentAdmitsExactlyBurst(t *testing.T) {
 	const burst = 10_000
-	p := mustPolicy(t, 1, burst)
+	p := mustRule(t, 1, burst)
 	var tat atomic.Int64
 	var admitted atomic.Int64
 	var wg sync.WaitGroup
@@ -208,7 +208,7 @@ func FuzzBucketNeverExceedsRate(f *testing.F) {
 	f.Add(int64(1000), int64(86_400_000_000), int64(10), []byte{127, 1, 127, 1, 1, 9})
 	f.Fuzz(func(t *testing.T, tokens, perMicros, burst int64, steps []byte) {
 		per := time.Duration(perMicros) * time.Microsecond
-		p, err := newPolicy(tokens, per, burst)
+		p, err := newRule(tokens, per, burst)
 		if err != nil {
 			return
 		}
@@ -247,7 +247,7 @@ func TestTokensInDividesExactly(t *testing.T) {
 		rates = append(rates, 1+rng.Int64N(int64(time.Second)))
 	}
 	for _, rate := range rates {
-		p := mustPolicy(t, rate, 1)
+		p := mustRule(t, rate, 1)
 		d := p.interval
 		xs := []int64{0, 1, d - 1, d, d + 1, maxTolerance, maxTolerance - 1, math.MaxInt64, math.MaxInt64 - 1}
 		for range 200 {

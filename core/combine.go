@@ -65,7 +65,7 @@ func (ls *Limits) TakeAt(now time.Time, keys []string, n int64) (Decision, error
 }
 
 // TakeAll is Take, also writing each limit's own Decision into all (when
-// it has a slot per limiter), for fields that describe every policy, and
+// it has a slot per limiter), for fields that describe every rule, and
 // returning the time of the decision as Limiter.TakeTimed does. A limit
 // after the one that denied is read, not spent from.
 func (ls *Limits) TakeAll(keys []string, n int64, all []Decision) (Decision, time.Time, error) {
@@ -124,7 +124,7 @@ func (ls *Limits) take(d *Decision, now time.Time, keys []string, n int64, all [
 	}
 	// Costs first: a cost one limit can never grant must spend nothing.
 	for i, l := range ls.parts {
-		if err := l.policyFor(keys[i], l.nanos(now)).checkCost(n); err != nil {
+		if err := l.ruleFor(keys[i], l.nanos(now)).checkCost(n); err != nil {
 			return false, -1, err
 		}
 	}
@@ -180,10 +180,10 @@ func closer(a, b *Decision) bool {
 	return a.Remaining < b.Remaining || a.Remaining == b.Remaining && a.ResetAfter > b.ResetAfter
 }
 
-// policyFor is the policy of key's bucket at now.
-func (l *Limiter) policyFor(key string, now int64) *policy {
-	if key == "" || !l.pols.hasOverrides() {
-		return l.pols.dflt()
+// ruleFor is the rule of key's bucket at now.
+func (l *Limiter) ruleFor(key string, now int64) *rule {
+	if key == "" || !l.rules.hasOverrides() {
+		return l.rules.dflt()
 	}
-	return l.keyPolicy(hashKey(l.hashSecret, key), key, now)
+	return l.keyRule(hashKey(l.hashSecret, key), key, now)
 }

@@ -82,7 +82,7 @@ func ahead(w uint64, now int64) int64 { return int64(w-uint64(now)<<countBits) >
 
 // readAhead is ahead, except that a time that cannot be read (see
 // staleAhead) reads as a whole window ahead: an empty bucket.
-func readAhead(w uint64, now int64, p *policy) int64 {
+func readAhead(w uint64, now int64, p *rule) int64 {
 	if a := ahead(w, now); a >= staleAhead {
 		return a
 	}
@@ -90,7 +90,7 @@ func readAhead(w uint64, now int64, p *policy) int64 {
 }
 
 // spent is how far ahead of now the bucket's time is, 0 for a full bucket.
-func spent(w uint64, now int64, p *policy) int64 { return max(readAhead(w, now, p), 0) }
+func spent(w uint64, now int64, p *rule) int64 { return max(readAhead(w, now, p), 0) }
 
 func (c *countedBucket) init(now int64) {
 	// Full at any time a caller may pass, even a little before the limiter
@@ -119,7 +119,7 @@ func (c *countedBucket) unheard() int64 { return c.pending() + c.inflight.Load()
 //
 // While the bucket is contended, an admit that leaves the replica below the
 // gate also spends this node's share q (fairness.go).
-func (c *countedBucket) allow(p *policy, now int64, q *shareBucket) (ok bool, retry time.Duration, count int64, fast, contended bool) {
+func (c *countedBucket) allow(p *rule, now int64, q *shareBucket) (ok bool, retry time.Duration, count int64, fast, contended bool) {
 	w := c.word.Load()
 	spill := c.spill.Load()
 	cost := p.interval
@@ -162,7 +162,7 @@ func (c *countedBucket) allow(p *policy, now int64, q *shareBucket) (ok bool, re
 // take spends n tokens at now and counts them, deciding into d. It returns,
 // on an admit, the unreported count after it; ok is false when the word was
 // handed back. q is the share, as for allow.
-func (c *countedBucket) take(d *Decision, p *policy, now, n int64, q *shareBucket) (count int64, ok bool) {
+func (c *countedBucket) take(d *Decision, p *rule, now, n int64, q *shareBucket) (count int64, ok bool) {
 	unit := p.interval
 	cost := n * unit
 	w := c.word.Load()
@@ -204,7 +204,7 @@ func (c *countedBucket) take(d *Decision, p *policy, now, n int64, q *shareBucke
 
 // settle is settle in bucket.go for the counted word w, whose time is
 // ahead ahead of now.
-func (c *countedBucket) settle(w uint64, p *policy, ahead, now int64) {
+func (c *countedBucket) settle(w uint64, p *rule, ahead, now int64) {
 	if ahead > p.ceiling+p.tolerance {
 		c.word.CompareAndSwap(w, packCounted(now+p.ceiling, int64(w&countMask)))
 	}
@@ -215,7 +215,7 @@ func (c *countedBucket) settle(w uint64, p *policy, ahead, now int64) {
 // a denial (got 0) retry is the wait for one token; ok is false when the
 // word was handed back. q is the share, as for allow: while it applies, a
 // lease takes no more than the share left.
-func (c *countedBucket) takeUpTo(p *policy, now, n, room int64, q *shareBucket) (got, count int64, retry time.Duration, contended, ok bool) {
+func (c *countedBucket) takeUpTo(p *rule, now, n, room int64, q *shareBucket) (got, count int64, retry time.Duration, contended, ok bool) {
 	unit := p.interval
 	w := c.word.Load()
 	for {
@@ -257,7 +257,7 @@ func (c *countedBucket) takeUpTo(p *policy, now, n, room int64, q *shareBucket) 
 // handed back. Like the plain word's operations, f leaves a full bucket's
 // time alone unless it spends: a caller whose time runs a little behind
 // must still find the bucket full.
-func (c *countedBucket) update(now int64, p *policy, f func(ahead, count int64) (int64, int64)) (applied bool) {
+func (c *countedBucket) update(now int64, p *rule, f func(ahead, count int64) (int64, int64)) (applied bool) {
 	for {
 		w := c.word.Load()
 		unsent := int64(w & countMask)
@@ -272,7 +272,7 @@ func (c *countedBucket) update(now int64, p *policy, f func(ahead, count int64) 
 }
 
 // debit charges n tokens that a peer admitted, as debit in bucket.go does.
-func (c *countedBucket) debit(p *policy, now, n, maxDebt int64) {
+func (c *countedBucket) debit(p *rule, now, n, maxDebt int64) {
 	if n < 1 {
 		return
 	}
@@ -287,7 +287,7 @@ func (c *countedBucket) debit(p *policy, now, n, maxDebt int64) {
 
 // reset makes the bucket full at now, keeping the unreported count; false
 // when the word was handed back (the limiter is closing).
-func (c *countedBucket) reset(p *policy, now int64) bool {
+func (c *countedBucket) reset(p *rule, now int64) bool {
 	if c.word.Load()&countMask == handedBack {
 		return false
 	}
@@ -295,9 +295,9 @@ func (c *countedBucket) reset(p *policy, now int64) bool {
 	return true
 }
 
-// reprice moves the bucket from one policy to another at now, keeping the
+// reprice moves the bucket from one rule to another at now, keeping the
 // tokens it has spent (setrate.go).
-func (c *countedBucket) reprice(from, to *policy, now int64) {
+func (c *countedBucket) reprice(from, to *rule, now int64) {
 	c.update(now, from, func(a, count int64) (int64, int64) {
 		if a <= 0 {
 			return a, count
@@ -308,7 +308,7 @@ func (c *countedBucket) reprice(from, to *policy, now int64) {
 
 // lowerTo spends the tokens above level (0..B), for a node that joined a
 // running cluster whose replicas hold level tokens.
-func (c *countedBucket) lowerTo(p *policy, now, level int64) {
+func (c *countedBucket) lowerTo(p *rule, now, level int64) {
 	target := p.tolerance - min(max(level, 0), p.burst)*p.interval
 	c.update(now, p, func(a, count int64) (int64, int64) { return max(a, target), count })
 }
@@ -317,7 +317,7 @@ func (c *countedBucket) lowerTo(p *policy, now, level int64) {
 // out of the unreported count. It reports false when the word was handed
 // back (the limiter closed meanwhile): the caller refunds the standalone
 // word instead, which holds the bucket now.
-func (c *countedBucket) refund(p *policy, now, n int64) bool {
+func (c *countedBucket) refund(p *rule, now, n int64) bool {
 	if n < 1 {
 		return true
 	}
@@ -336,7 +336,7 @@ func (c *countedBucket) refund(p *policy, now, n int64) bool {
 
 // drain takes the unreported count for a report, and moves an idle
 // bucket's time up to idleAhead so that the word's time stays readable.
-func (c *countedBucket) drain(p *policy, now int64) int64 {
+func (c *countedBucket) drain(p *rule, now int64) int64 {
 	var unsent int64
 	c.update(now, p, func(a, count int64) (int64, int64) {
 		unsent = count
@@ -350,7 +350,7 @@ func (c *countedBucket) drain(p *policy, now int64) int64 {
 // limiter that closed; it marks the word so that a taker still on the
 // clustered path moves over too. The count left unreported moves to spill,
 // for the last drain.
-func (c *countedBucket) handBack(tat *atomic.Int64, p *policy, now, real int64) {
+func (c *countedBucket) handBack(tat *atomic.Int64, p *rule, now, real int64) {
 	for {
 		w := c.word.Load()
 		unsent := int64(w & countMask)
@@ -372,7 +372,7 @@ func (c *countedBucket) handBack(tat *atomic.Int64, p *policy, now, real int64) 
 }
 
 // tat is the bucket's time, for statistics; ok is false once handed back.
-func (c *countedBucket) tat(p *policy, now int64) (int64, bool) {
+func (c *countedBucket) tat(p *rule, now int64) (int64, bool) {
 	w := c.word.Load()
 	if w&countMask == handedBack {
 		return 0, false

@@ -34,7 +34,7 @@ func TestCountedWordReadsTimeAcrossWrap(t *testing.T) {
 // one, and every token it admits is drained exactly once.
 func TestCountedDecidesLikeBucket(t *testing.T) {
 	for _, tc := range []struct{ rate, burst int64 }{{3, 5}, {1000, 1000}, {7, 200}, {1_000_000, 10}} {
-		p := mustPolicy(t, tc.rate, tc.burst)
+		p := mustRule(t, tc.rate, tc.burst)
 		p.ceiling = 2 * p.tolerance // clustered: peers' debits may add a bucket of debt
 		var plain atomic.Int64
 		plain.Store(neverUsed)
@@ -95,7 +95,7 @@ func TestCountedDecidesLikeBucket(t *testing.T) {
 // Goroutines admitting while another drains: no token is counted twice or
 // lost, whether it sits in the word's field or spilled past it.
 func TestCountedConcurrentDrain(t *testing.T) {
-	p := mustPolicy(t, 1_000_000_000, 1_000_000_000)
+	p := mustRule(t, 1_000_000_000, 1_000_000_000)
 	var c countedBucket
 	c.init(0)
 	var admitted, drained atomic.Int64
@@ -141,7 +141,7 @@ func TestCountedConcurrentDrain(t *testing.T) {
 // back the bucket reads as spent, years ahead as empty, and it fills again
 // from there.
 func TestCountedFarTimesNeverAdmitExtra(t *testing.T) {
-	p := mustPolicy(t, 10, 10)
+	p := mustRule(t, 10, 10)
 	p.ceiling = 2 * p.tolerance
 	emptied := func() *countedBucket {
 		var c countedBucket
@@ -216,7 +216,7 @@ func FuzzCountedDecidesLikeBucket(f *testing.F) {
 	f.Add(int64(1000), int64(1_000_000), int64(100), []byte{255, 255, 0, 0, 77, 3, 200, 1})
 	f.Add(int64(100), int64(3_600_000_000), int64(100), []byte{127, 0, 9, 127, 2, 50, 1, 1, 1})
 	f.Fuzz(func(t *testing.T, tokens, perMicros, burst int64, ops []byte) {
-		p, err := newPolicy(tokens, time.Duration(perMicros)*time.Microsecond, burst)
+		p, err := newRule(tokens, time.Duration(perMicros)*time.Microsecond, burst)
 		if err != nil || p.tolerance > maxClusteredTolerance {
 			return
 		}

@@ -24,7 +24,7 @@ func (e *engine) farFromClock(now int64) bool {
 // waits reports a denial that is only a wait for the report: this node
 // must wait for its peers to hear of its admits (overCap), not for tokens.
 func (e *engine) allow(now int64) (ok bool, retry time.Duration, waits bool) {
-	lz, p := e.leases, e.pols.dflt()
+	lz, p := e.leases, e.rules.dflt()
 	if e.farFromClock(now) {
 		return false, time.Second, false
 	}
@@ -107,7 +107,7 @@ func (e *engine) takeGlobal(d *Decision, now, n int64) (waits bool) {
 // first. Once the limiter has closed and the counted word is handed back,
 // the standalone word decides.
 func (e *engine) takeCounted(d *Decision, now, n int64) (waits bool) {
-	c, p := &e.global, e.pols.dflt()
+	c, p := &e.global, e.rules.dflt()
 	pre := false
 	if e.farFromClock(now) && e.mode.get() != modeStopped {
 		*d = closedDecision(p)
@@ -147,7 +147,7 @@ func (e *engine) takeCounted(d *Decision, now, n int64) (waits bool) {
 
 // takeKeyed decides n tokens of key hash h's bucket into d and counts an
 // admit for gossip. It reports a wait for the report as takeGlobal does.
-func (e *engine) takeKeyed(d *Decision, h uint64, p *policy, now, n int64) (waits bool) {
+func (e *engine) takeKeyed(d *Decision, h uint64, p *rule, now, n int64) (waits bool) {
 	if e.mode.get() == modeClosed {
 		*d = closedDecision(p)
 		return false
@@ -176,14 +176,14 @@ func (e *engine) takeKeyed(d *Decision, h uint64, p *policy, now, n int64) (wait
 // refundGlobal gives back n tokens of the global bucket: to the standalone
 // word once the counted word is handed back.
 func (e *engine) refundGlobal(now, n int64) {
-	if !e.global.refund(e.pols.dflt(), e.bucketTime(now), n) {
-		refund(e.standalone, e.pols.dflt(), now, n)
+	if !e.global.refund(e.rules.dflt(), e.bucketTime(now), n) {
+		refund(e.standalone, e.rules.dflt(), now, n)
 	}
 }
 
 // refundKeyed gives back n tokens of key hash h's bucket, taking them out
 // of the count not yet sent.
-func (e *engine) refundKeyed(h uint64, p *policy, now, n int64) {
+func (e *engine) refundKeyed(h uint64, p *rule, now, n int64) {
 	if ent := e.keys.lookup(h); ent != nil {
 		refund(&ent.tat, p, e.bucketTime(now), n)
 		unreport(&ent.pending, n)
@@ -195,7 +195,7 @@ func (e *engine) refundKeyed(h uint64, p *policy, now, n int64) {
 // within the node's cap of unreported tokens.
 type countedSource struct{ e *engine }
 
-func (s countedSource) takeUpTo(p *policy, now, n int64) (int64, time.Duration, bool) {
+func (s countedSource) takeUpTo(p *rule, now, n int64) (int64, time.Duration, bool) {
 	e, c := s.e, &s.e.global
 	room := p.localCap.Load() - c.unheard()
 	if room < 1 {
@@ -215,7 +215,7 @@ func (s countedSource) takeUpTo(p *policy, now, n int64) (int64, time.Duration, 
 // giveBack returns a lease's tokens; if the limiter closed since they were
 // taken, to the standalone word that holds the bucket now (on the engine's
 // clock: now is on the buckets' clock, lag behind it).
-func (s countedSource) giveBack(p *policy, now, n int64) {
+func (s countedSource) giveBack(p *rule, now, n int64) {
 	if !s.e.global.refund(p, now, n) {
 		refund(s.e.standalone, p, now+s.e.view.lag.Load(), n)
 	}
@@ -229,7 +229,7 @@ func (s countedSource) giveBack(p *policy, now, n int64) {
 // arrived: by then its replica knows the bucket is spent. A lone node
 // waits for nothing but its own report, a few milliseconds, and the
 // real-clock forms of Allow and Take wait that out instead of refusing.
-func (e *engine) overCap(unheard int64, p *policy, n int64) (Decision, bool) {
+func (e *engine) overCap(unheard int64, p *rule, n int64) (Decision, bool) {
 	if unheard+n <= p.localCap.Load() || e.mode.get() == modeStopped {
 		return Decision{}, false
 	}
@@ -239,14 +239,14 @@ func (e *engine) overCap(unheard int64, p *policy, n int64) (Decision, bool) {
 
 // countKeyed counts an admit of key hash h for gossip, unless the limiter
 // has closed.
-func (e *engine) countKeyed(h uint64, ent *clusterEntry, p *policy, n int64) {
+func (e *engine) countKeyed(h uint64, ent *clusterEntry, p *rule, n int64) {
 	if e.mode.get() == modeStopped {
 		return
 	}
 	e.send.countKeyed(h, ent, p, n)
 }
 
-func closedDecision(p *policy) Decision {
+func closedDecision(p *rule) Decision {
 	return Decision{BucketSize: p.burst, RetryAfter: time.Second, ResetAfter: time.Second, Window: p.window()}
 }
 
@@ -255,6 +255,6 @@ func closedDecision(p *policy) Decision {
 // flush, and its flight to the peers.
 const reportRetry = time.Duration(minFlushGap + reportFlight)
 
-func waitDecision(p *policy) Decision {
+func waitDecision(p *rule) Decision {
 	return Decision{BucketSize: p.burst, RetryAfter: reportRetry, ResetAfter: reportRetry, Window: p.window()}
 }

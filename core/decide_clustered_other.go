@@ -7,7 +7,7 @@ import "fmt"
 
 func (e *engine) peekGlobal(now int64) (tat, at, leased int64) {
 	at = e.bucketTime(now)
-	if t, ok := e.global.tat(e.pols.dflt(), at); ok {
+	if t, ok := e.global.tat(e.rules.dflt(), at); ok {
 		return t, at, 0
 	}
 	// Handed back: the limiter has closed and the standalone word holds
@@ -29,7 +29,7 @@ func (e *engine) peekKeyed(h uint64, now int64) (tat, at int64) {
 // standalone word, once handed back). Admits not yet reported stay
 // reported.
 func (e *engine) resetGlobal(now int64) {
-	if !e.global.reset(e.pols.dflt(), e.bucketTime(now)) {
+	if !e.global.reset(e.rules.dflt(), e.bucketTime(now)) {
 		refill(e.standalone)
 	}
 }
@@ -42,10 +42,10 @@ func (e *engine) resetKeyed(h uint64) {
 
 func (e *engine) changeTime() int64 { return e.now() }
 
-// admitPolicy bounds a clustered policy's refill time (a counted word
+// admitRule bounds a clustered rule's refill time (a counted word
 // holds only so many bits of time), lets peers' charges carry its buckets
 // a window into debt, and sizes its caps for the cluster.
-func (e *engine) admitPolicy(p *policy) error {
+func (e *engine) admitRule(p *rule) error {
 	if p.tolerance > maxClusteredTolerance {
 		return fmt.Errorf("a bucket of %d at %d per %v takes %s to refill, over the %s a clustered limiter allows: lower the bucket size or raise the rate",
 			p.burst, p.tokens, p.per, longDuration(p.tolerance), longDuration(maxClusteredTolerance))
@@ -57,7 +57,7 @@ func (e *engine) admitPolicy(p *policy) error {
 	return nil
 }
 
-func (e *engine) reprice(now int64, pick func(h uint64, global bool) (from, to *policy)) {
+func (e *engine) reprice(now int64, pick func(h uint64, global bool) (from, to *rule)) {
 	at := e.bucketTime(now)
 	if from, to := pick(0, true); from != nil {
 		e.fair.share.setGate(to)
@@ -73,7 +73,7 @@ func (e *engine) reprice(now int64, pick func(h uint64, global bool) (from, to *
 	}
 }
 
-func (e *engine) repriceKey(now int64, h uint64, from, to *policy) {
+func (e *engine) repriceKey(now int64, h uint64, from, to *rule) {
 	if ent := e.keys.lookup(h); ent != nil {
 		repriceWord(&ent.tat, from, to, e.bucketTime(now))
 	}

@@ -13,7 +13,7 @@ type racingSource struct {
 	lz *leases
 }
 
-func (r racingSource) takeUpTo(p *policy, now, n int64) (int64, time.Duration, bool) {
+func (r racingSource) takeUpTo(p *rule, now, n int64) (int64, time.Duration, bool) {
 	got, retry, contended := r.leaseSource.takeUpTo(p, now, n)
 	for i := range r.lz.slots {
 		r.lz.slots[i].word.Store(packLease(now, 5))
@@ -34,7 +34,7 @@ func TestLeaseTakenTwiceGoesBack(t *testing.T) {
 				t.Fatal("no leases")
 			}
 			at := l.epoch.Add(time.Second)
-			p, now := l.pols.dflt(), l.nanos(at)
+			p, now := l.rules.dflt(), l.nanos(at)
 			var src leaseSource = plainSource{&l.global.tat}
 			if clustered {
 				src = countedSource{engineOf(l)}

@@ -50,7 +50,7 @@ func (d *decider) takeGlobal(dec *Decision, now, n int64) (waits bool) {
 	return d.solo.takeGlobal(dec, now, n)
 }
 
-func (d *decider) takeKeyed(dec *Decision, h uint64, p *policy, now, n int64) (waits bool) {
+func (d *decider) takeKeyed(dec *Decision, h uint64, p *rule, now, n int64) (waits bool) {
 	if d.eng != nil {
 		return d.eng.takeKeyed(dec, h, p, now, n)
 	}
@@ -65,7 +65,7 @@ func (d *decider) refundGlobal(now, n int64) {
 	d.solo.refundGlobal(now, n)
 }
 
-func (d *decider) refundKeyed(h uint64, p *policy, now, n int64) {
+func (d *decider) refundKeyed(h uint64, p *rule, now, n int64) {
 	if d.eng != nil {
 		d.eng.refundKeyed(h, p, now, n)
 		return
@@ -106,7 +106,7 @@ func (d *decider) resetKeyed(h uint64) {
 	d.solo.resetKeyed(h)
 }
 
-// changeTime is the time a change of policy reprices the buckets at: the
+// changeTime is the time a change of rule reprices the buckets at: the
 // engine's clock when clustered (a simulated network has its own).
 func (d *decider) changeTime() int64 {
 	if d.eng != nil {
@@ -115,20 +115,20 @@ func (d *decider) changeTime() int64 {
 	return d.solo.changeTime()
 }
 
-// admitPolicy checks a policy built while running (SetRate, SetOverride)
+// admitRule checks a rule built while running (SetRate, SetOverride)
 // and fits it to the decider: a clustered limiter bounds its refill time
 // and sizes its caps for the cluster.
-func (d *decider) admitPolicy(p *policy) error {
+func (d *decider) admitRule(p *rule) error {
 	if d.eng != nil {
-		return d.eng.admitPolicy(p)
+		return d.eng.admitRule(p)
 	}
 	return nil
 }
 
-// reprice reprices every bucket whose policy change pick reports (from,
+// reprice reprices every bucket whose rule change pick reports (from,
 // to; nil: unchanged): the global bucket (key hash 0, global true), every
 // live keyed bucket, and the overflow bucket.
-func (d *decider) reprice(now int64, pick func(h uint64, global bool) (from, to *policy)) {
+func (d *decider) reprice(now int64, pick func(h uint64, global bool) (from, to *rule)) {
 	if d.eng != nil {
 		d.eng.reprice(now, pick)
 		return
@@ -136,8 +136,8 @@ func (d *decider) reprice(now int64, pick func(h uint64, global bool) (from, to 
 	d.solo.reprice(now, pick)
 }
 
-// repriceKey reprices key hash h's live bucket from one policy to another.
-func (d *decider) repriceKey(now int64, h uint64, from, to *policy) {
+// repriceKey reprices key hash h's live bucket from one rule to another.
+func (d *decider) repriceKey(now int64, h uint64, from, to *rule) {
 	if d.eng != nil {
 		d.eng.repriceKey(now, h, from, to)
 		return
@@ -174,7 +174,7 @@ func (d *decider) close() {
 type standalone Limiter
 
 func (s *standalone) allow(now int64) (bool, time.Duration, bool) {
-	lz, p := s.leases, s.pols.dflt()
+	lz, p := s.leases, s.rules.dflt()
 	// The global bucket is never evicted, so the lean path applies.
 	if lz == nil {
 		ok, retry, _ := allow(&s.global.tat, p, now, 1)
@@ -195,19 +195,19 @@ func (s *standalone) allow(now int64) (bool, time.Duration, bool) {
 }
 
 func (s *standalone) takeGlobal(d *Decision, now, n int64) bool {
-	takeInto(d, &s.global.tat, s.pols.dflt(), now, n)
+	takeInto(d, &s.global.tat, s.rules.dflt(), now, n)
 	stealInto(s.leases, d, now, n)
 	return false
 }
 
-func (s *standalone) takeKeyed(d *Decision, h uint64, p *policy, now, n int64) bool {
+func (s *standalone) takeKeyed(d *Decision, h uint64, p *rule, now, n int64) bool {
 	s.keys.take(d, h, p, now, n)
 	return false
 }
 
-func (s *standalone) refundGlobal(now, n int64) { refund(&s.global.tat, s.pols.dflt(), now, n) }
+func (s *standalone) refundGlobal(now, n int64) { refund(&s.global.tat, s.rules.dflt(), now, n) }
 
-func (s *standalone) refundKeyed(h uint64, p *policy, now, n int64) {
+func (s *standalone) refundKeyed(h uint64, p *rule, now, n int64) {
 	s.keys.with(h, func(e *plainEntry) { refund(&e.tat, p, now, n) })
 }
 
@@ -230,7 +230,7 @@ func (s *standalone) resetKeyed(h uint64) { s.keys.with(h, func(e *plainEntry) {
 
 func (s *standalone) changeTime() int64 { return int64(time.Since(s.epoch)) }
 
-func (s *standalone) reprice(now int64, pick func(h uint64, global bool) (from, to *policy)) {
+func (s *standalone) reprice(now int64, pick func(h uint64, global bool) (from, to *rule)) {
 	if from, to := pick(0, true); from != nil {
 		repriceWord(&s.global.tat, from, to, now)
 	}
@@ -244,7 +244,7 @@ func (s *standalone) reprice(now int64, pick func(h uint64, global bool) (from, 
 	}
 }
 
-func (s *standalone) repriceKey(now int64, h uint64, from, to *policy) {
+func (s *standalone) repriceKey(now int64, h uint64, from, to *rule) {
 	s.keys.with(h, func(e *plainEntry) { repriceWord(&e.tat, from, to, now) })
 }
 

@@ -3,7 +3,7 @@
 // A Limiter enforces a refill rate and a bucket size with GCRA token buckets
 // kept in integer nanoseconds: one atomic word per bucket, a compare-and-swap
 // per decision, no allocation, and every rounding admitting less rather than
-// more. It applies its policy to one global bucket (key "") and to one bucket
+// more. It applies its rule to one global bucket (key "") and to one bucket
 // per key (client IP, API key, tenant...), with per-key overrides and a hard
 // cap on live keys so that a flood of random keys holds memory still.
 //

@@ -60,7 +60,7 @@ type engineParts struct {
 	epoch time.Time
 	name  string
 	log   *slog.Logger
-	pols  *policies
+	rules *rules
 	keys  *clusterStore
 	// standalone is the plain global word that a closed limiter decides
 	// on; the engine hands the global state back to it on stop.
@@ -138,7 +138,7 @@ func newEngine(parts engineParts, c *config) *engine {
 	e.recv = receiver{engineEnv: env, word: &e.global, view: &e.view, fair: &e.fair, join: &e.join}
 	e.view = newPeerView(env, &e.mode, e.recv.afterRefresh)
 	e.fair = fairShares{engineEnv: env, word: &e.global, view: &e.view, denied: newProcCounter()}
-	e.fair.share.setGate(parts.pols.dflt())
+	e.fair.share.setGate(parts.rules.dflt())
 	e.join = joining{engineEnv: env, word: &e.global, mode: &e.mode, view: &e.view}
 	return e
 }
@@ -164,7 +164,7 @@ func (e *engine) start() {
 	if len(members) > 0 && !e.floor {
 		// Until a peer is heard, spend at most this node's share of the
 		// burst: every node may be starting into the same flash crowd.
-		e.mode.preBudget.Store(ceilDiv(e.pols.dflt().burst, int64(1+len(members))))
+		e.mode.preBudget.Store(ceilDiv(e.rules.dflt().burst, int64(1+len(members))))
 		e.mode.enter(modePreContact)
 	}
 	e.mode.begun = true
@@ -260,7 +260,7 @@ func (e *engine) stop() {
 	// Hand the global bucket back first: from then on decisions are made on
 	// the standalone word (decider.go); what it held unreported goes out in
 	// the goodbye.
-	e.global.handBack(e.standalone, e.pols.dflt(), e.bucketTime(now), now)
+	e.global.handBack(e.standalone, e.rules.dflt(), e.bucketTime(now), now)
 	e.send.goodbye(now)
 	e.mu.Unlock()
 	// Outside e.mu: a frame being delivered right now holds the transport's
@@ -269,8 +269,8 @@ func (e *engine) stop() {
 }
 
 // resize sizes p's caps for the cluster as this node knows it, for a
-// policy changed while running (SetRate, SetOverride).
-func (e *engine) resize(p *policy) {
+// rule changed while running (SetRate, SetOverride).
+func (e *engine) resize(p *rule) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	sizeCaps(p, int(max(1, e.view.stats.known.Load())))
@@ -278,7 +278,7 @@ func (e *engine) resize(p *policy) {
 
 // maxDebt is how far beyond empty a peer's charges may take a bucket of p:
 // one bucket, or nothing for the reference design, which floors at zero.
-func (e *engineEnv) maxDebt(p *policy) int64 {
+func (e *engineEnv) maxDebt(p *rule) int64 {
 	if e.floor {
 		return 0
 	}

@@ -104,8 +104,8 @@ type shareBucket struct {
 	gate atomic.Int64 // ns: replica levels below it need share
 }
 
-// setGate sets the gate for the default policy p: a quarter of its bucket.
-func (q *shareBucket) setGate(p *policy) { q.gate.Store(max(1, p.burst/gateShare) * p.interval) }
+// setGate sets the gate for the default rule p: a quarter of its bucket.
+func (q *shareBucket) setGate(p *rule) { q.gate.Store(max(1, p.burst/gateShare) * p.interval) }
 
 // needed reports whether an admit that takes the bucket's time to next ns
 // ahead of now needs share: the bucket is contended, and the admit leaves
@@ -204,7 +204,7 @@ func (fs *fairShares) demandTotal(reported uint64) uint64 {
 // load (reported is the sender's running total of admits) and credits its
 // share for the time since the last tick.
 func (fs *fairShares) rebalance(now int64, reported uint64) {
-	p, q := fs.pols.dflt(), &fs.share
+	p, q := fs.rules.dflt(), &fs.share
 	fs.own.observe(reported, fs.demandTotal(reported), now, p.burst)
 	a, d, measured := fs.own.rates(now)
 	if up := now - fs.startedAt; !measured && up > 0 && up < fairWindow {
@@ -271,7 +271,7 @@ func (fs *fairShares) rebalance(now int64, reported uint64) {
 // levelTokens is the tokens left in the replica of the global bucket at now
 // on the engine's clock (negative: debt), clamped to ±the bucket size.
 func (fs *fairShares) levelTokens(now int64) int64 {
-	p := fs.pols.dflt()
+	p := fs.rules.dflt()
 	return min(max(fs.globalLevel(now)/p.interval, -p.burst), p.burst)
 }
 
@@ -307,7 +307,7 @@ func (w *offsetWindow) reset() { *w = offsetWindow{} }
 // the others by more than the shares can absorb wins every race; lowering
 // the fuller one only ever holds tokens back.
 func (fs *fairShares) resync(now int64) {
-	p := fs.pols.dflt()
+	p := fs.rules.dflt()
 	margin := max(2*p.flushAt.Load(), int64(float64(fs.share.gate.Load())/float64(p.interval)/10))
 	excess, at := int64(0), int64(0)
 	ready := false
@@ -336,9 +336,9 @@ func (fs *fairShares) resync(now int64) {
 // empty at now on the engine's clock: positive while it holds tokens.
 func (fs *fairShares) globalLevel(now int64) int64 {
 	b := fs.view.bucketTime(now)
-	tat, ok := fs.word.tat(fs.pols.dflt(), b)
+	tat, ok := fs.word.tat(fs.rules.dflt(), b)
 	if !ok {
 		return 0
 	}
-	return fs.pols.dflt().tolerance - (tat - b)
+	return fs.rules.dflt().tolerance - (tat - b)
 }

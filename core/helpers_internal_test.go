@@ -21,9 +21,9 @@ func newTestLimiter(t testing.TB, opts ...Option) *Limiter {
 	return l
 }
 
-func mustPolicy(t testing.TB, rate, burst int64) *policy {
+func mustRule(t testing.TB, rate, burst int64) *rule {
 	t.Helper()
-	p, err := newPolicy(rate, time.Second, burst)
+	p, err := newRule(rate, time.Second, burst)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +73,7 @@ func spendUntilDenied(l *Limiter, at time.Time, after func(admitted int64)) int6
 	return admitted.Load()
 }
 
-func (c *countedBucket) decide(p *policy, now, n int64) (d Decision) {
+func (c *countedBucket) decide(p *rule, now, n int64) (d Decision) {
 	c.take(&d, p, now, n, noShare)
 	return
 }
@@ -102,7 +102,7 @@ func (*frozenTransport) AfterFunc(time.Duration, func()) func() bool {
 }
 
 // take is takeInto returning its Decision, for tests of the plain word.
-func take(tat *atomic.Int64, p *policy, now, n int64) (d Decision, ok bool) {
+func take(tat *atomic.Int64, p *rule, now, n int64) (d Decision, ok bool) {
 	ok = takeInto(&d, tat, p, now, n)
 	return
 }
@@ -111,7 +111,7 @@ func take(tat *atomic.Int64, p *policy, now, n int64) (d Decision, ok bool) {
 // that many, whatever this one has. It reports false when l's bucket is too
 // small to lease.
 func setLeases(l *Limiter, procs int) bool {
-	l.leases = newLeasesFor(l.pols.dflt(), procs)
+	l.leases = newLeasesFor(l.rules.dflt(), procs)
 	if e := engineOf(l); e != nil {
 		e.leases = l.leases
 	}

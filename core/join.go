@@ -52,7 +52,7 @@ func (j *joining) contact(now int64, peerInc uint64, level int64) {
 		j.learned = true
 		j.log.Info("joined a running cluster: starting from its level", "node", j.name, "tokens", max(level, 0))
 		b := j.view.bucketTime(now)
-		j.word.lowerTo(j.pols.dflt(), b, level)
-		j.keys.each(func(h uint64, ent *clusterEntry) { empty(&ent.tat, j.pols.forKey(h), b) })
+		j.word.lowerTo(j.rules.dflt(), b, level)
+		j.keys.each(func(h uint64, ent *clusterEntry) { empty(&ent.tat, j.rules.forKey(h), b) })
 	}
 }

@@ -240,7 +240,7 @@ func rebuildLosesNoSpend[S, E any, PS slotValue[S, E], P entry[E]](t *testing.T,
 		sweepEach = 4_000
 		now       = int64(0)
 	)
-	p := mustPolicy(t, 1000, 1<<30) // never denies within this test: every take spends
+	p := mustRule(t, 1000, 1<<30) // never denies within this test: every take spends
 	var admitted [hot]atomic.Int64
 	var done atomic.Bool
 	var wg, started sync.WaitGroup

@@ -80,9 +80,9 @@ func fresh(w uint64, now int64) bool {
 
 // newLeases returns the leases for a bucket of p, or nil when a batch
 // would be under 2 tokens.
-func newLeases(p *policy) *leases { return newLeasesFor(p, runtime.GOMAXPROCS(0)) }
+func newLeases(p *rule) *leases { return newLeasesFor(p, runtime.GOMAXPROCS(0)) }
 
-func newLeasesFor(p *policy, procs int) *leases {
+func newLeasesFor(p *rule, procs int) *leases {
 	slots := slotsPerProc * procs
 	size := min(maxLease, p.burst/int64(leaseShare*slots))
 	if size < 2 {
@@ -131,23 +131,23 @@ func (lz *leases) heat(now int64) {
 type leaseSource interface {
 	// takeUpTo spends as many tokens as the bucket allows, up to n, in one
 	// compare-and-swap; on a denial (got 0) retry is the wait.
-	takeUpTo(p *policy, now, n int64) (got int64, retry time.Duration, contended bool)
+	takeUpTo(p *rule, now, n int64) (got int64, retry time.Duration, contended bool)
 	// giveBack returns n tokens taken at this very instant.
-	giveBack(p *policy, now, n int64)
+	giveBack(p *rule, now, n int64)
 }
 
 // plainSource is a standalone limiter's global word.
 type plainSource struct{ tat *atomic.Int64 }
 
-func (s plainSource) takeUpTo(p *policy, now, n int64) (int64, time.Duration, bool) {
+func (s plainSource) takeUpTo(p *rule, now, n int64) (int64, time.Duration, bool) {
 	return takeUpTo(s.tat, p, now, n)
 }
 
-func (s plainSource) giveBack(p *policy, now, n int64) { refund(s.tat, p, now, n) }
+func (s plainSource) giveBack(p *rule, now, n int64) { refund(s.tat, p, now, n) }
 
 // allow spends one token from this processor's lease, taking a new lease
 // from src when it runs dry or expires.
-func (lz *leases) allow(src leaseSource, p *policy, now int64) (bool, time.Duration) {
+func (lz *leases) allow(src leaseSource, p *rule, now int64) (bool, time.Duration) {
 	s := lz.pool.Get().(*leaseSlot)
 	ok, contended := s.spend(now)
 	if contended {

@@ -64,7 +64,7 @@ func TestLeasesAdmitExactlyOneBucket(t *testing.T) {
 func TestLeasesHoldTheWindowBound(t *testing.T) {
 	const rate, burst = 1_000, 1_000
 	l := leasingLimiter(t, rate, 100_000)
-	l.pols.set.Store(&policySet{def: mustPolicy(t, rate, burst)})
+	l.rules.set.Store(&ruleSet{def: mustRule(t, rate, burst)})
 	setLeases(l, 1)
 	rng := rand.New(rand.NewPCG(1, 2))
 	var times []int64 // the time of every admit, in order
@@ -186,7 +186,7 @@ func FuzzLeasingNeverExceedsRate(f *testing.F) {
 		if !setLeases(l, 2) {
 			return
 		}
-		p := l.pols.dflt()
+		p := l.rules.dflt()
 		now, furthest, admitted := int64(0), int64(0), int64(0)
 		for i := 0; i+1 < len(steps); i += 2 {
 			// Signed steps of up to ±127 intervals/16: many calls share a

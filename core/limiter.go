@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// Limiter enforces one rate-limit policy: a refill rate and a bucket size,
+// Limiter enforces one rate-limit rule: a refill rate and a bucket size,
 // applied to one global bucket (key "") and to one bucket per non-empty key.
 // Buckets are GCRA token buckets held in one atomic word each; deciding
 // takes a few atomic operations and never allocates. While several cores
@@ -43,7 +43,7 @@ import (
 type Limiter struct {
 	global     bucket // the global word while standalone, and after Close
 	epoch      time.Time
-	pols       policies
+	rules      rules
 	keys       *plainStore // nil when clustered: the engine holds the keys
 	hashSecret uint64
 	name       string
@@ -54,7 +54,7 @@ type Limiter struct {
 	closeOnce  sync.Once
 	closed     atomic.Bool // Close was called (Stats.Closed)
 	shadow     *shadowing  // nil unless WithShadowMode
-	changeMu   sync.Mutex  // serialises changes of the policies (setrate.go)
+	changeMu   sync.Mutex  // serialises changes of the rules (setrate.go)
 	counts     decisionCounts
 }
 
@@ -72,7 +72,7 @@ func New(opts ...Option) (*Limiter, error) {
 	if err := c.finish(); err != nil {
 		return nil, err
 	}
-	def, err := newPolicy(c.rate, c.per, c.burst)
+	def, err := newRule(c.rate, c.per, c.burst)
 	if err != nil {
 		return nil, errorf("%s: %w", c.rateWords, err) // checked in finish
 	}
@@ -84,18 +84,18 @@ func New(opts ...Option) (*Limiter, error) {
 		counts:     newDecisionCounts(),
 	}
 	l.dec.solo = (*standalone)(l)
-	set := &policySet{def: def}
+	set := &ruleSet{def: def}
 	for _, o := range c.overrides {
-		p, err := newPolicy(o.tokens, o.per, o.burst)
+		p, err := newRule(o.tokens, o.per, o.burst)
 		if err != nil {
 			return nil, errorf("%s: %w", o.words, err) // checked in finish
 		}
 		if set.overrides == nil {
-			set.overrides = make(map[uint64]*policy, len(c.overrides))
+			set.overrides = make(map[uint64]*rule, len(c.overrides))
 		}
 		set.overrides[hashKey(l.hashSecret, o.key)] = p
 	}
-	l.pols.set.Store(set)
+	l.rules.set.Store(set)
 	if c.shadow {
 		l.shadow = &shadowing{denials: newProcCounter()}
 	}
@@ -115,21 +115,21 @@ func New(opts ...Option) (*Limiter, error) {
 		l.release = release
 		if !c.floorAtZero {
 			// Peers' charges may carry a bucket one more window into debt.
-			l.pols.each(func(p *policy) { p.ceiling = 2 * p.tolerance })
+			l.rules.each(func(p *rule) { p.ceiling = 2 * p.tolerance })
 		}
 		// The clustered bucket holds the global state until Close hands it
 		// back; meanwhile the standalone word stays marked.
 		l.global.tat.Store(evicted)
 		eng := newEngine(engineParts{
-			epoch: l.epoch, name: l.name, log: l.log, pols: &l.pols,
+			epoch: l.epoch, name: l.name, log: l.log, rules: &l.rules,
 			keys: newClusterStore(c.maxKeys), standalone: &l.global.tat, leases: l.leases,
 		}, &c)
 		l.dec.eng = eng
 		eng.start()
 	}
 	if c.lookup != nil {
-		l.pols.lookup = newLookupCache(*c.lookup, func(q Quota) (*policy, error) {
-			return l.buildPolicy(q.Tokens, q.Per, q.BucketSize)
+		l.rules.lookup = newLookupCache(*c.lookup, func(q Quota) (*rule, error) {
+			return l.buildRule(q.Tokens, q.Per, q.BucketSize)
 		})
 	}
 	l.log.Debug("limiter created", "node", l.name, "rate", def.tokens, "per", def.per, "burst", def.burst, "clustered", c.transport != nil)
@@ -143,19 +143,19 @@ func (l *Limiter) nanos(now time.Time) int64 { return clampNanos(now.Sub(l.epoch
 
 func clampNanos(d time.Duration) int64 { return min(max(int64(d), -maxNow), maxNow) }
 
-// RefillRate is the default policy's rate in whole tokens per second,
+// RefillRate is the default rule's rate in whole tokens per second,
 // rounded down: 0 for rates below one a second (see Rate).
 func (l *Limiter) RefillRate() int64 {
-	return int64(float64(l.pols.dflt().tokens) * float64(time.Second) / float64(l.pols.dflt().per))
+	return int64(float64(l.rules.dflt().tokens) * float64(time.Second) / float64(l.rules.dflt().per))
 }
 
-// Rate is the default policy's rate as configured: tokens per period.
+// Rate is the default rule's rate as configured: tokens per period.
 func (l *Limiter) Rate() (tokens int64, per time.Duration) {
-	return l.pols.dflt().tokens, l.pols.dflt().per
+	return l.rules.dflt().tokens, l.rules.dflt().per
 }
 
 // BucketSize is the configured bucket size in tokens.
-func (l *Limiter) BucketSize() int64 { return l.pols.dflt().burst }
+func (l *Limiter) BucketSize() int64 { return l.rules.dflt().burst }
 
 // NodeName is this node's name.
 func (l *Limiter) NodeName() string { return l.name }

@@ -258,7 +258,7 @@ func TestKeyHashSecretSeparatesOverrides(t *testing.T) {
 		if d, _ := l.TakeAt(t0, "vip", 5); !d.Allowed {
 			t.Fatalf("secret %#x: the override was not found under the same secret", secret)
 		}
-		if l.pols.forKey(hashKey(secret^1, "vip")) != l.pols.dflt() {
+		if l.rules.forKey(hashKey(secret^1, "vip")) != l.rules.dflt() {
 			t.Fatalf("secret %#x: the override answers to another secret's hash", secret)
 		}
 	}

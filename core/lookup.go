@@ -53,10 +53,10 @@ type lookupConfig struct {
 
 const lookupShards = 16
 
-// lookupCache holds the looked-up policies by key hash.
+// lookupCache holds the looked-up rules by key hash.
 type lookupCache struct {
 	cfg      lookupConfig
-	build    func(Quota) (*policy, error)
+	build    func(Quota) (*rule, error)
 	perShard int
 	shards   [lookupShards]struct {
 		mu sync.RWMutex
@@ -66,11 +66,11 @@ type lookupCache struct {
 }
 
 type lookedUp struct {
-	p       *policy // nil: the default
+	p       *rule // nil: the default
 	expires int64
 }
 
-func newLookupCache(cfg lookupConfig, build func(Quota) (*policy, error)) *lookupCache {
+func newLookupCache(cfg lookupConfig, build func(Quota) (*rule, error)) *lookupCache {
 	c := &lookupCache{cfg: cfg, build: build, perShard: max(1, cfg.maxCached/lookupShards)}
 	for i := range c.shards {
 		c.shards[i].m = make(map[uint64]lookedUp)
@@ -78,9 +78,9 @@ func newLookupCache(cfg lookupConfig, build func(Quota) (*policy, error)) *looku
 	return c
 }
 
-// cached is key hash h's looked-up policy, if any, whether or not its
+// cached is key hash h's looked-up rule, if any, whether or not its
 // entry has expired.
-func (c *lookupCache) cached(h uint64) *policy {
+func (c *lookupCache) cached(h uint64) *rule {
 	sh := &c.shards[h%lookupShards]
 	sh.mu.RLock()
 	e := sh.m[h]
@@ -88,10 +88,10 @@ func (c *lookupCache) cached(h uint64) *policy {
 	return e.p
 }
 
-// policy is key's policy at now, looking it up when its entry is missing
-// or expired; changed reports the policy it had before when a new lookup
+// rule is key's rule at now, looking it up when its entry is missing
+// or expired; changed reports the rule it had before when a new lookup
 // changed it (the caller reprices the key's bucket).
-func (c *lookupCache) policy(l *Limiter, h uint64, key string, now int64) (p, was *policy, changed bool) {
+func (c *lookupCache) rule(l *Limiter, h uint64, key string, now int64) (p, was *rule, changed bool) {
 	sh := &c.shards[h%lookupShards]
 	sh.mu.RLock()
 	e, ok := sh.m[h]
@@ -103,7 +103,7 @@ func (c *lookupCache) policy(l *Limiter, h uint64, key string, now int64) (p, wa
 	// does not escape on every request for the rare lookup.
 	k := strings.Clone(key)
 	q, found := c.cfg.f(k)
-	var np *policy
+	var np *rule
 	if found {
 		var err error
 		if np, err = c.build(q); err != nil {
@@ -120,41 +120,41 @@ func (c *lookupCache) policy(l *Limiter, h uint64, key string, now int64) (p, wa
 	}
 	sh.m[h] = lookedUp{np, now + int64(c.cfg.ttl)}
 	sh.mu.Unlock()
-	if ok && !samePolicy(e.p, np) {
+	if ok && !sameRule(e.p, np) {
 		return np, e.p, true
 	}
 	return np, nil, false
 }
 
-func samePolicy(a, b *policy) bool {
+func sameRule(a, b *rule) bool {
 	if a == nil || b == nil {
 		return a == b
 	}
 	return a.tokens == b.tokens && a.per == b.per && a.burst == b.burst
 }
 
-// keyPolicy is the policy of key (hash h) for a caller's request at now:
+// keyRule is the rule of key (hash h) for a caller's request at now:
 // its override, else its looked-up limit (looking it up when due, and
 // repricing its bucket when the limit changed), else the default.
-func (l *Limiter) keyPolicy(h uint64, key string, now int64) *policy {
-	s := l.pols.set.Load()
+func (l *Limiter) keyRule(h uint64, key string, now int64) *rule {
+	s := l.rules.set.Load()
 	if s.overrides != nil {
 		if p, ok := s.overrides[h]; ok {
 			return p
 		}
 	}
-	c := l.pols.lookup
+	c := l.rules.lookup
 	if c == nil {
 		return s.def
 	}
-	p, was, changed := c.policy(l, h, key, now)
+	p, was, changed := c.rule(l, h, key, now)
 	if changed {
 		l.repriceKey(now, h, orDefault(was, s.def), orDefault(p, s.def))
 	}
 	return orDefault(p, s.def)
 }
 
-func orDefault(p, def *policy) *policy {
+func orDefault(p, def *rule) *rule {
 	if p == nil {
 		return def
 	}
@@ -163,8 +163,8 @@ func orDefault(p, def *policy) *policy {
 
 func (l *Limiter) warnLookup(key string, err error) {
 	now := int64(time.Since(l.epoch))
-	last := l.pols.lookup.lastWarn.Load()
-	if last != 0 && now-last < int64(30*time.Second) || !l.pols.lookup.lastWarn.CompareAndSwap(last, now) {
+	last := l.rules.lookup.lastWarn.Load()
+	if last != 0 && now-last < int64(30*time.Second) || !l.rules.lookup.lastWarn.CompareAndSwap(last, now) {
 		return
 	}
 	l.log.Warn("lookup gave an invalid limit; the key stays on the default", "node", l.name, "key", key, "error", err)

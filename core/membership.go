@@ -275,7 +275,7 @@ func (v *peerView) slowClock(now, since int64, silent []*peer, known int, yield 
 		v.lag.Add(now - since)
 		return
 	}
-	p := v.pols.dflt()
+	p := v.rules.dflt()
 	var lag int64
 	for _, pr := range silent {
 		from := max(since, pr.lastHeard+v.suspectAfter())
@@ -308,12 +308,12 @@ func (v *peerView) slowClock(now, since int64, silent []*peer, known int, yield 
 // counts as in sight.
 func (e *engineEnv) firstContact() int64 { return max(int64(2*time.Second), 10*e.interval) }
 
-// retune applies visibility to the policies, the mode and the logs.
+// retune applies visibility to the rules, the mode and the logs.
 func (v *peerView) retune(now int64, visible, known int) {
 	v.stats.visible.Store(int64(visible))
 	v.stats.known.Store(int64(known))
 	split := visible < known
-	v.pols.each(func(p *policy) {
+	v.rules.each(func(p *rule) {
 		if v.floor {
 			return // the reference design has neither cap nor early flush
 		}
@@ -348,7 +348,7 @@ func (v *peerView) retune(now int64, visible, known int) {
 
 // sizeCaps sets p's early-flush threshold and its cap of unreported
 // tokens for a cluster of known nodes.
-func sizeCaps(p *policy, known int) {
+func sizeCaps(p *rule, known int) {
 	flushAt := max(1, p.burst/100)
 	p.flushAt.Store(flushAt)
 	p.localCap.Store(max(2*flushAt, ceilDiv(p.burst, int64(known))))

@@ -293,7 +293,7 @@ func (c *config) finish() error {
 		}
 	}
 	if c.rateSet {
-		if _, err := newPolicy(c.rate, c.per, c.burst); err != nil {
+		if _, err := newRule(c.rate, c.per, c.burst); err != nil {
 			if c.burstSet {
 				errs = append(errs, errorf("%s with WithBucketSize(%d): %w", c.rateWords, c.burst, err))
 			} else {
@@ -305,7 +305,7 @@ func (c *config) finish() error {
 		if o.key == "" {
 			continue // reported by the option
 		}
-		if _, err := newPolicy(o.tokens, o.per, o.burst); err != nil {
+		if _, err := newRule(o.tokens, o.per, o.burst); err != nil {
 			errs = append(errs, errorf("%s: %w", o.words, err))
 		}
 	}

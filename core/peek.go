@@ -19,13 +19,13 @@ func (l *Limiter) PeekAt(now time.Time, key string) Decision { return l.peek(l.n
 
 // peek reads key's bucket as an n-token take would find it at now.
 func (l *Limiter) peek(now int64, key string, n int64) Decision {
-	p := l.pols.dflt()
+	p := l.rules.dflt()
 	var tat, at, leased int64
 	if key == "" {
 		tat, at, leased = l.dec.peekGlobal(now)
 	} else {
 		h := hashKey(l.hashSecret, key)
-		p = l.keyPolicy(h, key, now)
+		p = l.keyRule(h, key, now)
 		tat, at = l.dec.peekKeyed(h, now)
 	}
 	return peekDecision(p, tat, at, n, leased)
@@ -34,7 +34,7 @@ func (l *Limiter) peek(now int64, key string, n int64) Decision {
 // peekDecision is the Decision an n-token take of a bucket of p at tat
 // would get at now (both on the buckets' clock), with leased tokens held
 // by leases besides.
-func peekDecision(p *policy, tat, now, n, leased int64) Decision {
+func peekDecision(p *rule, tat, now, n, leased int64) Decision {
 	var d Decision
 	base := max(tat, now)
 	if next := base + costOf(n, p.interval, p.ceiling+p.tolerance); next-now > p.tolerance {

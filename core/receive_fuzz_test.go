@@ -93,17 +93,17 @@ func FuzzReceive(f *testing.F) {
 		n := &fuzzNet{now: time.Unix(1_700_000_000, 0), members: []string{"m1", "m2"}}
 		// Mostly fail-open, whose refill never slows; sometimes the share
 		// policy, where lying withheld shares and silent members slow it.
-		policy := PartitionFailOpen
+		partition := PartitionFailOpen
 		if len(data) > 0 && data[0] >= 0xc0 {
-			policy = PartitionShare
+			partition = PartitionShare
 		}
 		l, err := New(WithRefillRate(rate), WithBucketSize(burst), WithTransport(n),
-			WithPartitionPolicy(policy), WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+			WithPartitionPolicy(partition), WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer l.Close()
-		e, p := engineOf(l), l.pols.dflt()
+		e, p := engineOf(l), l.rules.dflt()
 		keys := []string{"k", "j"}
 		tatOf := func(key string, now int64) int64 {
 			if key == "" {
@@ -187,7 +187,7 @@ func FuzzReceive(f *testing.F) {
 		// last frame), then runs at least at a third of the rate while both
 		// members are silent: the bound docs/security.md states.
 		wait := p.window() + time.Duration(p.interval) + time.Millisecond
-		if policy == PartitionShare {
+		if partition == PartitionShare {
 			wait = time.Duration(e.isolation) + 3*(p.window()+time.Duration(p.interval)) + time.Duration(e.tick)
 		}
 		n.advance(lastFrame.Add(wait).Sub(n.now))

@@ -152,11 +152,11 @@ func (r *receiver) apply(from string, b []byte, keep bool) {
 	wasVisible := r.view.heard(p, s, now, f.Leaving, float64(f.Withheld)/wire.WithheldOne)
 	// A node decides at most one request a nanosecond, each of at most a
 	// bucket of tokens (a larger cost is refused before it is counted).
-	s.fair.load.observe(f.GlobalSum, f.DemandSum, now, r.pols.dflt().burst)
+	s.fair.load.observe(f.GlobalSum, f.DemandSum, now, r.rules.dflt().burst)
 	// A real peer reports its level clamped to ±B (levelTokens), so a
 	// level outside that range is a lie: clamped, it can only claim an
 	// emptier replica, which lowers this one by at most a bucket's debt.
-	level := min(max(f.Level, -r.pols.dflt().burst), r.pols.dflt().burst)
+	level := min(max(f.Level, -r.rules.dflt().burst), r.rules.dflt().burst)
 	r.join.contact(now, f.Incarnation, level)
 	global := r.globalCharge(s, f, wasVisible)
 	if predicted := r.view.takePredicted(p); predicted > 0 && wasVisible {
@@ -172,10 +172,10 @@ func (r *receiver) apply(from string, b []byte, keep bool) {
 	r.stats.tokensCharged.Add(charged)
 	at := r.view.bucketTime(now)
 	if global > 0 {
-		r.word.debit(r.pols.dflt(), at, global, r.maxDebt(r.pols.dflt()))
+		r.word.debit(r.rules.dflt(), at, global, r.maxDebt(r.rules.dflt()))
 	}
 	for _, kc := range f.Keys {
-		pol := r.pols.forKey(kc.Key)
+		pol := r.rules.forKey(kc.Key)
 		if !r.keys.debit(kc.Key, pol, at, kc.Tokens, r.maxDebt(pol)) {
 			r.stats.keysDropped.Add(1)
 		}
@@ -215,7 +215,7 @@ type chargeMark struct {
 // frame that lied: the stream resyncs to the true total, so a lie can
 // cause over-charging (a bounded stall), never missed admits.
 func (r *receiver) globalCharge(s *stream, f *wire.Frame, wasVisible bool) int64 {
-	p := r.pols.dflt()
+	p := r.rules.dflt()
 	limit := (p.tolerance + r.maxDebt(p)) / p.interval // a frame's charge, at most
 	charge := func(n uint64) int64 { return int64(min(n, uint64(limit))) }
 	m := &s.charge
@@ -240,7 +240,7 @@ func (r *receiver) globalCharge(s *stream, f *wire.Frame, wasVisible bool) int64
 // admits of one gossip interval, plus a bucket, are more than frames
 // reordered in flight ever differ by.
 func (r *receiver) reorderSlack() uint64 {
-	p := r.pols.dflt()
+	p := r.rules.dflt()
 	perInterval := uint64(r.interval / p.interval)
 	return min(uint64(p.burst)+perInterval, math.MaxUint64/2)
 }

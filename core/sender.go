@@ -68,7 +68,7 @@ func (s *sender) begin(now int64) { s.lastFlush = now - minFlushGap }
 // longer would let its peers spend tokens it had already spent, and busy
 // nodes, which flush more often, would win more and more of the bucket.
 // Lock-free: the request path calls it.
-func (s *sender) counted(v, n int64, p *policy) {
+func (s *sender) counted(v, n int64, p *rule) {
 	if at := p.flushAt.Load(); v >= at && v-n < at {
 		s.kick()
 	} else if v == n {
@@ -78,7 +78,7 @@ func (s *sender) counted(v, n int64, p *policy) {
 
 // countKeyed counts n tokens admitted from key hash h's entry for the next
 // flush. Lock-free: the request path calls it.
-func (s *sender) countKeyed(h uint64, ent *clusterEntry, p *policy, n int64) {
+func (s *sender) countKeyed(h uint64, ent *clusterEntry, p *rule, n int64) {
 	v := ent.pending.Add(n)
 	if v == n { // first unsent admit since the last flush
 		d := &s.dirty[h%dirtyShards]
@@ -164,7 +164,7 @@ func (s *sender) goodbye(now int64) {
 // limiters. It returns the frames sent. The caller holds the engine's
 // lock.
 func (s *sender) flush(now int64, heartbeat, leaving, atOnce bool) [][]byte {
-	global := s.word.drain(s.pols.dflt(), s.view.bucketTime(now))
+	global := s.word.drain(s.rules.dflt(), s.view.bucketTime(now))
 	batch := s.batch[:0]
 	var flights []flying
 	for i := range s.dirty {

@@ -5,15 +5,15 @@ import (
 	"time"
 )
 
-// Changing limits while running. A change swaps the limiter's policy set
-// whole; then every live bucket on a changed policy is repriced: the
+// Changing limits while running. A change swaps the limiter's rule set
+// whole; then every live bucket on a changed rule is repriced: the
 // tokens it has spent stay spent, counted at the new price (rounded up,
 // so a change never hands out a token), and capped at the new bucket.
 // A faster rate therefore takes effect at once, and no bucket stalls on
 // debt priced at the old rate. A request that races the change may be
 // decided against either rate.
 
-// SetRate changes the default policy to tokens per per with a bucket of
+// SetRate changes the default rule to tokens per per with a bucket of
 // bucketSize, validated as New validates them. Clustered, set it on every node
 // (as a configuration rollout does): until every node has the new rate,
 // each refills its replicas at its own, and the cluster admits between
@@ -28,15 +28,15 @@ func (l *Limiter) SetRate(tokens int64, per time.Duration, bucketSize int64) err
 func (l *Limiter) changeTime() int64 { return l.dec.changeTime() }
 
 func (l *Limiter) setRate(now int64, tokens int64, per time.Duration, burst int64) error {
-	p, err := l.buildPolicy(tokens, per, burst)
+	p, err := l.buildRule(tokens, per, burst)
 	if err != nil {
 		return errorf("SetRate(%d, %v, %d): %w", tokens, per, burst, err)
 	}
 	l.changeMu.Lock()
 	defer l.changeMu.Unlock()
-	old := l.pols.set.Load()
-	l.pols.set.Store(&policySet{def: p, overrides: old.overrides})
-	l.reprice(now, func(h uint64, _ bool) (*policy, *policy) {
+	old := l.rules.set.Load()
+	l.rules.set.Store(&ruleSet{def: p, overrides: old.overrides})
+	l.reprice(now, func(h uint64, _ bool) (*rule, *rule) {
 		if _, ok := old.overrides[h]; ok {
 			return nil, nil
 		}
@@ -45,7 +45,7 @@ func (l *Limiter) setRate(now int64, tokens int64, per time.Duration, burst int6
 	return nil
 }
 
-// SetOverride gives key a policy of its own, as WithOverrideRate does, or
+// SetOverride gives key a rule of its own, as WithOverrideRate does, or
 // changes the one it has.
 func (l *Limiter) SetOverride(key string, tokens int64, per time.Duration, bucketSize int64) error {
 	return l.setOverride(l.changeTime(), key, tokens, per, bucketSize)
@@ -55,85 +55,85 @@ func (l *Limiter) setOverride(now int64, key string, tokens int64, per time.Dura
 	if key == "" {
 		return errorf("override key must not be empty: SetRate changes the global bucket's rate")
 	}
-	p, err := l.buildPolicy(tokens, per, burst)
+	p, err := l.buildRule(tokens, per, burst)
 	if err != nil {
 		return errorf("SetOverride(%q, %d, %v, %d): %w", key, tokens, per, burst, err)
 	}
 	h := hashKey(l.hashSecret, key)
 	l.changeMu.Lock()
 	defer l.changeMu.Unlock()
-	old := l.pols.set.Load()
-	overrides := make(map[uint64]*policy, len(old.overrides)+1)
+	old := l.rules.set.Load()
+	overrides := make(map[uint64]*rule, len(old.overrides)+1)
 	for k, v := range old.overrides {
 		overrides[k] = v
 	}
 	overrides[h] = p
-	l.pols.set.Store(&policySet{def: old.def, overrides: overrides})
+	l.rules.set.Store(&ruleSet{def: old.def, overrides: overrides})
 	l.repriceKey(now, h, old.forKeyIn(h), p)
 	return nil
 }
 
-// RemoveOverride puts key back on the default policy.
+// RemoveOverride puts key back on the default rule.
 func (l *Limiter) RemoveOverride(key string) { l.removeOverride(l.changeTime(), key) }
 
 func (l *Limiter) removeOverride(now int64, key string) {
 	h := hashKey(l.hashSecret, key)
 	l.changeMu.Lock()
 	defer l.changeMu.Unlock()
-	old := l.pols.set.Load()
+	old := l.rules.set.Load()
 	from, ok := old.overrides[h]
 	if !ok {
 		return
 	}
-	var overrides map[uint64]*policy
+	var overrides map[uint64]*rule
 	if len(old.overrides) > 1 {
-		overrides = make(map[uint64]*policy, len(old.overrides)-1)
+		overrides = make(map[uint64]*rule, len(old.overrides)-1)
 		for k, v := range old.overrides {
 			if k != h {
 				overrides[k] = v
 			}
 		}
 	}
-	l.pols.set.Store(&policySet{def: old.def, overrides: overrides})
+	l.rules.set.Store(&ruleSet{def: old.def, overrides: overrides})
 	l.repriceKey(now, h, from, old.def)
 }
 
-// forKeyIn is the policy for key hash h in the set s.
-func (s *policySet) forKeyIn(h uint64) *policy {
+// forKeyIn is the rule for key hash h in the set s.
+func (s *ruleSet) forKeyIn(h uint64) *rule {
 	if p, ok := s.overrides[h]; ok {
 		return p
 	}
 	return s.def
 }
 
-// buildPolicy builds a policy for this limiter: checked as New checks it,
+// buildRule builds a rule for this limiter: checked as New checks it,
 // with a clustered limiter's ceiling and caps.
-func (l *Limiter) buildPolicy(tokens int64, per time.Duration, burst int64) (*policy, error) {
-	p, err := newPolicy(tokens, per, burst)
+func (l *Limiter) buildRule(tokens int64, per time.Duration, burst int64) (*rule, error) {
+	p, err := newRule(tokens, per, burst)
 	if err != nil {
 		return nil, err
 	}
-	if err := l.dec.admitPolicy(p); err != nil {
+	if err := l.dec.admitRule(p); err != nil {
 		return nil, err
 	}
 	return p, nil
 }
 
-// reprice reprices every bucket whose policy change pick reports (from,
+// reprice reprices every bucket whose rule change pick reports (from,
 // to; nil: unchanged): the global bucket (key hash 0, global true), every
 // live keyed bucket, and the overflow bucket.
-func (l *Limiter) reprice(now int64, pick func(h uint64, global bool) (from, to *policy)) {
+func (l *Limiter) reprice(now int64, pick func(h uint64, global bool) (from, to *rule)) {
 	l.dec.reprice(now, pick)
 }
 
-// repriceKey reprices key hash h's live bucket from one policy to another.
-func (l *Limiter) repriceKey(now int64, h uint64, from, to *policy) {
+// repriceKey reprices key hash h's live bucket from one rule to another.
+func (l *Limiter) repriceKey(now int64, h uint64, from, to *rule) {
 	l.dec.repriceKey(now, h, from, to)
 }
 
-// repriceWord moves a plain word from one policy to another at now,
+// repriceWord moves a plain word from one rule to another at now,
 // keeping the tokens it has spent (see the top of this file).
-func repriceWord(tat *atomic.Int64, from, to *policy, now int64) {
+func repriceWord(tat *atomic.Int64, from, to *rule, now int64) {
 	for {
 		old := tat.Load()
 		if old == evicted || old <= now {
@@ -148,6 +148,6 @@ func repriceWord(tat *atomic.Int64, from, to *policy, now int64) {
 
 // repriced is ahead ns of spent tokens at from's price, at to's: whole
 // tokens, rounded up, capped at to's ceiling.
-func repriced(ahead int64, from, to *policy) int64 {
+func repriced(ahead int64, from, to *rule) int64 {
 	return costOf(ceilDiv(ahead, from.interval), to.interval, to.ceiling)
 }

@@ -86,7 +86,7 @@ func (l *Limiter) Stats() Stats {
 	}
 	l.counts.fill(&s)
 	s.Closed = l.closed.Load()
-	p := l.pols.dflt()
+	p := l.rules.dflt()
 	tat = max(tat, now)
 	s.GlobalTokens = (now + p.tolerance - tat) / p.interval
 	if l.leases != nil {
@@ -99,7 +99,7 @@ func (l *Limiter) Stats() Stats {
 // engine's time and the global bucket's TAT at it.
 func (e *engine) fillStats(s *Stats) (now, tat int64) {
 	now = e.bucketTime(e.now())
-	if t, ok := e.global.tat(e.pols.dflt(), now); ok {
+	if t, ok := e.global.tat(e.rules.dflt(), now); ok {
 		tat = t
 	} else { // handed back: the standalone word, on the engine's clock
 		now, tat = e.now(), e.standalone.Load()

@@ -155,7 +155,7 @@ func newClusterStore(maxKeys int64) *clusterStore {
 func (s *store[S, E, PS, P]) shardFor(h uint64) *shard[S, E, PS] { return &s.shards[h&(shardCount-1)] }
 
 // take spends n tokens of the bucket for key hash h, deciding into d.
-func (s *store[S, E, PS, P]) take(d *Decision, h uint64, p *policy, now, n int64) {
+func (s *store[S, E, PS, P]) take(d *Decision, h uint64, p *rule, now, n int64) {
 	for {
 		e := P(s.get(h, now))
 		if e == nil {
@@ -171,7 +171,7 @@ func (s *store[S, E, PS, P]) take(d *Decision, h uint64, p *policy, now, n int64
 
 // takeOverflow decides on the bucket shared by keys that found the store
 // at its cap.
-func (s *store[S, E, PS, P]) takeOverflow(d *Decision, p *policy, now, n int64) {
+func (s *store[S, E, PS, P]) takeOverflow(d *Decision, p *rule, now, n int64) {
 	s.overflowed.Add(1)
 	takeInto(d, &s.overflow.tat, p, now, n)
 }
@@ -188,7 +188,7 @@ func (s *store[S, E, PS, P]) get(h uint64, now int64) *E {
 
 // debit charges a peer's admits to the bucket for h, creating it if needed.
 // It reports false when the store is at its cap and the count was dropped.
-func (s *store[S, E, PS, P]) debit(h uint64, p *policy, now, n, maxDebt int64) bool {
+func (s *store[S, E, PS, P]) debit(h uint64, p *rule, now, n, maxDebt int64) bool {
 	for {
 		e := P(s.get(h, now))
 		if e == nil {

@@ -80,13 +80,13 @@ func (l *Limiter) shadowed(d *Decision) bool {
 // reports a wait for the report (see Allow).
 func (l *Limiter) take(d *Decision, now int64, key string, n int64) (waits bool, err error) {
 	if key == "" {
-		if err := l.pols.dflt().checkCost(n); err != nil {
+		if err := l.rules.dflt().checkCost(n); err != nil {
 			return false, err
 		}
 		return l.dec.takeGlobal(d, now, n), nil
 	}
 	h := hashKey(l.hashSecret, key)
-	p := l.keyPolicy(h, key, now)
+	p := l.keyRule(h, key, now)
 	if err := p.checkCost(n); err != nil {
 		return false, err
 	}
@@ -111,10 +111,10 @@ func (l *Limiter) refund(now int64, key string, n int64) {
 		return
 	}
 	if key == "" {
-		l.dec.refundGlobal(now, min(n, l.pols.dflt().burst))
+		l.dec.refundGlobal(now, min(n, l.rules.dflt().burst))
 		return
 	}
 	h := hashKey(l.hashSecret, key)
-	p := l.keyPolicy(h, key, now)
+	p := l.keyRule(h, key, now)
 	l.dec.refundKeyed(h, p, now, min(n, p.burst))
 }

@@ -8,7 +8,7 @@ import (
 )
 
 // wrapPolicy renders Wrap's denials: the draft fields of the default
-// policy.
+// rule.
 var wrapPolicy = render.NewPolicy(render.Draft, render.DefaultName)
 
 // Wrap returns a handler that spends one token of the global bucket per

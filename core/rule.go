@@ -18,7 +18,7 @@ const (
 // timestamp and a cost stays far from int64 overflow (2^60 ns ≈ 36 years).
 const maxTolerance = int64(1) << 60
 
-// policy is the GCRA form of a rate (tokens per period) and a burst, in
+// rule is the GCRA form of a rate (tokens per period) and a burst, in
 // integer nanoseconds.
 //
 // interval is the emission interval per/tokens, rounded up so that the
@@ -30,7 +30,7 @@ const maxTolerance = int64(1) << 60
 // localCap, the most tokens this node may admit before its peers have been
 // told, and flushAt, the count of unreported tokens that triggers an early
 // flush.
-type policy struct {
+type rule struct {
 	tokens    int64 // per period
 	per       time.Duration
 	burst     int64
@@ -46,10 +46,10 @@ type policy struct {
 	flushAt  atomic.Int64
 }
 
-// newPolicy checks and builds a policy. Its errors say what is wrong in
+// newRule checks and builds a rule. Its errors say what is wrong in
 // plain words, without the package prefix: the caller names the option or
 // method the user wrote (see rateWords).
-func newPolicy(tokens int64, per time.Duration, burst int64) (*policy, error) {
+func newRule(tokens int64, per time.Duration, burst int64) (*rule, error) {
 	switch {
 	case per < minPeriod || per > maxPeriod:
 		return nil, fmt.Errorf("the period %v is outside %v to %v: express the rate over a period in that range", per, minPeriod, maxPeriod)
@@ -64,7 +64,7 @@ func newPolicy(tokens int64, per time.Duration, burst int64) (*policy, error) {
 	if burst > maxTolerance/interval {
 		return nil, fmt.Errorf("a bucket of %d at %d per %v would take more than %s to refill: lower the bucket size or raise the rate", burst, tokens, per, longDuration(maxTolerance))
 	}
-	p := &policy{tokens: tokens, per: per, burst: burst, interval: interval, tolerance: burst * interval, recip: math.MaxUint64 / uint64(interval)}
+	p := &rule{tokens: tokens, per: per, burst: burst, interval: interval, tolerance: burst * interval, recip: math.MaxUint64 / uint64(interval)}
 	p.ceiling = p.tolerance
 	p.localCap.Store(math.MaxInt64)
 	p.flushAt.Store(math.MaxInt64)
@@ -72,15 +72,15 @@ func newPolicy(tokens int64, per time.Duration, burst int64) (*policy, error) {
 }
 
 // perSecond is the rate in tokens per second.
-func (p *policy) perSecond() float64 { return float64(p.tokens) / p.per.Seconds() }
+func (p *rule) perSecond() float64 { return float64(p.tokens) / p.per.Seconds() }
 
 // tokensIn is x/unit rounded down, for x >= 0: the whole tokens that x
 // nanoseconds buy. A 64-bit division costs tens of cycles, most of a
-// Decision's price; for the policy's own interval it multiplies by the
+// Decision's price; for the rule's own interval it multiplies by the
 // reciprocal instead. The product's high word q is never above the
 // quotient and at most one below it, since x/interval − x·recip/2^64 <
 // x/2^64 < 1; one comparison corrects it.
-func (p *policy) tokensIn(x, unit int64) int64 {
+func (p *rule) tokensIn(x, unit int64) int64 {
 	if unit != p.interval || x < 0 {
 		return x / unit
 	}
@@ -102,10 +102,10 @@ func costOf(n, unit, limit int64) int64 {
 }
 
 // window is the time an empty bucket takes to fill.
-func (p *policy) window() time.Duration { return time.Duration(p.tolerance) }
+func (p *rule) window() time.Duration { return time.Duration(p.tolerance) }
 
 // checkCost rejects a cost the bucket could never grant.
-func (p *policy) checkCost(n int64) error {
+func (p *rule) checkCost(n int64) error {
 	if n < 1 {
 		return ErrInvalidCost
 	}
@@ -115,7 +115,7 @@ func (p *policy) checkCost(n int64) error {
 	return nil
 }
 
-func (p *policy) fillAllowed(d *Decision, next, now, unit int64) {
+func (p *rule) fillAllowed(d *Decision, next, now, unit int64) {
 	*d = Decision{
 		Allowed:    true,
 		BucketSize: p.burst,
@@ -125,7 +125,7 @@ func (p *policy) fillAllowed(d *Decision, next, now, unit int64) {
 	}
 }
 
-func (p *policy) fillDenied(d *Decision, base, now, next, unit int64) {
+func (p *rule) fillDenied(d *Decision, base, now, next, unit int64) {
 	*d = Decision{
 		BucketSize: p.burst,
 		Remaining:  max(0, p.tokensIn(now+p.tolerance-base, unit)),
@@ -135,27 +135,27 @@ func (p *policy) fillDenied(d *Decision, base, now, next, unit int64) {
 	}
 }
 
-// policies is a limiter's default policy and its per-key overrides, as
+// rules is a limiter's default rule and its per-key overrides, as
 // one immutable set swapped whole when a limit changes at runtime
 // (SetRate, SetOverride): a decision reads one consistent set. The limiter
 // and its engine share one.
-type policies struct {
-	set    atomic.Pointer[policySet]
+type rules struct {
+	set    atomic.Pointer[ruleSet]
 	lookup *lookupCache // nil without WithLookup (lookup.go)
 }
 
-type policySet struct {
-	def       *policy
-	overrides map[uint64]*policy // by key hash; nil without overrides
+type ruleSet struct {
+	def       *rule
+	overrides map[uint64]*rule // by key hash; nil without overrides
 }
 
-// dflt is the default policy.
-func (ps *policies) dflt() *policy { return ps.set.Load().def }
+// dflt is the default rule.
+func (ps *rules) dflt() *rule { return ps.set.Load().def }
 
-// forKey is the policy for key hash h when only the hash is known (a
+// forKey is the rule for key hash h when only the hash is known (a
 // peer's count): its override, its cached looked-up limit, or the
-// default. A caller's request uses Limiter.keyPolicy, which can look up.
-func (ps *policies) forKey(h uint64) *policy {
+// default. A caller's request uses Limiter.keyRule, which can look up.
+func (ps *rules) forKey(h uint64) *rule {
 	s := ps.set.Load()
 	if s.overrides != nil {
 		if p, ok := s.overrides[h]; ok {
@@ -170,11 +170,11 @@ func (ps *policies) forKey(h uint64) *policy {
 	return s.def
 }
 
-// hasOverrides reports whether any key may have a policy of its own.
-func (ps *policies) hasOverrides() bool { return ps.set.Load().overrides != nil || ps.lookup != nil }
+// hasOverrides reports whether any key may have a rule of its own.
+func (ps *rules) hasOverrides() bool { return ps.set.Load().overrides != nil || ps.lookup != nil }
 
-// each calls f for the default policy and every override.
-func (ps *policies) each(f func(*policy)) {
+// each calls f for the default rule and every override.
+func (ps *rules) each(f func(*rule)) {
 	s := ps.set.Load()
 	f(s.def)
 	for _, p := range s.overrides {
