@@ -52,8 +52,8 @@ func (l *Limiter) refused(retry time.Duration) (bool, time.Duration) {
 // stealOr answers a one-token request that the global bucket denied: with
 // a token from any processor's fresh lease if there is one, otherwise with
 // the denial.
-func stealOr(lz *leases, now int64, retry time.Duration) (bool, time.Duration) {
-	if lz != nil && lz.steal(now) {
+func stealOr(lz *leases, at bucketTime, retry time.Duration) (bool, time.Duration) {
+	if lz != nil && lz.steal(at) {
 		return true, 0
 	}
 	return false, retry
@@ -61,11 +61,11 @@ func stealOr(lz *leases, now int64, retry time.Duration) (bool, time.Duration) {
 
 // stealInto is stealOr for a Decision of n tokens: only a one-token
 // denial can be turned into an admit.
-func stealInto(lz *leases, d *Decision, now, n int64) {
+func stealInto(lz *leases, d *Decision, at bucketTime, n int64) {
 	if d.Allowed || n != 1 {
 		return
 	}
-	if ok, _ := stealOr(lz, now, 0); ok {
+	if ok, _ := stealOr(lz, at, 0); ok {
 		d.Allowed, d.RetryAfter = true, 0
 	}
 }

@@ -45,12 +45,21 @@ func rereadCounted(w *atomic.Uint64) uint64 { return w.Add(0) }
 // clear of the marks above.
 const maxNow = int64(1) << 62
 
+// A bucketTime is a time on the buckets' clock, which every bucket, lease
+// and store operation takes. Standalone it is the limiter's time (int64
+// nanoseconds since the epoch, the caller's time.Time converted once);
+// clustered it is that time less the lag built up while peers were out of
+// sight (peerView.bucketTime). Its own type keeps the three times apart:
+// a limiter time passed where a bucket time is due does not compile.
+type bucketTime int64
+
 // takeInto tries to spend n (at most the bucket size) tokens at now,
 // writing the Decision into d: a Decision is six words, and copying it up
 // through every caller costs more than deciding. It never spends on a
 // denial, and it returns false, without deciding, when the word was evicted
 // under it.
-func takeInto(d *Decision, tat *atomic.Int64, p *rule, now, n int64) (ok bool) {
+func takeInto(d *Decision, tat *atomic.Int64, p *rule, at bucketTime, n int64) (ok bool) {
+	now := int64(at)
 	unit := p.interval
 	cost := n * unit
 	old := tat.Load()
@@ -62,7 +71,7 @@ func takeInto(d *Decision, tat *atomic.Int64, p *rule, now, n int64) (ok bool) {
 		next := base + cost
 		if next-now > p.tolerance {
 			p.fillDenied(d, base, now, next, unit)
-			settle(tat, p, old, now)
+			settle(tat, p, old, at)
 			return true
 		}
 		if tat.CompareAndSwap(old, next) {
@@ -77,13 +86,14 @@ func takeInto(d *Decision, tat *atomic.Int64, p *rule, now, n int64) (ok bool) {
 // delay: it skips the divisions that fill a Decision. The word must never
 // be evicted (the global bucket). contended reports that a compare-and-swap
 // lost a race.
-func allow(tat *atomic.Int64, p *rule, now, n int64) (ok bool, retry time.Duration, contended bool) {
+func allow(tat *atomic.Int64, p *rule, at bucketTime, n int64) (ok bool, retry time.Duration, contended bool) {
+	now := int64(at)
 	cost := n * p.interval
 	old := tat.Load()
 	for {
 		next := max(old, now) + cost
 		if next-now > p.tolerance {
-			settle(tat, p, old, now)
+			settle(tat, p, old, at)
 			return false, time.Duration(next - p.tolerance - now), contended
 		}
 		if tat.CompareAndSwap(old, next) {
@@ -105,7 +115,8 @@ func allow(tat *atomic.Int64, p *rule, now, n int64) (ok bool, retry time.Durati
 // the bound is B + R·(the distance the caller's time moved forward in all),
 // not R times the span of times passed: a single word cannot remember what
 // was spent at times it has forgotten (FuzzBucketNeverExceedsRate).
-func settle(tat *atomic.Int64, p *rule, old, now int64) {
+func settle(tat *atomic.Int64, p *rule, old int64, at bucketTime) {
+	now := int64(at)
 	if old != evicted && old-now > p.ceiling+p.tolerance {
 		tat.CompareAndSwap(old, now+p.ceiling)
 	}
@@ -114,7 +125,8 @@ func settle(tat *atomic.Int64, p *rule, old, now int64) {
 // takeUpTo spends as many tokens as the bucket holds, up to n, in one
 // compare-and-swap, for a lease. On a denial (got 0) it returns the wait
 // for one token.
-func takeUpTo(tat *atomic.Int64, p *rule, now, n int64) (got int64, retry time.Duration, contended bool) {
+func takeUpTo(tat *atomic.Int64, p *rule, at bucketTime, n int64) (got int64, retry time.Duration, contended bool) {
+	now := int64(at)
 	unit := p.interval
 	old := tat.Load()
 	for {
@@ -132,7 +144,8 @@ func takeUpTo(tat *atomic.Int64, p *rule, now, n int64) (got int64, retry time.D
 }
 
 // refund gives n tokens back, never filling the bucket past full.
-func refund(tat *atomic.Int64, p *rule, now, n int64) {
+func refund(tat *atomic.Int64, p *rule, at bucketTime, n int64) {
+	now := int64(at)
 	if n < 1 {
 		return
 	}
@@ -155,7 +168,8 @@ func refund(tat *atomic.Int64, p *rule, now, n int64) {
 // stale counts (after a partition heals, say) cannot stall the bucket for
 // long. maxDebt 0 is the reference design's floor at zero. A count of any
 // size only ever spends: the cost saturates, and n < 1 charges nothing.
-func debit(tat *atomic.Int64, p *rule, now, n, maxDebt int64) {
+func debit(tat *atomic.Int64, p *rule, at bucketTime, n, maxDebt int64) {
+	now := int64(at)
 	if n < 1 {
 		return
 	}
@@ -174,7 +188,8 @@ func debit(tat *atomic.Int64, p *rule, now, n, maxDebt int64) {
 }
 
 // empty spends every token left, for a node that joined a running cluster.
-func empty(tat *atomic.Int64, p *rule, now int64) {
+func empty(tat *atomic.Int64, p *rule, at bucketTime) {
+	now := int64(at)
 	for {
 		old := tat.Load()
 		if old == evicted || old >= now+p.tolerance || tat.CompareAndSwap(old, now+p.tolerance) {

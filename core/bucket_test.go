@@ -27,16 +27,16 @@ func TestBucketBurstThenRefill(t *testing.T) {
 	if d.ResetAfter != 500*time.Millisecond || d.Window != 500*time.Millisecond || d.BucketSize != 5 {
 		t.Fatalf("6th request: %+v, want reset 500ms, window 500ms, limit 5", d)
 	}
-	if d, _ := take(&tat, p, int64(100*time.Millisecond)-1, 1); d.Allowed {
+	if d, _ := take(&tat, p, bucketTime(100*time.Millisecond)-1, 1); d.Allowed {
 		t.Fatal("a token appeared 1ns early")
 	}
-	if d, _ := take(&tat, p, int64(100*time.Millisecond), 1); !d.Allowed {
+	if d, _ := take(&tat, p, bucketTime(100*time.Millisecond), 1); !d.Allowed {
 		t.Fatal("no token after one interval")
 	}
 	// Long idle: full again, never more than the bucket size.
 	later := int64(time.Hour)
 	for i := range 6 {
-		d, _ := take(&tat, p, later, 1)
+		d, _ := take(&tat, p, bucketTime(later), 1)
 		if d.Allowed != (i < 5) {
 			t.Fatalf("after idle, request %d allowed=%v", i, d.Allowed)
 		}
@@ -54,7 +54,7 @@ func TestBucketAwkwardRates(t *testing.T) {
 		admitted := int64(0)
 		for now := int64(time.Millisecond); now <= int64(time.Second); now += int64(time.Millisecond) {
 			for {
-				d, _ := take(&tat, p, now, 1)
+				d, _ := take(&tat, p, bucketTime(now), 1)
 				if !d.Allowed {
 					break
 				}
@@ -117,14 +117,14 @@ func TestBucketTimeBackwards(t *testing.T) {
 	p := mustRule(t, 10, 2)
 	var tat atomic.Int64
 	now := int64(time.Second)
-	take(&tat, p, now, 2)
+	take(&tat, p, bucketTime(now), 2)
 	// Going back in time never refills.
 	for _, back := range []int64{now - 1, 0, -int64(time.Hour)} {
-		if d, _ := take(&tat, p, back, 1); d.Allowed {
+		if d, _ := take(&tat, p, bucketTime(back), 1); d.Allowed {
 			t.Fatalf("admitted at %d after time went backwards", back)
 		}
 	}
-	if d, _ := take(&tat, p, now+int64(100*time.Millisecond), 1); !d.Allowed {
+	if d, _ := take(&tat, p, bucketTime(now+int64(100*time.Millisecond)), 1); !d.Allowed {
 		t.Fatal("refill lost after time went backwards")
 	}
 }
@@ -221,7 +221,7 @@ func FuzzBucketNeverExceedsRate(f *testing.F) {
 			now += step
 			furthest, earliest, forward = max(furthest, now), min(earliest, now), forward+max(step, 0)
 			n := int64(steps[i+1])%min(p.burst, 16) + 1
-			if d, _ := take(&tat, p, now, n); d.Allowed {
+			if d, _ := take(&tat, p, bucketTime(now), n); d.Allowed {
 				admitted += n
 			}
 			// The bucket starts full at 0: at most B, plus the refill of

@@ -78,21 +78,22 @@ func (c *countedBucket) unreportedAfter(keep, moved int64) int64 {
 }
 
 // ahead reads a word's time back as its distance ahead of now.
-func ahead(w uint64, now int64) int64 { return int64(w-uint64(now)<<countBits) >> countBits }
+func ahead(w uint64, at bucketTime) int64 { return int64(w-uint64(at)<<countBits) >> countBits }
 
 // readAhead is ahead, except that a time that cannot be read (see
 // staleAhead) reads as a whole window ahead: an empty bucket.
-func readAhead(w uint64, now int64, p *rule) int64 {
-	if a := ahead(w, now); a >= staleAhead {
+func readAhead(w uint64, at bucketTime, p *rule) int64 {
+	if a := ahead(w, at); a >= staleAhead {
 		return a
 	}
 	return p.tolerance
 }
 
 // spent is how far ahead of now the bucket's time is, 0 for a full bucket.
-func spent(w uint64, now int64, p *rule) int64 { return max(readAhead(w, now, p), 0) }
+func spent(w uint64, at bucketTime, p *rule) int64 { return max(readAhead(w, at, p), 0) }
 
-func (c *countedBucket) init(now int64) {
+func (c *countedBucket) init(at bucketTime) {
+	now := int64(at)
 	// Full at any time a caller may pass, even a little before the limiter
 	// was created.
 	c.word.Store(packCounted(now-maxClusteredTolerance, 0))
@@ -119,7 +120,8 @@ func (c *countedBucket) unheard() int64 { return c.pending() + c.inflight.Load()
 //
 // While the bucket is contended, an admit that leaves the replica below the
 // gate also spends this node's share q (fairness.go).
-func (c *countedBucket) allow(p *rule, now int64, q *shareBucket) (ok bool, retry time.Duration, count int64, fast, contended bool) {
+func (c *countedBucket) allow(p *rule, at bucketTime, q *shareBucket) (ok bool, retry time.Duration, count int64, fast, contended bool) {
+	now := int64(at)
 	w := c.word.Load()
 	spill := c.spill.Load()
 	cost := p.interval
@@ -132,13 +134,13 @@ func (c *countedBucket) allow(p *rule, now int64, q *shareBucket) (ok bool, retr
 			}
 			return false, 0, 0, false, contended
 		}
-		base := spent(w, now, p)
+		base := spent(w, at, p)
 		next := base + cost
 		if next > p.tolerance {
 			if quotaHeld {
 				q.giveBack(1, now)
 			}
-			c.settle(w, p, base, now)
+			c.settle(w, p, base, at)
 			return false, time.Duration(next - p.tolerance), 0, true, contended
 		}
 		if !quotaHeld && q.needed(next, p.tolerance) {
@@ -162,7 +164,8 @@ func (c *countedBucket) allow(p *rule, now int64, q *shareBucket) (ok bool, retr
 // take spends n tokens at now and counts them, deciding into d. It returns,
 // on an admit, the unreported count after it; ok is false when the word was
 // handed back. q is the share, as for allow.
-func (c *countedBucket) take(d *Decision, p *rule, now, n int64, q *shareBucket) (count int64, ok bool) {
+func (c *countedBucket) take(d *Decision, p *rule, at bucketTime, n int64, q *shareBucket) (count int64, ok bool) {
+	now := int64(at)
 	unit := p.interval
 	cost := n * unit
 	w := c.word.Load()
@@ -175,14 +178,14 @@ func (c *countedBucket) take(d *Decision, p *rule, now, n int64, q *shareBucket)
 			}
 			return 0, false
 		}
-		base := spent(w, now, p)
+		base := spent(w, at, p)
 		next := base + cost
 		if next > p.tolerance {
 			if quotaHeld {
 				q.giveBack(n, now)
 			}
 			p.fillDenied(d, now+base, now, now+next, unit)
-			c.settle(w, p, base, now)
+			c.settle(w, p, base, at)
 			return 0, true
 		}
 		if !quotaHeld && q.needed(next, p.tolerance) {
@@ -204,7 +207,8 @@ func (c *countedBucket) take(d *Decision, p *rule, now, n int64, q *shareBucket)
 
 // settle is settle in bucket.go for the counted word w, whose time is
 // ahead ahead of now.
-func (c *countedBucket) settle(w uint64, p *rule, ahead, now int64) {
+func (c *countedBucket) settle(w uint64, p *rule, ahead int64, at bucketTime) {
+	now := int64(at)
 	if ahead > p.ceiling+p.tolerance {
 		c.word.CompareAndSwap(w, packCounted(now+p.ceiling, int64(w&countMask)))
 	}
@@ -215,7 +219,8 @@ func (c *countedBucket) settle(w uint64, p *rule, ahead, now int64) {
 // a denial (got 0) retry is the wait for one token; ok is false when the
 // word was handed back. q is the share, as for allow: while it applies, a
 // lease takes no more than the share left.
-func (c *countedBucket) takeUpTo(p *rule, now, n, room int64, q *shareBucket) (got, count int64, retry time.Duration, contended, ok bool) {
+func (c *countedBucket) takeUpTo(p *rule, at bucketTime, n, room int64, q *shareBucket) (got, count int64, retry time.Duration, contended, ok bool) {
+	now := int64(at)
 	unit := p.interval
 	w := c.word.Load()
 	for {
@@ -223,7 +228,7 @@ func (c *countedBucket) takeUpTo(p *rule, now, n, room int64, q *shareBucket) (g
 		if unsent == handedBack {
 			return 0, 0, 0, contended, false
 		}
-		base := spent(w, now, p)
+		base := spent(w, at, p)
 		got = min(n, room, (p.tolerance-base)/unit)
 		if got < 1 {
 			return 0, 0, time.Duration(base + unit - p.tolerance), contended, true
@@ -257,14 +262,15 @@ func (c *countedBucket) takeUpTo(p *rule, now, n, room int64, q *shareBucket) (g
 // handed back. Like the plain word's operations, f leaves a full bucket's
 // time alone unless it spends: a caller whose time runs a little behind
 // must still find the bucket full.
-func (c *countedBucket) update(now int64, p *rule, f func(ahead, count int64) (int64, int64)) (applied bool) {
+func (c *countedBucket) update(at bucketTime, p *rule, f func(ahead, count int64) (int64, int64)) (applied bool) {
+	now := int64(at)
 	for {
 		w := c.word.Load()
 		unsent := int64(w & countMask)
 		if unsent == handedBack {
 			return false
 		}
-		a, n := f(readAhead(w, now, p), unsent)
+		a, n := f(readAhead(w, at, p), unsent)
 		if c.word.CompareAndSwap(w, packCounted(now+a, n)) {
 			return true
 		}
@@ -272,12 +278,12 @@ func (c *countedBucket) update(now int64, p *rule, f func(ahead, count int64) (i
 }
 
 // debit charges n tokens that a peer admitted, as debit in bucket.go does.
-func (c *countedBucket) debit(p *rule, now, n, maxDebt int64) {
+func (c *countedBucket) debit(p *rule, at bucketTime, n, maxDebt int64) {
 	if n < 1 {
 		return
 	}
 	cost := costOf(n, p.interval, p.tolerance+maxDebt)
-	c.update(now, p, func(a, count int64) (int64, int64) {
+	c.update(at, p, func(a, count int64) (int64, int64) {
 		if a >= p.tolerance+maxDebt {
 			return a, count
 		}
@@ -287,18 +293,18 @@ func (c *countedBucket) debit(p *rule, now, n, maxDebt int64) {
 
 // reset makes the bucket full at now, keeping the unreported count; false
 // when the word was handed back (the limiter is closing).
-func (c *countedBucket) reset(p *rule, now int64) bool {
+func (c *countedBucket) reset(p *rule, at bucketTime) bool {
 	if c.word.Load()&countMask == handedBack {
 		return false
 	}
-	c.update(now, p, func(_, count int64) (int64, int64) { return 0, count })
+	c.update(at, p, func(_, count int64) (int64, int64) { return 0, count })
 	return true
 }
 
 // reprice moves the bucket from one rule to another at now, keeping the
 // tokens it has spent (setrate.go).
-func (c *countedBucket) reprice(from, to *rule, now int64) {
-	c.update(now, from, func(a, count int64) (int64, int64) {
+func (c *countedBucket) reprice(from, to *rule, at bucketTime) {
+	c.update(at, from, func(a, count int64) (int64, int64) {
 		if a <= 0 {
 			return a, count
 		}
@@ -308,22 +314,22 @@ func (c *countedBucket) reprice(from, to *rule, now int64) {
 
 // lowerTo spends the tokens above level (0..B), for a node that joined a
 // running cluster whose replicas hold level tokens.
-func (c *countedBucket) lowerTo(p *rule, now, level int64) {
+func (c *countedBucket) lowerTo(p *rule, at bucketTime, level int64) {
 	target := p.tolerance - min(max(level, 0), p.burst)*p.interval
-	c.update(now, p, func(a, count int64) (int64, int64) { return max(a, target), count })
+	c.update(at, p, func(a, count int64) (int64, int64) { return max(a, target), count })
 }
 
 // refund gives back n tokens, never past full, and takes up to n of them
 // out of the unreported count. It reports false when the word was handed
 // back (the limiter closed meanwhile): the caller refunds the standalone
 // word instead, which holds the bucket now.
-func (c *countedBucket) refund(p *rule, now, n int64) bool {
+func (c *countedBucket) refund(p *rule, at bucketTime, n int64) bool {
 	if n < 1 {
 		return true
 	}
 	cost := costOf(n, p.interval, p.ceiling)
 	fromWord := int64(0)
-	applied := c.update(now, p, func(a, count int64) (int64, int64) {
+	applied := c.update(at, p, func(a, count int64) (int64, int64) {
 		fromWord = min(count, n)
 		if a > 0 {
 			a = max(a-cost, 0)
@@ -336,9 +342,9 @@ func (c *countedBucket) refund(p *rule, now, n int64) bool {
 
 // drain takes the unreported count for a report, and moves an idle
 // bucket's time up to idleAhead so that the word's time stays readable.
-func (c *countedBucket) drain(p *rule, now int64) int64 {
+func (c *countedBucket) drain(p *rule, at bucketTime) int64 {
 	var unsent int64
-	c.update(now, p, func(a, count int64) (int64, int64) {
+	c.update(at, p, func(a, count int64) (int64, int64) {
 		unsent = count
 		return max(a, idleAhead), 0
 	})
@@ -350,7 +356,7 @@ func (c *countedBucket) drain(p *rule, now int64) int64 {
 // limiter that closed; it marks the word so that a taker still on the
 // clustered path moves over too. The count left unreported moves to spill,
 // for the last drain.
-func (c *countedBucket) handBack(tat *atomic.Int64, p *rule, now, real int64) {
+func (c *countedBucket) handBack(tat *atomic.Int64, p *rule, at bucketTime, real int64) {
 	for {
 		w := c.word.Load()
 		unsent := int64(w & countMask)
@@ -363,7 +369,7 @@ func (c *countedBucket) handBack(tat *atomic.Int64, p *rule, now, real int64) {
 		// swap below fails and the state is taken again. So a decision
 		// that finds the word handed back finds the standalone word ready,
 		// and never waits for it.
-		tat.Store(real + readAhead(w, now, p))
+		tat.Store(real + readAhead(w, at, p))
 		if c.word.CompareAndSwap(w, packCounted(0, handedBack)) {
 			c.spill.Add(unsent)
 			return
@@ -372,12 +378,13 @@ func (c *countedBucket) handBack(tat *atomic.Int64, p *rule, now, real int64) {
 }
 
 // tat is the bucket's time, for statistics; ok is false once handed back.
-func (c *countedBucket) tat(p *rule, now int64) (int64, bool) {
+func (c *countedBucket) tat(p *rule, at bucketTime) (int64, bool) {
+	now := int64(at)
 	w := c.word.Load()
 	if w&countMask == handedBack {
 		return 0, false
 	}
-	return now + spent(w, now, p), true
+	return now + spent(w, at, p), true
 }
 
 // unreport takes up to n tokens out of a not-yet-sent count: the counted

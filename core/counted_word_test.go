@@ -12,13 +12,13 @@ import (
 // The word keeps 58 bits of time and reads them back relative to now: exact
 // on both sides of every wrap point, and the count beside it untouched.
 func TestCountedWordReadsTimeAcrossWrap(t *testing.T) {
-	const wrap = int64(1) << 58
-	nows := []int64{0, -1, 1, wrap - 3, wrap + 3, -wrap + 7, 3*wrap - 1, math.MaxInt64 / 2, math.MinInt64 / 2, math.MaxInt64 - maxClusteredTolerance*3}
+	const wrap = bucketTime(1) << 58
+	nows := []bucketTime{0, -1, 1, wrap - 3, wrap + 3, -wrap + 7, 3*wrap - 1, math.MaxInt64 / 2, math.MinInt64 / 2, bucketTime(math.MaxInt64 - maxClusteredTolerance*3)}
 	aheads := []int64{staleAhead + 1, -int64(time.Hour), -1, 0, 1, maxClusteredTolerance, 2*maxClusteredTolerance + maxClusteredTolerance/2}
 	for _, now := range nows {
 		for _, a := range aheads {
 			for _, count := range []int64{0, 1, countMax} {
-				w := packCounted(now+a, count)
+				w := packCounted(int64(now)+a, count)
 				if got := ahead(w, now); got != a {
 					t.Fatalf("now %d: time %d ahead read back as %d", now, a, got)
 				}
@@ -39,12 +39,12 @@ func TestCountedDecidesLikeBucket(t *testing.T) {
 		var plain atomic.Int64
 		plain.Store(neverUsed)
 		var c countedBucket
-		now := int64(1) << 40
+		now := bucketTime(1) << 40
 		c.init(now)
 		rng := rand.New(rand.NewPCG(uint64(tc.rate), uint64(tc.burst)))
 		admitted, drained := int64(0), int64(0)
 		for i := range 20_000 {
-			now += rng.Int64N(3 * p.interval)
+			now += bucketTime(rng.Int64N(3 * p.interval))
 			switch op := rng.IntN(20); {
 			case op == 0:
 				n := 1 + rng.Int64N(tc.burst)
@@ -104,7 +104,7 @@ func TestCountedConcurrentDrain(t *testing.T) {
 	for g := range 4 {
 		wg.Go(func() {
 			for i := range 20_000 {
-				now := int64(i)
+				now := bucketTime(i)
 				if g%2 == 0 {
 					if ok, _, _, fast, _ := c.allow(p, now, noShare); fast {
 						if ok {
@@ -153,8 +153,8 @@ func TestCountedFarTimesNeverAdmitExtra(t *testing.T) {
 		}
 		return &c
 	}
-	year := int64(365 * 24 * time.Hour)
-	for _, at := range []int64{-3 * year, -5 * year, 3 * year, 5 * year} {
+	year := bucketTime(365 * 24 * time.Hour)
+	for _, at := range []bucketTime{-3 * year, -5 * year, 3 * year, 5 * year} {
 		if ok, _, _, _, _ := emptied().allow(p, at, noShare); ok {
 			t.Fatalf("an empty bucket admitted at %v from its time", time.Duration(at))
 		}
@@ -165,7 +165,7 @@ func TestCountedFarTimesNeverAdmitExtra(t *testing.T) {
 	if d := c.decide(p, later, 1); d.Allowed {
 		t.Fatal("admitted at once after an unreadable time")
 	}
-	if d := c.decide(p, later+p.tolerance, 10); !d.Allowed {
+	if d := c.decide(p, later+bucketTime(p.tolerance), 10); !d.Allowed {
 		t.Fatalf("not full a window later: %+v", d)
 	}
 }
@@ -224,12 +224,12 @@ func FuzzCountedDecidesLikeBucket(f *testing.F) {
 		var plain atomic.Int64
 		plain.Store(neverUsed)
 		var c countedBucket
-		now := int64(0)
+		now := bucketTime(0)
 		c.init(now)
 		admitted, drained := int64(0), int64(0)
 		for i := 0; i+2 < len(ops); i += 3 {
-			now += int64(int8(ops[i])) * max(1, p.interval/8) // back in time too
-			n := int64(ops[i+2])%min(p.burst, 70) + 1         // some past the count field
+			now += bucketTime(int64(int8(ops[i])) * max(1, p.interval/8)) // back in time too
+			n := int64(ops[i+2])%min(p.burst, 70) + 1                     // some past the count field
 			switch ops[i+1] % 8 {
 			case 0:
 				debit(&plain, p, now, n, p.tolerance)

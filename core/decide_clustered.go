@@ -79,9 +79,9 @@ func (e *engine) allowSlow(now int64) (ok bool, retry time.Duration, waits bool)
 // on the buckets' clock, except that a node cut off under fail-closed
 // spends no leased token; a denial is counted as offered load unless it
 // only waits for the report (see fairShares.deniedDemand).
-func (e *engine) stealOr(now int64, retry time.Duration, waits bool) (bool, time.Duration) {
+func (e *engine) stealOr(at bucketTime, retry time.Duration, waits bool) (bool, time.Duration) {
 	if e.mode.get() != modeClosed {
-		if ok, _ := stealOr(e.leases, now, retry); ok {
+		if ok, _ := stealOr(e.leases, at, retry); ok {
 			return true, 0
 		}
 	}
@@ -134,7 +134,7 @@ func (e *engine) takeCounted(d *Decision, now, n int64) (waits bool) {
 	}
 	count, ok := c.take(d, p, e.bucketTime(now), n, &e.fair.share)
 	if !ok { // handed back: the limiter has closed
-		takeInto(d, e.standalone, p, now, n)
+		takeInto(d, e.standalone, p, standaloneTime(now), n)
 		return false
 	}
 	if d.Allowed {
@@ -177,7 +177,7 @@ func (e *engine) takeKeyed(d *Decision, h uint64, p *rule, now, n int64) (waits 
 // word once the counted word is handed back.
 func (e *engine) refundGlobal(now, n int64) {
 	if !e.global.refund(e.rules.dflt(), e.bucketTime(now), n) {
-		refund(e.standalone, e.rules.dflt(), now, n)
+		refund(e.standalone, e.rules.dflt(), standaloneTime(now), n)
 	}
 }
 
@@ -195,14 +195,14 @@ func (e *engine) refundKeyed(h uint64, p *rule, now, n int64) {
 // within the node's cap of unreported tokens.
 type countedSource struct{ e *engine }
 
-func (s countedSource) takeUpTo(p *rule, now, n int64) (int64, time.Duration, bool) {
+func (s countedSource) takeUpTo(p *rule, at bucketTime, n int64) (int64, time.Duration, bool) {
 	e, c := s.e, &s.e.global
 	room := p.localCap.Load() - c.unheard()
 	if room < 1 {
 		e.send.kick()
 		return 0, reportRetry, false
 	}
-	got, count, retry, contended, ok := c.takeUpTo(p, now, n, room, &e.fair.share)
+	got, count, retry, contended, ok := c.takeUpTo(p, at, n, room, &e.fair.share)
 	if !ok { // handed back: the limiter is closing
 		return 0, time.Duration(minFlushGap), contended
 	}
@@ -213,11 +213,11 @@ func (s countedSource) takeUpTo(p *rule, now, n int64) (int64, time.Duration, bo
 }
 
 // giveBack returns a lease's tokens; if the limiter closed since they were
-// taken, to the standalone word that holds the bucket now (on the engine's
-// clock: now is on the buckets' clock, lag behind it).
-func (s countedSource) giveBack(p *rule, now, n int64) {
-	if !s.e.global.refund(p, now, n) {
-		refund(s.e.standalone, p, now+s.e.view.lag.Load(), n)
+// taken, to the standalone word that holds the bucket now, whose clock is
+// the limiter's: at plus the lag.
+func (s countedSource) giveBack(p *rule, at bucketTime, n int64) {
+	if !s.e.global.refund(p, at, n) {
+		refund(s.e.standalone, p, standaloneTime(int64(at)+s.e.view.lag.Load()), n)
 	}
 }
 

@@ -5,17 +5,17 @@ import "fmt"
 // The rest of the clustered decider (decider.go): reading, resetting and
 // repricing the replicas, the engine's part of Stats, and its peers.
 
-func (e *engine) peekGlobal(now int64) (tat, at, leased int64) {
+func (e *engine) peekGlobal(now int64) (tat int64, at bucketTime, leased int64) {
 	at = e.bucketTime(now)
 	if t, ok := e.global.tat(e.rules.dflt(), at); ok {
 		return t, at, 0
 	}
 	// Handed back: the limiter has closed and the standalone word holds
-	// the bucket, on the caller's clock.
-	return e.standalone.Load(), now, 0
+	// the bucket, on the limiter's clock.
+	return e.standalone.Load(), standaloneTime(now), 0
 }
 
-func (e *engine) peekKeyed(h uint64, now int64) (tat, at int64) {
+func (e *engine) peekKeyed(h uint64, now int64) (tat int64, at bucketTime) {
 	tat, at = neverUsed, e.bucketTime(now)
 	if ent := e.keys.lookup(h); ent != nil {
 		if t := ent.tat.Load(); t != evicted {

@@ -13,10 +13,10 @@ type racingSource struct {
 	lz *leases
 }
 
-func (r racingSource) takeUpTo(p *rule, now, n int64) (int64, time.Duration, bool) {
+func (r racingSource) takeUpTo(p *rule, now bucketTime, n int64) (int64, time.Duration, bool) {
 	got, retry, contended := r.leaseSource.takeUpTo(p, now, n)
 	for i := range r.lz.slots {
-		r.lz.slots[i].word.Store(packLease(now, 5))
+		r.lz.slots[i].word.Store(packLease(int64(now), 5))
 	}
 	return got, retry, contended
 }
@@ -34,7 +34,7 @@ func TestLeaseTakenTwiceGoesBack(t *testing.T) {
 				t.Fatal("no leases")
 			}
 			at := l.epoch.Add(time.Second)
-			p, now := l.rules.dflt(), l.nanos(at)
+			p, now := l.rules.dflt(), l.bucketNanos(at)
 			var src leaseSource = plainSource{&l.global.tat}
 			if clustered {
 				src = countedSource{engineOf(l)}

@@ -76,14 +76,14 @@ func (d *decider) refundKeyed(h uint64, p *rule, now, n int64) {
 // peekGlobal and peekKeyed read a bucket without spending: its theoretical
 // arrival time (neverUsed for a bucket not held) and now on the buckets'
 // clock; leased is what leases hold of the global bucket besides.
-func (d *decider) peekGlobal(now int64) (tat, at, leased int64) {
+func (d *decider) peekGlobal(now int64) (tat int64, at bucketTime, leased int64) {
 	if d.eng != nil {
 		return d.eng.peekGlobal(now)
 	}
 	return d.solo.peekGlobal(now)
 }
 
-func (d *decider) peekKeyed(h uint64, now int64) (tat, at int64) {
+func (d *decider) peekKeyed(h uint64, now int64) (tat int64, at bucketTime) {
 	if d.eng != nil {
 		return d.eng.peekKeyed(h, now)
 	}
@@ -147,7 +147,7 @@ func (d *decider) repriceKey(now int64, h uint64, from, to *rule) {
 
 // fillStats writes the decider's part of s, and returns the time and the
 // global bucket's TAT it read them at.
-func (d *decider) fillStats(s *Stats) (now, tat int64) {
+func (d *decider) fillStats(s *Stats) (at bucketTime, tat int64) {
 	if d.eng != nil {
 		return d.eng.fillStats(s)
 	}
@@ -173,55 +173,63 @@ func (d *decider) close() {
 // leases, and the keyed store.
 type standalone Limiter
 
+// standaloneTime is the limiter's time now as a time on a standalone
+// word's clock, which has no lag: the standalone decider's, and the word
+// a clustered limiter hands its global bucket back to on Close.
+func standaloneTime(now int64) bucketTime { return bucketTime(now) }
+
 func (s *standalone) allow(now int64) (bool, time.Duration, bool) {
-	lz, p := s.leases, s.rules.dflt()
+	lz, p, at := s.leases, s.rules.dflt(), standaloneTime(now)
 	// The global bucket is never evicted, so the lean path applies.
 	if lz == nil {
-		ok, retry, _ := allow(&s.global.tat, p, now, 1)
+		ok, retry, _ := allow(&s.global.tat, p, at, 1)
 		return ok, retry, false
 	}
-	if lz.hot(now) {
-		ok, retry := lz.allow(plainSource{&s.global.tat}, p, now)
+	if lz.hot(at) {
+		ok, retry := lz.allow(plainSource{&s.global.tat}, p, at)
 		return ok, retry, false
 	}
-	ok, retry, contended := allow(&s.global.tat, p, now, 1)
+	ok, retry, contended := allow(&s.global.tat, p, at, 1)
 	if contended {
-		lz.lost(now)
+		lz.lost(at)
 	}
 	if !ok {
-		ok, retry = stealOr(lz, now, retry)
+		ok, retry = stealOr(lz, at, retry)
 	}
 	return ok, retry, false
 }
 
 func (s *standalone) takeGlobal(d *Decision, now, n int64) bool {
-	takeInto(d, &s.global.tat, s.rules.dflt(), now, n)
-	stealInto(s.leases, d, now, n)
+	at := standaloneTime(now)
+	takeInto(d, &s.global.tat, s.rules.dflt(), at, n)
+	stealInto(s.leases, d, at, n)
 	return false
 }
 
 func (s *standalone) takeKeyed(d *Decision, h uint64, p *rule, now, n int64) bool {
-	s.keys.take(d, h, p, now, n)
+	s.keys.take(d, h, p, standaloneTime(now), n)
 	return false
 }
 
-func (s *standalone) refundGlobal(now, n int64) { refund(&s.global.tat, s.rules.dflt(), now, n) }
+func (s *standalone) refundGlobal(now, n int64) {
+	refund(&s.global.tat, s.rules.dflt(), standaloneTime(now), n)
+}
 
 func (s *standalone) refundKeyed(h uint64, p *rule, now, n int64) {
-	s.keys.with(h, func(e *plainEntry) { refund(&e.tat, p, now, n) })
+	s.keys.with(h, func(e *plainEntry) { refund(&e.tat, p, standaloneTime(now), n) })
 }
 
-func (s *standalone) peekGlobal(now int64) (tat, at, leased int64) {
+func (s *standalone) peekGlobal(now int64) (tat int64, at bucketTime, leased int64) {
 	if s.leases != nil {
-		leased = s.leases.leased(now)
+		leased = s.leases.leased(standaloneTime(now))
 	}
-	return s.global.tat.Load(), now, leased
+	return s.global.tat.Load(), standaloneTime(now), leased
 }
 
-func (s *standalone) peekKeyed(h uint64, now int64) (tat, at int64) {
+func (s *standalone) peekKeyed(h uint64, now int64) (tat int64, at bucketTime) {
 	tat = neverUsed
 	s.keys.with(h, func(e *plainEntry) { tat = e.tat.Load() })
-	return tat, now
+	return tat, standaloneTime(now)
 }
 
 func (s *standalone) resetGlobal(int64) { refill(&s.global.tat) }
@@ -231,24 +239,25 @@ func (s *standalone) resetKeyed(h uint64) { s.keys.with(h, func(e *plainEntry) {
 func (s *standalone) changeTime() int64 { return int64(time.Since(s.epoch)) }
 
 func (s *standalone) reprice(now int64, pick func(h uint64, global bool) (from, to *rule)) {
+	at := standaloneTime(now)
 	if from, to := pick(0, true); from != nil {
-		repriceWord(&s.global.tat, from, to, now)
+		repriceWord(&s.global.tat, from, to, at)
 	}
 	s.keys.each(func(h uint64, e *plainEntry) {
 		if from, to := pick(h, false); from != nil {
-			repriceWord(&e.tat, from, to, now)
+			repriceWord(&e.tat, from, to, at)
 		}
 	})
 	if from, to := pick(0, false); from != nil {
-		repriceWord(&s.keys.overflow.tat, from, to, now)
+		repriceWord(&s.keys.overflow.tat, from, to, at)
 	}
 }
 
 func (s *standalone) repriceKey(now int64, h uint64, from, to *rule) {
-	s.keys.with(h, func(e *plainEntry) { repriceWord(&e.tat, from, to, now) })
+	s.keys.with(h, func(e *plainEntry) { repriceWord(&e.tat, from, to, standaloneTime(now)) })
 }
 
-func (s *standalone) fillStats(st *Stats) (now, tat int64) {
+func (s *standalone) fillStats(st *Stats) (at bucketTime, tat int64) {
 	st.LiveKeys, st.OverflowDecisions = s.keys.len(), s.keys.overflowCount()
-	return int64(time.Since(s.epoch)), s.global.tat.Load()
+	return standaloneTime(int64(time.Since(s.epoch))), s.global.tat.Load()
 }

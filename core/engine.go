@@ -148,7 +148,7 @@ func (e *engineEnv) now() int64 { return clampNanos(e.clock.Now().Sub(e.epoch)) 
 
 // bucketTime converts a time on the engine's clock (or a caller's) to the
 // buckets' clock (see peerView.bucketTime).
-func (e *engine) bucketTime(now int64) int64 { return e.view.bucketTime(now) }
+func (e *engine) bucketTime(now int64) bucketTime { return e.view.bucketTime(now) }
 
 func (e *engine) start() {
 	e.mu.Lock()
@@ -156,7 +156,7 @@ func (e *engine) start() {
 	now := e.now()
 	e.clockNow.Store(now)
 	e.startedAt = now
-	e.global.init(now)
+	e.global.init(e.bucketTime(now))
 	e.inc = uint64(e.clock.Now().UnixNano())
 	e.send.begin(now)
 	members := e.view.refreshMembers(now)

@@ -63,7 +63,7 @@ type peerShare struct {
 // (at on the buckets' clock): this replica and the sender's have then seen
 // the same admits but this node's unreported ones (and those in flight),
 // so the difference of the levels is their offset.
-func (fs *fairShares) observe(ps *peerShare, level, now, at int64) {
+func (fs *fairShares) observe(ps *peerShare, level, now int64, at bucketTime) {
 	ps.offsets.observe(fs.levelTokens(now)+fs.word.pending()-level, now, at)
 	ps.level = level
 }
@@ -121,7 +121,8 @@ func (q *shareBucket) needed(next, tolerance int64) bool {
 // must not leave seconds of debt behind once its share is known. Smaller
 // changes leave the debt as it is, so that the share does not drift with
 // every tick's estimate.
-func (q *shareBucket) set(iv, tol, now int64) {
+func (q *shareBucket) set(iv, tol int64, at bucketTime) {
+	now := int64(at)
 	old := q.iv.Swap(iv)
 	q.tol.Store(tol)
 	if old <= 2*iv {
@@ -283,12 +284,12 @@ type offsetWindow struct {
 	// leastAt is when the least offset was seen, on the buckets' clock: a
 	// resync it justifies charges at that time, so that its debt is repaid
 	// one window after the frame at the latest, however late the resync.
-	leastAt int64
+	leastAt bucketTime
 	since   int64 // when the window started; 0: empty
 	n       int
 }
 
-func (w *offsetWindow) observe(offset, now, at int64) {
+func (w *offsetWindow) observe(offset, now int64, at bucketTime) {
 	if w.n == 0 || offset < w.least {
 		w.least, w.leastAt = offset, at
 	}
@@ -309,7 +310,7 @@ func (w *offsetWindow) reset() { *w = offsetWindow{} }
 func (fs *fairShares) resync(now int64) {
 	p := fs.rules.dflt()
 	margin := max(2*p.flushAt.Load(), int64(float64(fs.share.gate.Load())/float64(p.interval)/10))
-	excess, at := int64(0), int64(0)
+	excess, at := int64(0), bucketTime(0)
 	ready := false
 	fs.view.inSight(now, func(s *stream) {
 		w := &s.fair.offsets
@@ -340,5 +341,5 @@ func (fs *fairShares) globalLevel(now int64) int64 {
 	if !ok {
 		return 0
 	}
-	return fs.rules.dflt().tolerance - (tat - b)
+	return fs.rules.dflt().tolerance - (tat - int64(b))
 }

@@ -73,7 +73,7 @@ func spendUntilDenied(l *Limiter, at time.Time, after func(admitted int64)) int6
 	return admitted.Load()
 }
 
-func (c *countedBucket) decide(p *rule, now, n int64) (d Decision) {
+func (c *countedBucket) decide(p *rule, now bucketTime, n int64) (d Decision) {
 	c.take(&d, p, now, n, noShare)
 	return
 }
@@ -102,7 +102,7 @@ func (*frozenTransport) AfterFunc(time.Duration, func()) func() bool {
 }
 
 // take is takeInto returning its Decision, for tests of the plain word.
-func take(tat *atomic.Int64, p *rule, now, n int64) (d Decision, ok bool) {
+func take(tat *atomic.Int64, p *rule, now bucketTime, n int64) (d Decision, ok bool) {
 	ok = takeInto(&d, tat, p, now, n)
 	return
 }
@@ -123,3 +123,7 @@ var noShare = &shareBucket{}
 
 // engineOf is a clustered limiter's engine, or nil standalone.
 func engineOf(l *Limiter) *engine { return l.dec.eng }
+
+// bucketNanos is t on the buckets' clock of a limiter with no lag: a
+// standalone one, or a clustered one that has never lost sight of a peer.
+func (l *Limiter) bucketNanos(t time.Time) bucketTime { return bucketTime(l.nanos(t)) }

@@ -30,7 +30,7 @@ type slotValue[S, E any] interface {
 	// entry is the slot's live entry, or nil for a tombstone.
 	entry() *E
 	// fill puts a new full bucket, as of now, in a slot with no live entry.
-	fill(now int64) *E
+	fill(at bucketTime) *E
 	// moveTo hands a live entry over to dst, a slot of a new array, and
 	// reports whether there was one. An inline entry leaves a tombstone
 	// behind, atomically with the hand-over: a taker still on the old
@@ -92,7 +92,7 @@ func (t *keyTable[S, E, PS]) get(h uint64) *E {
 
 // put gives h a new full bucket as of now and returns it; h must have no
 // live entry. The caller holds the lock.
-func (t *keyTable[S, E, PS]) put(h uint64, now int64) *E {
+func (t *keyTable[S, E, PS]) put(h uint64, at bucketTime) *E {
 	if a := t.slots.Load(); a == nil || (t.used+1)*4 > len(a.s)*3 {
 		t.rebuild(t.live + 1)
 	}
@@ -103,9 +103,9 @@ func (t *keyTable[S, E, PS]) put(h uint64, now int64) *E {
 		switch s.key.Load() {
 		case k: // a tombstone of the same key: reuse it
 			t.live++
-			return PS(&s.v).fill(now)
+			return PS(&s.v).fill(at)
 		case 0:
-			e := PS(&s.v).fill(now)
+			e := PS(&s.v).fill(at)
 			s.key.Store(k) // after the fill: a reader that sees the key sees the bucket
 			t.used++
 			t.live++

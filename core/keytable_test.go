@@ -16,6 +16,9 @@ type (
 // lookup can check it found h's own entry.
 func tag(h uint64) int64 { return int64(h >> 1) }
 
+// tagTime is tag as the fill time that writes it into a new entry.
+func tagTime(h uint64) bucketTime { return bucketTime(tag(h)) }
+
 // The table agrees with a map through random puts and removes: tombstones
 // keep later keys findable, re-puts reuse them, and rebuilds keep every
 // live key, for both kinds of slot.
@@ -30,7 +33,7 @@ func TestKeyTableMatchesMap(t *testing.T) {
 	})
 }
 
-func tableMatchesMap[E any](t *testing.T, get func(uint64) *E, put func(uint64, int64) *E, remove func(uint64),
+func tableMatchesMap[E any](t *testing.T, get func(uint64) *E, put func(uint64, bucketTime) *E, remove func(uint64),
 	each func(func(uint64, *E)), live *int, word func(*E) *atomic.Int64) {
 	// remove's contract: the store marks the bucket evicted first.
 	evict := func(h uint64) {
@@ -58,7 +61,7 @@ func tableMatchesMap[E any](t *testing.T, get func(uint64) *E, put func(uint64, 
 			evict(h)
 			delete(want, slotKey(h))
 		} else if !want[slotKey(h)] {
-			put(h, tag(slotKey(h)))
+			put(h, tagTime(slotKey(h)))
 			want[slotKey(h)] = true
 		}
 		if i%1000 == 0 {
@@ -95,18 +98,18 @@ func evictPlain(tb *plainTable, h uint64) {
 func TestKeyTableShrinksAfterFlood(t *testing.T) {
 	var tb plainTable
 	for h := range uint64(3_000) {
-		tb.put(h+1, tag(h+1))
+		tb.put(h+1, tagTime(h+1))
 	}
 	big := len(tb.slots.Load().s)
 	for h := range uint64(3_000) {
 		evictPlain(&tb, h+1)
 	}
 	for h := range uint64(4) {
-		tb.put(h+1, tag(h+1))
+		tb.put(h+1, tagTime(h+1))
 	}
 	// Churn through new keys until a put rebuilds the table.
 	for n := uint64(1 << 40); len(tb.slots.Load().s) >= big && n < 1<<40+100_000; n++ {
-		tb.put(n, tag(n))
+		tb.put(n, tagTime(n))
 		evictPlain(&tb, n)
 	}
 	if got := len(tb.slots.Load().s); got >= big || got > 64 {
@@ -122,7 +125,7 @@ func TestKeyTableShrinksAfterFlood(t *testing.T) {
 // Hash 0 cannot mark an empty slot: it shares hash 1's bucket.
 func TestKeyTableHashZero(t *testing.T) {
 	var tb plainTable
-	e := tb.put(0, tag(1))
+	e := tb.put(0, tagTime(1))
 	if tb.get(0) != e || tb.get(1) != e {
 		t.Fatal("hash 0 is not found as itself and as 1")
 	}
@@ -137,7 +140,7 @@ func TestKeyTableLockFreeReaders(t *testing.T) {
 	var mu sync.Mutex
 	const keep = 64
 	for h := range uint64(keep) {
-		tb.put(h<<8|1, tag(h<<8|1))
+		tb.put(h<<8|1, tagTime(h<<8|1))
 	}
 	var stop atomic.Bool
 	var wg sync.WaitGroup
@@ -170,7 +173,7 @@ func TestKeyTableLockFreeReaders(t *testing.T) {
 		h := (keep+rng.Uint64N(4096-keep))<<8 | 1
 		mu.Lock()
 		if tb.get(h) == nil {
-			tb.put(h, tag(h))
+			tb.put(h, tagTime(h))
 		} else {
 			evictPlain(&tb, h)
 		}
@@ -190,7 +193,7 @@ func TestKeyTableSpreadsOneShardsKeys(t *testing.T) {
 	hashes := make([]uint64, n)
 	for i := range hashes {
 		hashes[i] = rng.Uint64()<<shardBits | shard
-		tb.put(hashes[i], tag(hashes[i]))
+		tb.put(hashes[i], tagTime(hashes[i]))
 	}
 	a := tb.slots.Load()
 	var probes uint64
@@ -252,7 +255,7 @@ func rebuildLosesNoSpend[S, E any, PS slotValue[S, E], P entry[E]](t *testing.T,
 			for first := true; !done.Load(); first = false {
 				i := rng.IntN(hot)
 				var d Decision
-				s.take(&d, uint64(i)<<shardBits|uint64(i%shards), p, now, 1)
+				s.take(&d, uint64(i)<<shardBits|uint64(i%shards), p, bucketTime(now), 1)
 				if !d.Allowed {
 					t.Errorf("key %d denied", i)
 					if first {
@@ -276,9 +279,9 @@ func rebuildLosesNoSpend[S, E any, PS slotValue[S, E], P entry[E]](t *testing.T,
 	before := takes.Load()
 	for round := 0; round < 20 && (round == 0 || takes.Load()-before < 1000); round++ {
 		for j := range flood {
-			s.get((rng.Uint64()|1<<40)<<shardBits|uint64(j%shards), now)
+			s.get((rng.Uint64()|1<<40)<<shardBits|uint64(j%shards), bucketTime(now))
 			if j%sweepEach == sweepEach-1 {
-				s.sweep(now) // drops every flooded key: their buckets are full
+				s.sweep(bucketTime(now)) // drops every flooded key: their buckets are full
 			}
 		}
 	}

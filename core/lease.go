@@ -74,7 +74,8 @@ func packLease(at, tokens int64) uint64 { return uint64(at)<<leaseBits | uint64(
 // fresh reports whether a lease word was taken within leaseLife of now,
 // either way: a lease from a time far from now (a caller's clock jumped)
 // is never spent.
-func fresh(w uint64, now int64) bool {
+func fresh(w uint64, at bucketTime) bool {
+	now := int64(at)
 	return uint64(int64(w-uint64(now)<<leaseBits)>>leaseBits+leaseLife) <= uint64(2*leaseLife)
 }
 
@@ -108,18 +109,22 @@ func (lz *leases) another() *leaseSlot {
 // hot reports whether the bucket is hot at now: within hotWindow before
 // the end of its last heating (a heating far from now, from a caller's
 // clock that jumped, does not count).
-func (lz *leases) hot(now int64) bool { return uint64(lz.hotUntil.Load()-now-1) < uint64(hotWindow) }
+func (lz *leases) hot(at bucketTime) bool {
+	return uint64(lz.hotUntil.Load()-int64(at)-1) < uint64(hotWindow)
+}
 
 // lost records a compare-and-swap on the word that lost a race, and heats
 // the bucket if another did within a millisecond.
-func (lz *leases) lost(now int64) {
+func (lz *leases) lost(at bucketTime) {
+	now := int64(at)
 	if now-lz.lastLost.Swap(now) < int64(time.Millisecond) {
-		lz.heat(now)
+		lz.heat(at)
 	}
 }
 
 // heat marks the bucket contended as of now.
-func (lz *leases) heat(now int64) {
+func (lz *leases) heat(at bucketTime) {
+	now := int64(at)
 	if until := now + hotWindow; until-lz.hotUntil.Load() > hotWindow/10 {
 		lz.hotUntil.Store(until)
 	}
@@ -131,25 +136,26 @@ func (lz *leases) heat(now int64) {
 type leaseSource interface {
 	// takeUpTo spends as many tokens as the bucket allows, up to n, in one
 	// compare-and-swap; on a denial (got 0) retry is the wait.
-	takeUpTo(p *rule, now, n int64) (got int64, retry time.Duration, contended bool)
+	takeUpTo(p *rule, at bucketTime, n int64) (got int64, retry time.Duration, contended bool)
 	// giveBack returns n tokens taken at this very instant.
-	giveBack(p *rule, now, n int64)
+	giveBack(p *rule, at bucketTime, n int64)
 }
 
 // plainSource is a standalone limiter's global word.
 type plainSource struct{ tat *atomic.Int64 }
 
-func (s plainSource) takeUpTo(p *rule, now, n int64) (int64, time.Duration, bool) {
-	return takeUpTo(s.tat, p, now, n)
+func (s plainSource) takeUpTo(p *rule, at bucketTime, n int64) (int64, time.Duration, bool) {
+	return takeUpTo(s.tat, p, at, n)
 }
 
-func (s plainSource) giveBack(p *rule, now, n int64) { refund(s.tat, p, now, n) }
+func (s plainSource) giveBack(p *rule, at bucketTime, n int64) { refund(s.tat, p, at, n) }
 
 // allow spends one token from this processor's lease, taking a new lease
 // from src when it runs dry or expires.
-func (lz *leases) allow(src leaseSource, p *rule, now int64) (bool, time.Duration) {
+func (lz *leases) allow(src leaseSource, p *rule, at bucketTime) (bool, time.Duration) {
+	now := int64(at)
 	s := lz.pool.Get().(*leaseSlot)
-	ok, contended := s.spend(now)
+	ok, contended := s.spend(at)
 	if contended {
 		s = lz.another()
 	}
@@ -157,22 +163,22 @@ func (lz *leases) allow(src leaseSource, p *rule, now int64) (bool, time.Duratio
 		lz.pool.Put(s)
 		return true, 0
 	}
-	got, retry, contended := src.takeUpTo(p, now, lz.size)
+	got, retry, contended := src.takeUpTo(p, at, lz.size)
 	if contended {
-		lz.heat(now)
+		lz.heat(at)
 	}
 	if got > 0 {
 		// Another processor may have filled the slot meanwhile (the pool
 		// can hand one slot to two); then this lease, taken at this very
 		// instant, goes straight back.
-		if w := s.word.Load(); w&leaseMask != 0 && fresh(w, now) || !s.word.CompareAndSwap(w, packLease(now, got-1)) {
-			src.giveBack(p, now, got-1)
+		if w := s.word.Load(); w&leaseMask != 0 && fresh(w, at) || !s.word.CompareAndSwap(w, packLease(now, got-1)) {
+			src.giveBack(p, at, got-1)
 		}
 		lz.pool.Put(s)
 		return true, 0
 	}
 	lz.pool.Put(s)
-	if lz.steal(now) {
+	if lz.steal(at) {
 		return true, 0
 	}
 	return false, retry
@@ -180,10 +186,10 @@ func (lz *leases) allow(src leaseSource, p *rule, now int64) (bool, time.Duratio
 
 // spend takes one token from a fresh lease. contended reports that another
 // goroutine spent from the slot at the same moment.
-func (s *leaseSlot) spend(now int64) (ok, contended bool) {
+func (s *leaseSlot) spend(at bucketTime) (ok, contended bool) {
 	for {
 		w := s.word.Load()
-		if w&leaseMask == 0 || !fresh(w, now) {
+		if w&leaseMask == 0 || !fresh(w, at) {
 			return false, contended
 		}
 		if s.word.CompareAndSwap(w, w-1) {
@@ -195,9 +201,9 @@ func (s *leaseSlot) spend(now int64) (ok, contended bool) {
 
 // steal spends one token from any processor's fresh lease, for a request
 // that the bucket's word denied.
-func (lz *leases) steal(now int64) bool {
+func (lz *leases) steal(at bucketTime) bool {
 	for i := range lz.slots {
-		if ok, _ := lz.slots[i].spend(now); ok {
+		if ok, _ := lz.slots[i].spend(at); ok {
 			return true
 		}
 	}
@@ -205,10 +211,10 @@ func (lz *leases) steal(now int64) bool {
 }
 
 // leased is the count of tokens held in fresh leases at now.
-func (lz *leases) leased(now int64) int64 {
+func (lz *leases) leased(at bucketTime) int64 {
 	var n int64
 	for i := range lz.slots {
-		if w := lz.slots[i].word.Load(); fresh(w, now) {
+		if w := lz.slots[i].word.Load(); fresh(w, at) {
 			n += int64(w & leaseMask)
 		}
 	}

@@ -34,7 +34,7 @@ func TestLeasesStayColdWithoutContention(t *testing.T) {
 	for i := range 50_000 {
 		l.AllowAt(at.Add(time.Duration(i) * time.Microsecond))
 	}
-	if l.leases.hotUntil.Load() != neverUsed || l.leases.leased(0) != 0 || l.leases.leased(l.nanos(at)) != 0 {
+	if l.leases.hotUntil.Load() != neverUsed || l.leases.leased(0) != 0 || l.leases.leased(l.bucketNanos(at)) != 0 {
 		t.Fatalf("serial calls leased: hot until %d, %d tokens leased", l.leases.hotUntil.Load(), l.leases.leased(0))
 	}
 }
@@ -47,11 +47,11 @@ func TestLeasesAdmitExactlyOneBucket(t *testing.T) {
 	for round := range 5 {
 		l := leasingLimiter(t, 1, burst)
 		at := l.epoch.Add(time.Second)
-		l.leases.heat(l.nanos(at))
+		l.leases.heat(l.bucketNanos(at))
 		if got := spendUntilDenied(l, at, nil); got != burst {
 			t.Fatalf("round %d: 8 goroutines admitted %d at one instant, want exactly %d", round, got, burst)
 		}
-		if n := l.leases.leased(l.nanos(at)); n != 0 {
+		if n := l.leases.leased(l.bucketNanos(at)); n != 0 {
 			t.Fatalf("round %d: %d tokens left in leases after the bucket ran dry", round, n)
 		}
 	}
@@ -68,17 +68,17 @@ func TestLeasesHoldTheWindowBound(t *testing.T) {
 	setLeases(l, 1)
 	rng := rand.New(rand.NewPCG(1, 2))
 	var times []int64 // the time of every admit, in order
-	now := int64(time.Second)
+	now := bucketTime(time.Second)
 	for range 100_000 {
 		l.leases.heat(now)
 		// Mostly bursts at one instant, sometimes a pause that refills.
 		if rng.IntN(1000) == 0 {
-			now += rng.Int64N(int64(2 * time.Second))
+			now += bucketTime(rng.Int64N(int64(2 * time.Second)))
 		} else {
-			now += rng.Int64N(int64(2 * time.Microsecond))
+			now += bucketTime(rng.Int64N(int64(2 * time.Microsecond)))
 		}
-		if ok, _, _ := l.dec.allow(now); ok {
-			times = append(times, now)
+		if ok, _, _ := l.dec.allow(int64(now)); ok {
+			times = append(times, int64(now))
 		}
 	}
 	if len(times) < 10*burst {
@@ -113,10 +113,10 @@ func TestLeasesCountInStats(t *testing.T) {
 		if got := l.Stats().GlobalTokens; got != 100_000 {
 			t.Fatalf("GlobalTokens %d, want 100000", got)
 		}
-		if n := l.leases.leased(l.nanos(now.Add(2 * time.Millisecond))); n != 0 {
+		if n := l.leases.leased(l.bucketNanos(now.Add(2 * time.Millisecond))); n != 0 {
 			t.Fatalf("an expired lease counts %d tokens", n)
 		}
-		if n := l.leases.leased(l.nanos(now.Add(-2 * time.Millisecond))); n != 0 {
+		if n := l.leases.leased(l.bucketNanos(now.Add(-2 * time.Millisecond))); n != 0 {
 			t.Fatalf("a lease from 2 ms in the future counts %d tokens", n)
 		}
 	})
@@ -151,7 +151,7 @@ func TestLeasesDenialSpendsAnyLease(t *testing.T) {
 		}
 		other.word.Store(packLease(now, 3))
 		if path == "hot" {
-			l.leases.heat(now)
+			l.leases.heat(bucketTime(now))
 		}
 		spend := func() bool {
 			if path == "take" {
@@ -193,7 +193,7 @@ func FuzzLeasingNeverExceedsRate(f *testing.F) {
 			// lease's millisecond, some outlive it.
 			now += int64(int8(steps[i])) * max(1, p.interval/16)
 			furthest = max(furthest, now)
-			l.leases.heat(now)
+			l.leases.heat(bucketTime(now))
 			if steps[i+1]%4 == 0 {
 				var d Decision
 				if _, err := l.take(&d, now, "", 1); err == nil && d.Allowed {
@@ -222,7 +222,7 @@ func TestClusteredLeasesAdmitAndCountExactlyOneBucket(t *testing.T) {
 		}
 		setLeases(l, 2)
 		at := l.epoch.Add(time.Second)
-		l.leases.heat(l.nanos(at))
+		l.leases.heat(l.bucketNanos(at))
 		closeAt := int64(-1)
 		if round%2 == 1 {
 			closeAt = int64(round) * 1000
@@ -248,17 +248,17 @@ func TestClusteredLeasesAdmitAndCountExactlyOneBucket(t *testing.T) {
 // at most one a millisecond); two within a millisecond do.
 func TestLeasesHeatOnRepeatedLostRaces(t *testing.T) {
 	l := leasingLimiter(t, 1, 100_000)
-	now := int64(time.Second)
+	now := bucketTime(time.Second)
 	l.leases.lost(now)
-	l.leases.lost(now + int64(2*time.Millisecond))
-	if l.leases.hot(now + int64(2*time.Millisecond)) {
+	l.leases.lost(now + bucketTime(2*time.Millisecond))
+	if l.leases.hot(now + bucketTime(2*time.Millisecond)) {
 		t.Fatal("hot after lost races 2 ms apart")
 	}
-	l.leases.lost(now + int64(2500*time.Microsecond))
-	if !l.leases.hot(now + int64(3*time.Millisecond)) {
+	l.leases.lost(now + bucketTime(2500*time.Microsecond))
+	if !l.leases.hot(now + bucketTime(3*time.Millisecond)) {
 		t.Fatal("not hot after lost races 0.5 ms apart")
 	}
-	if l.leases.hot(now + int64(2500*time.Microsecond) + hotWindow) {
+	if l.leases.hot(now + bucketTime(2500*time.Microsecond) + bucketTime(hotWindow)) {
 		t.Fatal("still hot a hot window later")
 	}
 }

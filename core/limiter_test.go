@@ -134,7 +134,7 @@ func TestIdleBucketsAreEvicted(t *testing.T) {
 		t.Fatalf("live keys %d, want 1000", got)
 	}
 	// 100ms later every bucket is full again; a sweep drops them all.
-	l.keys.sweep(l.nanos(t0.Add(100 * time.Millisecond)))
+	l.keys.sweep(l.bucketNanos(t0.Add(100 * time.Millisecond)))
 	if got := l.Stats().LiveKeys; got != 0 {
 		t.Fatalf("after refill and sweep: %d live keys, want 0", got)
 	}
@@ -153,7 +153,7 @@ func TestIdleBucketsAreEvicted(t *testing.T) {
 func TestEvictionNeverDropsAPartlySpentBucket(t *testing.T) {
 	l := newTestLimiter(t, WithRefillRate(1), WithBucketSize(3))
 	l.TakeAt(t0, "k", 3)
-	l.keys.sweep(l.nanos(t0.Add(2 * time.Second)))
+	l.keys.sweep(l.bucketNanos(t0.Add(2 * time.Second)))
 	// One token refilled in 2s... at 1/s two did; the third is still owed.
 	d, _ := l.TakeAt(t0.Add(2*time.Second), "k", 3)
 	if d.Allowed {

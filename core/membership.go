@@ -68,7 +68,7 @@ func newPeerView(env *engineEnv, mode *modeState, onRefresh func(int64, bool)) p
 // bucketTime converts a time on the engine's clock (or a caller's) to the
 // buckets' clock, which runs behind it by the lag built up while peers
 // were out of sight. Lock-free.
-func (v *peerView) bucketTime(now int64) int64 { return now - v.lag.Load() }
+func (v *peerView) bucketTime(now int64) bucketTime { return bucketTime(now - v.lag.Load()) }
 
 // peer is the record of a listed member, or nil.
 func (v *peerView) peer(name string) *peer { return v.peers[name] }

@@ -20,7 +20,8 @@ func (l *Limiter) PeekAt(now time.Time, key string) Decision { return l.peek(l.n
 // peek reads key's bucket as an n-token take would find it at now.
 func (l *Limiter) peek(now int64, key string, n int64) Decision {
 	p := l.rules.dflt()
-	var tat, at, leased int64
+	var tat, leased int64
+	var at bucketTime
 	if key == "" {
 		tat, at, leased = l.dec.peekGlobal(now)
 	} else {
@@ -34,7 +35,8 @@ func (l *Limiter) peek(now int64, key string, n int64) Decision {
 // peekDecision is the Decision an n-token take of a bucket of p at tat
 // would get at now (both on the buckets' clock), with leased tokens held
 // by leases besides.
-func peekDecision(p *rule, tat, now, n, leased int64) Decision {
+func peekDecision(p *rule, tat int64, at bucketTime, n, leased int64) Decision {
+	now := int64(at)
 	var d Decision
 	base := max(tat, now)
 	if next := base + costOf(n, p.interval, p.ceiling+p.tolerance); next-now > p.tolerance {

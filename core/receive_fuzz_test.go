@@ -107,7 +107,7 @@ func FuzzReceive(f *testing.F) {
 		keys := []string{"k", "j"}
 		tatOf := func(key string, now int64) int64 {
 			if key == "" {
-				tat, _ := e.global.tat(p, now)
+				tat, _ := e.global.tat(p, bucketTime(now))
 				return max(tat, now)
 			}
 			if ent := e.keys.lookup(hashKey(0, key)); ent != nil {

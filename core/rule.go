@@ -115,6 +115,9 @@ func (p *rule) checkCost(n int64) error {
 	return nil
 }
 
+// fillAllowed and fillDenied write the Decision a bucket's numbers make:
+// plain int64s, now among them the value of the caller's bucket time (a
+// typed parameter would cost fillDenied its inlining).
 func (p *rule) fillAllowed(d *Decision, next, now, unit int64) {
 	*d = Decision{
 		Allowed:    true,

@@ -133,7 +133,8 @@ func (l *Limiter) repriceKey(now int64, h uint64, from, to *rule) {
 
 // repriceWord moves a plain word from one rule to another at now,
 // keeping the tokens it has spent (see the top of this file).
-func repriceWord(tat *atomic.Int64, from, to *rule, now int64) {
+func repriceWord(tat *atomic.Int64, from, to *rule, at bucketTime) {
+	now := int64(at)
 	for {
 		old := tat.Load()
 		if old == evicted || old <= now {

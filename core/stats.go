@@ -80,29 +80,29 @@ type Stats struct {
 // in flight is exact.
 func (l *Limiter) Stats() Stats {
 	var s Stats
-	now, tat := l.dec.fillStats(&s)
+	at, tat := l.dec.fillStats(&s)
 	if l.shadow != nil {
 		s.ShadowDenials = uint64(l.shadow.denials.load())
 	}
 	l.counts.fill(&s)
 	s.Closed = l.closed.Load()
 	p := l.rules.dflt()
-	tat = max(tat, now)
-	s.GlobalTokens = (now + p.tolerance - tat) / p.interval
+	tat = max(tat, int64(at))
+	s.GlobalTokens = (int64(at) + p.tolerance - tat) / p.interval
 	if l.leases != nil {
-		s.GlobalTokens = min(p.burst, s.GlobalTokens+l.leases.leased(now))
+		s.GlobalTokens = min(p.burst, s.GlobalTokens+l.leases.leased(at))
 	}
 	return s
 }
 
 // fillStats writes the engine's part of a Stats snapshot, and returns the
 // engine's time and the global bucket's TAT at it.
-func (e *engine) fillStats(s *Stats) (now, tat int64) {
-	now = e.bucketTime(e.now())
-	if t, ok := e.global.tat(e.rules.dflt(), now); ok {
+func (e *engine) fillStats(s *Stats) (at bucketTime, tat int64) {
+	at = e.bucketTime(e.now())
+	if t, ok := e.global.tat(e.rules.dflt(), at); ok {
 		tat = t
-	} else { // handed back: the standalone word, on the engine's clock
-		now, tat = e.now(), e.standalone.Load()
+	} else { // handed back: the standalone word, on the limiter's clock
+		at, tat = standaloneTime(e.now()), e.standalone.Load()
 	}
 	s.LiveKeys, s.OverflowDecisions = e.keys.len(), e.keys.overflowCount()
 	s.Clustered = true
@@ -120,5 +120,5 @@ func (e *engine) fillStats(s *Stats) (now, tat int64) {
 	e.mu.Lock()
 	s.FramesMissing = e.view.missing()
 	e.mu.Unlock()
-	return now, tat
+	return at, tat
 }

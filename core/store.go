@@ -54,7 +54,8 @@ func (e *plainEntry) entry() *plainEntry {
 	return e
 }
 
-func (e *plainEntry) fill(now int64) *plainEntry {
+func (e *plainEntry) fill(at bucketTime) *plainEntry {
+	now := int64(at)
 	e.tat.Store(now)
 	return e
 }
@@ -85,9 +86,9 @@ type clusterSlot struct{ p atomic.Pointer[clusterEntry] }
 
 func (s *clusterSlot) entry() *clusterEntry { return s.p.Load() }
 
-func (s *clusterSlot) fill(now int64) *clusterEntry {
+func (s *clusterSlot) fill(at bucketTime) *clusterEntry {
 	e := new(clusterEntry)
-	e.tat.Store(now)
+	e.tat.Store(int64(at))
 	s.p.Store(e)
 	return e
 }
@@ -155,14 +156,14 @@ func newClusterStore(maxKeys int64) *clusterStore {
 func (s *store[S, E, PS, P]) shardFor(h uint64) *shard[S, E, PS] { return &s.shards[h&(shardCount-1)] }
 
 // take spends n tokens of the bucket for key hash h, deciding into d.
-func (s *store[S, E, PS, P]) take(d *Decision, h uint64, p *rule, now, n int64) {
+func (s *store[S, E, PS, P]) take(d *Decision, h uint64, p *rule, at bucketTime, n int64) {
 	for {
-		e := P(s.get(h, now))
+		e := P(s.get(h, at))
 		if e == nil {
-			s.takeOverflow(d, p, now, n)
+			s.takeOverflow(d, p, at, n)
 			return
 		}
-		if takeInto(d, e.word(), p, now, n) {
+		if takeInto(d, e.word(), p, at, n) {
 			return
 		}
 		// The entry was evicted between lookup and take: look again.
@@ -171,32 +172,32 @@ func (s *store[S, E, PS, P]) take(d *Decision, h uint64, p *rule, now, n int64) 
 
 // takeOverflow decides on the bucket shared by keys that found the store
 // at its cap.
-func (s *store[S, E, PS, P]) takeOverflow(d *Decision, p *rule, now, n int64) {
+func (s *store[S, E, PS, P]) takeOverflow(d *Decision, p *rule, at bucketTime, n int64) {
 	s.overflowed.Add(1)
-	takeInto(d, &s.overflow.tat, p, now, n)
+	takeInto(d, &s.overflow.tat, p, at, n)
 }
 
 // get returns the live entry for h, creating it, or nil at the cap.
-func (s *store[S, E, PS, P]) get(h uint64, now int64) *E {
+func (s *store[S, E, PS, P]) get(h uint64, at bucketTime) *E {
 	sh := s.shardFor(h)
 	e := sh.t.get(h)
 	if e == nil {
-		e = s.insert(sh, h, now)
+		e = s.insert(sh, h, at)
 	}
 	return e
 }
 
 // debit charges a peer's admits to the bucket for h, creating it if needed.
 // It reports false when the store is at its cap and the count was dropped.
-func (s *store[S, E, PS, P]) debit(h uint64, p *rule, now, n, maxDebt int64) bool {
+func (s *store[S, E, PS, P]) debit(h uint64, p *rule, at bucketTime, n, maxDebt int64) bool {
 	for {
-		e := P(s.get(h, now))
+		e := P(s.get(h, at))
 		if e == nil {
 			return false
 		}
 		w := e.word()
 		if w.Load() != evicted {
-			debit(w, p, now, n, maxDebt)
+			debit(w, p, at, n, maxDebt)
 			if w.Load() != evicted {
 				return true
 			}
@@ -233,30 +234,31 @@ func (s *store[S, E, PS, P]) each(f func(h uint64, e *E)) {
 
 // insert returns the live entry for h, creating a full one, or nil when the
 // store is at its cap and sweeping idle buckets freed no room.
-func (s *store[S, E, PS, P]) insert(sh *shard[S, E, PS], h uint64, now int64) *E {
-	if e, full := s.tryInsert(sh, h, now); !full {
+func (s *store[S, E, PS, P]) insert(sh *shard[S, E, PS], h uint64, at bucketTime) *E {
+	if e, full := s.tryInsert(sh, h, at); !full {
 		return e
 	}
-	if !s.pressureSweep(now) {
+	if !s.pressureSweep(at) {
 		return nil
 	}
-	e, _ := s.tryInsert(sh, h, now)
+	e, _ := s.tryInsert(sh, h, at)
 	return e
 }
 
-func (s *store[S, E, PS, P]) tryInsert(sh *shard[S, E, PS], h uint64, now int64) (e *E, full bool) {
+func (s *store[S, E, PS, P]) tryInsert(sh *shard[S, E, PS], h uint64, at bucketTime) (e *E, full bool) {
+	now := int64(at)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if e := sh.t.get(h); e != nil {
 		return e, false
 	}
 	if now >= sh.nextSweep {
-		s.sweepLocked(sh, now)
+		s.sweepLocked(sh, at)
 	}
 	if s.live.Load() >= s.maxKeys {
 		return nil, true
 	}
-	e = sh.t.put(h, now)
+	e = sh.t.put(h, at)
 	s.live.Add(1)
 	return e, false
 }
@@ -265,7 +267,8 @@ func (s *store[S, E, PS, P]) tryInsert(sh *shard[S, E, PS], h uint64, now int64)
 // per pressureSweepGap and by one goroutine at a time, so that a flood of
 // new keys cannot make every request scan the store. It reports whether it
 // swept.
-func (s *store[S, E, PS, P]) pressureSweep(now int64) bool {
+func (s *store[S, E, PS, P]) pressureSweep(at bucketTime) bool {
+	now := int64(at)
 	if !s.sweepMu.TryLock() {
 		return false
 	}
@@ -274,7 +277,7 @@ func (s *store[S, E, PS, P]) pressureSweep(now int64) bool {
 		return false
 	}
 	s.lastFullSweep = now
-	s.sweep(now)
+	s.sweep(at)
 	return true
 }
 
@@ -282,7 +285,8 @@ func (s *store[S, E, PS, P]) pressureSweep(now int64) bool {
 // swapping its state for the evicted mark, so a concurrent taker that still
 // holds the entry retries on a fresh one instead of spending on a dead one.
 // A bucket with unsent admits stays until the engine has sent them.
-func (s *store[S, E, PS, P]) sweepLocked(sh *shard[S, E, PS], now int64) {
+func (s *store[S, E, PS, P]) sweepLocked(sh *shard[S, E, PS], at bucketTime) {
+	now := int64(at)
 	sh.nextSweep = now + sweepInterval
 	var dropped int64
 	sh.t.each(func(k uint64, e *E) {
@@ -296,11 +300,11 @@ func (s *store[S, E, PS, P]) sweepLocked(sh *shard[S, E, PS], now int64) {
 }
 
 // sweep drops every full bucket in the store.
-func (s *store[S, E, PS, P]) sweep(now int64) {
+func (s *store[S, E, PS, P]) sweep(at bucketTime) {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		s.sweepLocked(sh, now)
+		s.sweepLocked(sh, at)
 		sh.mu.Unlock()
 	}
 }
