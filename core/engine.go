@@ -243,6 +243,9 @@ func (e *engine) receive(from string, b []byte) {
 		return
 	}
 	e.recv.receive(from, b)
+	if e.view.takeArrival() {
+		e.send.wake(e.now())
+	}
 }
 
 // stop sends a last frame that says goodbye, with any unsent counts, and

@@ -28,7 +28,7 @@ func LeaseTokens(l *Limiter, at time.Time, n int64) bool {
 // TestFrame is a frame's fields, for tests that craft frames as an
 // attacker would. Keys are hashed with secret 0.
 type TestFrame struct {
-	Leaving                     bool
+	Leaving, Idle, Partial      bool
 	Limiter                     string // the limiter ID; DefaultLimiterID if empty
 	Incarnation, Seq, GlobalSum uint64
 	Global, DemandSum           uint64
@@ -45,7 +45,7 @@ func EncodeTestFrame(f TestFrame) []byte {
 	if f.Limiter == "" {
 		f.Limiter = DefaultLimiterID
 	}
-	fr := wire.Frame{Leaving: f.Leaving, Limiter: hashKey(0, f.Limiter), Incarnation: f.Incarnation, Seq: f.Seq,
+	fr := wire.Frame{Leaving: f.Leaving, Idle: f.Idle, Partial: f.Partial, Limiter: hashKey(0, f.Limiter), Incarnation: f.Incarnation, Seq: f.Seq,
 		GlobalSum: f.GlobalSum, Global: int64(f.Global), DemandSum: f.DemandSum, Level: f.Level, Withheld: f.Withheld}
 	b := wire.AppendHeader(nil, &fr, len(f.Keys))
 	for i, k := range f.Keys {
@@ -63,7 +63,7 @@ func DecodeTestFrame(b []byte) (TestFrame, error) {
 	if err := wire.Decode(b, &f); err != nil {
 		return TestFrame{}, err
 	}
-	return TestFrame{Leaving: f.Leaving, Incarnation: f.Incarnation, Seq: f.Seq, GlobalSum: f.GlobalSum,
+	return TestFrame{Leaving: f.Leaving, Idle: f.Idle, Partial: f.Partial, Incarnation: f.Incarnation, Seq: f.Seq, GlobalSum: f.GlobalSum,
 		Global: uint64(f.Global), DemandSum: f.DemandSum, Level: f.Level, Withheld: f.Withheld}, nil
 }
 

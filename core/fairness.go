@@ -218,7 +218,7 @@ func (fs *fairShares) rebalance(now int64, reported uint64) {
 	}
 	admits, demand := a, d
 	emptiest := fs.levelTokens(now)
-	fs.view.inSight(now, func(s *stream) {
+	fs.view.activeInSight(now, func(s *stream) {
 		pa, pd, measured := s.fair.load.rates(now)
 		if !measured {
 			// Heard too briefly to measure (it, or this node, has just
@@ -312,7 +312,7 @@ func (fs *fairShares) resync(now int64) {
 	margin := max(2*p.flushAt.Load(), int64(float64(fs.share.gate.Load())/float64(p.interval)/10))
 	excess, at := int64(0), bucketTime(0)
 	ready := false
-	fs.view.inSight(now, func(s *stream) {
+	fs.view.activeInSight(now, func(s *stream) {
 		w := &s.fair.offsets
 		if w.n >= 2 && now-w.since >= resyncWindow {
 			ready = true

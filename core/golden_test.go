@@ -44,10 +44,10 @@ func TestKeyHashGolden(t *testing.T) {
 
 // goldenFrame is a frame of the current wire version with every field set, and its bytes.
 var (
-	goldenFrame = wire.Frame{Leaving: true, Limiter: hashKey(0, DefaultLimiterID), Incarnation: 1_700_000_000_123_456_789,
+	goldenFrame = wire.Frame{Leaving: true, Idle: true, Partial: true, Limiter: hashKey(0, DefaultLimiterID), Incarnation: 1_700_000_000_123_456_789,
 		Seq: 300, GlobalSum: 70_000, Global: 129, DemandSum: 1_000_000, Level: -42, Withheld: 1 << 14,
 		Keys: []wire.KeyCount{{Key: hashKey(0, "tenant-a"), Tokens: 1}, {Key: hashKey(0, "tenant-b"), Tokens: 200}}}
-	goldenBytes = "67700301961c565c8abd14cb15cd853dfe9c9717ac02f0a2048101c0843d53808001024a69c276eccbcb240175fbf4ac2a0a32d2c801"
+	goldenBytes = "67700407961c565c8abd14cb15cd853dfe9c9717ac02f0a2048101c0843d53808001024a69c276eccbcb240175fbf4ac2a0a32d2c801"
 )
 
 func TestWireGolden(t *testing.T) {
@@ -63,7 +63,7 @@ func TestWireGolden(t *testing.T) {
 		t.Fatal(err)
 	}
 	g := goldenFrame
-	if f.Leaving != g.Leaving || f.Limiter != g.Limiter || f.Incarnation != g.Incarnation || f.Seq != g.Seq ||
+	if f.Leaving != g.Leaving || f.Idle != g.Idle || f.Partial != g.Partial || f.Limiter != g.Limiter || f.Incarnation != g.Incarnation || f.Seq != g.Seq ||
 		f.GlobalSum != g.GlobalSum || f.Global != g.Global || f.DemandSum != g.DemandSum || f.Level != g.Level || f.Withheld != g.Withheld ||
 		len(f.Keys) != 2 || f.Keys[0] != g.Keys[0] || f.Keys[1] != g.Keys[1] {
 		t.Fatalf("decoded %+v, want %+v", f, g)

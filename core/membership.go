@@ -50,7 +50,16 @@ type peerView struct {
 	degraded          bool
 	lastErrLog        int64
 	splitSince        int64 // when peers went out of reach
-	lastLateWarn      int64
+	// arrived reports news from peers since the sender last looked: a
+	// member listed, a frame of a new incarnation or after a silence, or
+	// one with counts, more demand or a missing member. An idle node wakes
+	// for it (sender.wake).
+	arrived bool
+	// vouching reports that this node is idle: its idle peers, which send
+	// nothing, count as heard while the transport lists them. Set by the
+	// sender when it goes idle, cleared by awake.
+	vouching     bool
+	lastLateWarn int64
 	// withheld is the share of the refill this node withheld over its
 	// last evaluation for peers out of its own sight.
 	withheld float64
@@ -103,7 +112,14 @@ func (v *peerView) refreshMembers(now int64) []string {
 			v.peers[name] = &peer{lastHeard: now}
 			added = true
 		}
+		if p := v.peers[name]; p != nil && v.vouching {
+			// An idle peer sends nothing while it stays idle: while this
+			// node is idle too, the transport's failure detector vouches
+			// for it instead.
+			p.vouchFor(now)
+		}
 	}
+	v.arrived = v.arrived || added
 	v.onRefresh(now, added)
 	return listed
 }
@@ -116,13 +132,36 @@ func (v *peerView) stream(p *peer, inc uint64) *stream {
 	return s
 }
 
+// awake ends this node's vouching, for it has news: its idle peers must
+// be heard again, and get suspectAfter from now for it (the news that woke
+// this node wakes them, and a quiet peer answers at once).
+func (v *peerView) awake(now int64) {
+	if !v.vouching {
+		return
+	}
+	v.vouching = false
+	for _, p := range v.peers {
+		p.vouchFor(now)
+	}
+}
+
+// takeArrival reports whether news came since the last call.
+func (v *peerView) takeArrival() bool {
+	n := v.arrived
+	v.arrived = false
+	return n
+}
+
 // heard records a fresh frame of stream s from p at now, saying whether
-// the sender is leaving and what share of the refill it withholds, and
-// reports whether the stream was in sight before it.
-func (v *peerView) heard(p *peer, s *stream, now int64, leaving bool, withheld float64) (wasVisible bool) {
+// the sender is leaving or idle, whether it brings news (counts, more
+// demand, a missing member) and what share of the refill it withholds, and
+// reports whether the stream was in sight before it. A frame of a new
+// stream, or after a silence, is news too.
+func (v *peerView) heard(p *peer, s *stream, now int64, leaving, idle, news bool, withheld float64) (wasVisible bool) {
 	wasVisible = s.charge.synced && now-s.lastHeard <= v.isolation
+	v.arrived = v.arrived || news || !wasVisible
 	s.lastHeard, p.lastHeard, p.heard, p.departed = now, now, true, leaving
-	s.withheld = withheld
+	s.withheld, s.idle, p.idle = withheld, idle, idle
 	return wasVisible
 }
 
@@ -134,11 +173,12 @@ func (v *peerView) takePredicted(p *peer) float64 {
 	return predicted
 }
 
-// inSight calls f with the freshest stream of every peer heard within the
-// isolation timeout.
-func (v *peerView) inSight(now int64, f func(*stream)) {
+// activeInSight calls f with the freshest stream of every peer heard
+// within the isolation timeout that is not idle: what an idle peer last
+// said of its load, level and view is stale, and it offers no load.
+func (v *peerView) activeInSight(now int64, f func(*stream)) {
 	for _, pr := range v.peers {
-		if s := pr.freshest(); s != nil && now-s.lastHeard <= v.isolation {
+		if s := pr.freshest(); s != nil && !s.idle && now-s.lastHeard <= v.isolation {
 			f(s)
 		}
 	}
@@ -292,7 +332,7 @@ func (v *peerView) slowClock(now, since int64, silent []*peer, known int, yield 
 	span := float64(now - since)
 	v.withheld = min(float64(lag)/span, 1)
 	var reported []float64
-	v.inSight(now, func(s *stream) { reported = append(reported, s.withheld) })
+	v.activeInSight(now, func(s *stream) { reported = append(reported, s.withheld) })
 	if len(reported) > 0 {
 		slices.Sort(reported)
 		if typical := reported[(len(reported)-1)/2]; typical*span > float64(lag) {

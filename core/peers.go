@@ -30,6 +30,10 @@ type peer struct {
 	heard bool
 	// departed reports that the latest frame said goodbye.
 	departed bool
+	// idle reports that the latest frame said the peer is idle: it sends
+	// nothing more until it admits or refuses again, and counts as heard
+	// for as long as the transport lists it (peerView.evaluate).
+	idle bool
 	// predicted is the global tokens withheld on this peer's behalf while
 	// it was silent, to take off its real count if it was only slow.
 	predicted float64
@@ -42,6 +46,8 @@ type stream struct {
 	charge      chargeMark // what the receiver has charged of it (receiver.go)
 	lastHeard   int64
 	withheld    float64   // the share of the refill it withholds, last reported
+	idle        bool      // the latest frame said idle: its load, level and withheld share are stale
+	demandSeen  uint64    // the largest demand total a frame carried: more is news
 	fair        peerShare // what fairness keeps of the sender (fairness.go)
 }
 
@@ -68,6 +74,17 @@ func (p *peer) stream(inc uint64) (s *stream, lost uint64) {
 	lost = p.streams[oldest].window.missing()
 	p.streams[oldest] = s
 	return s, lost
+}
+
+// vouchFor counts an idle p as heard at now (peerView.vouching).
+func (p *peer) vouchFor(now int64) {
+	if !p.idle || !p.heard {
+		return
+	}
+	p.lastHeard = now
+	if s := p.freshest(); s != nil {
+		s.lastHeard = now
+	}
 }
 
 // freshest is p's most recently heard stream, or nil.

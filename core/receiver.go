@@ -149,7 +149,9 @@ func (r *receiver) apply(from string, b []byte, keep bool) {
 		r.stats.duplicate.Add(1)
 		return
 	}
-	wasVisible := r.view.heard(p, s, now, f.Leaving, float64(f.Withheld)/wire.WithheldOne)
+	news := f.Global > 0 || len(f.Keys) > 0 || f.Partial || f.DemandSum > s.demandSeen
+	s.demandSeen = max(s.demandSeen, f.DemandSum)
+	wasVisible := r.view.heard(p, s, now, f.Leaving, f.Idle, news, float64(f.Withheld)/wire.WithheldOne)
 	// A node decides at most one request a nanosecond, each of at most a
 	// bucket of tokens (a larger cost is refused before it is counted).
 	s.fair.load.observe(f.GlobalSum, f.DemandSum, now, r.rules.dflt().burst)

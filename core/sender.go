@@ -14,6 +14,18 @@ import (
 // counts into frames that fit the transport, and resends the frames that
 // carry keyed counts on the next ticks.
 //
+// A node that has seen no news for idleAfter (nothing admitted or refused
+// here, no peer's frame with counts, more demand or a missing member, no
+// newcomer) says so in its frames for idleFrames ticks, then sends
+// nothing at all until news comes (busy, wake): a limiter that nobody
+// uses costs no traffic, however many nodes share it. While a node is idle
+// itself, it counts its idle peers as in sight for as long as the
+// transport lists them (peerView.vouching); once it is busy, they must be
+// heard again, and the news that woke it wakes them too. So a partition
+// among idle nodes is found, as any other, within suspectAfter of the
+// first news on either side, and no side takes the whole rate while
+// another thinks it idle.
+//
 // It owns this node's running total of global admits (globalSum), which
 // every frame carries, and the frames kept for resending. Lock-free (the
 // request path uses them): kicked, flushArmed and the dirty lists (each
@@ -38,7 +50,21 @@ type sender struct {
 	sent      [resendTicks + 1][][]byte // frames of this tick and the last ones
 	lastFlush int64
 	batch     []wire.KeyCount
+	// lastBusy is when news last came (busy); lastDemand is the demand
+	// total the last frame carried.
+	lastBusy   int64
+	lastDemand uint64
+	idleSent   int // frames that said idle since then; idleFrames: quiet
 }
+
+// idleAfter is how long a node must see no news before it goes idle:
+// many ticks, so that a pause between requests does not turn the
+// heartbeats off and on; idleFrames is how many ticks say so before it
+// goes quiet, so that one lost datagram does not leave a peer taking the
+// silence for a partition.
+func (e *engineEnv) idleAfter() int64 { return 20 * e.tick }
+
+const idleFrames = 3
 
 const dirtyShards = 64
 
@@ -59,7 +85,30 @@ type senderStats struct {
 }
 
 // begin readies the sender at the engine's start.
-func (s *sender) begin(now int64) { s.lastFlush = now - minFlushGap }
+func (s *sender) begin(now int64) { s.lastFlush, s.lastBusy = now-minFlushGap, now }
+
+// busy notes news at now: this node stays awake until idleAfter from
+// now. An idle node stops vouching for its idle peers, which must be heard
+// again (the news wakes them). The caller holds the engine's lock.
+func (s *sender) busy(now int64) {
+	if s.idleSent > 0 {
+		s.view.awake(now)
+	}
+	s.lastBusy, s.idleSent = now, 0
+}
+
+// wake is busy for a peer's news (peerView.arrived), and a quiet node
+// answers at once: a newcomer must hear this node's level within its first
+// intervals (joining), and a peer that misses this node, or that has just
+// woken, must hear it within suspectAfter. The caller holds the engine's
+// lock.
+func (s *sender) wake(now int64) {
+	quiet := s.idleSent >= idleFrames
+	s.busy(now)
+	if quiet {
+		s.flush(now, true, false, true)
+	}
+}
 
 // counted schedules the flush that reports a count that just grew by n to
 // v: at once when it crosses the threshold, and within flushDelay when it is
@@ -134,6 +183,9 @@ func (s *sender) kickedFlush(now int64) {
 // the other limiters on the transport (hub.go). The caller holds the
 // engine's lock.
 func (s *sender) tick(now int64) {
+	if s.view.takeArrival() {
+		s.wake(now)
+	}
 	for i := resendTicks; i >= 1; i-- {
 		for _, f := range s.sent[i-1] {
 			s.broadcast(f, false)
@@ -190,6 +242,26 @@ func (s *sender) flush(now int64, heartbeat, leaving, atOnce bool) [][]byte {
 		reported += uint64(kc.Tokens)
 	}
 	s.stats.tokensReported.Add(reported)
+	demand := s.fair.demandTotal(s.globalSum + uint64(global))
+	// A node that misses a member stays awake, and says so: its peers'
+	// idle frames may be what it missed (a partition shorter than the
+	// failure detector leaves the member list as it was), and an idle peer
+	// that hears this frame wakes, so that this node hears it again.
+	partial := s.view.stats.visible.Load() < s.view.stats.known.Load()
+	idle := false
+	if global > 0 || len(batch) > 0 || demand != s.lastDemand || partial || leaving || s.floor {
+		s.busy(now)
+		s.lastDemand = demand
+	} else if heartbeat && now-s.lastBusy >= s.idleAfter() {
+		if s.idleSent >= idleFrames {
+			return nil // quiet: idle peers count this node as in sight
+		}
+		if s.idleSent == 0 {
+			s.view.vouching = true
+		}
+		idle = true
+		s.idleSent++
+	}
 	if global == 0 && len(batch) == 0 && !heartbeat && !leaving {
 		return nil
 	}
@@ -199,8 +271,8 @@ func (s *sender) flush(now int64, heartbeat, leaving, atOnce bool) [][]byte {
 	// rides in every frame, heartbeats included.
 	carries := len(batch) > 0
 	var frames [][]byte
-	f := wire.Frame{Leaving: leaving, Limiter: s.id, Incarnation: s.inc, GlobalSum: s.globalSum, Global: global,
-		DemandSum: s.fair.demandTotal(s.globalSum), Level: s.fair.levelTokens(now), Withheld: uint64(s.view.withheld * wire.WithheldOne)}
+	f := wire.Frame{Leaving: leaving, Idle: idle, Partial: partial, Limiter: s.id, Incarnation: s.inc, GlobalSum: s.globalSum, Global: global,
+		DemandSum: demand, Level: s.fair.levelTokens(now), Withheld: uint64(s.view.withheld * wire.WithheldOne)}
 	for first := true; first || len(batch) > 0; first = false {
 		// Fill one frame with as many entries as fit.
 		room, n := s.maxFrame-wire.HeaderMax, 0

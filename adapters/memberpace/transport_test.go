@@ -407,3 +407,55 @@ func TestSeparateProcesses(t *testing.T) {
 		t.Fatalf("separate processes admitted %d, %+.2f%% off %.0f; bound ±3%%", total.Load(), errPct, ideal)
 	}
 }
+
+// Over real memberlist, limiters that nobody uses go quiet: no datagram
+// for seconds, while every node keeps the others in sight (memberlist's
+// failure detector vouches for them). The first requests wake the cluster:
+// a node that takes a burst is heard by the others, and hears them.
+func TestIdleLimitersGoQuietOverMemberlist(t *testing.T) {
+	nodes := threeNodes(t)
+	lims := limiters(t, nodes, gopherpace.WithRefillRate(100))
+	datagrams := func() (n uint64) {
+		for _, l := range lims {
+			n += l.Stats().DatagramsSent
+		}
+		return n
+	}
+	// Quiet a second after the last news: poll until two readings 1 s
+	// apart agree, for at most 10 s.
+	eventually(t, 10*time.Second, "the idle limiters stop sending", func() bool {
+		before := datagrams()
+		time.Sleep(time.Second)
+		return datagrams() == before
+	})
+	before := datagrams()
+	time.Sleep(2 * time.Second)
+	if sent := datagrams() - before; sent != 0 {
+		t.Fatalf("%d datagrams in 2 s of idleness", sent)
+	}
+	for i, l := range lims {
+		if st := l.Stats(); st.VisibleNodes != 3 || st.Partitioned {
+			t.Fatalf("node %d while idle: %d of %d in sight", i, st.VisibleNodes, st.KnownNodes)
+		}
+	}
+	admitted := 0
+	for range 200 {
+		if ok, _ := lims[0].Allow(); ok {
+			admitted++
+		}
+	}
+	if admitted < 90 || admitted > 110 {
+		t.Fatalf("a burst of 200 on a bucket of 100 admitted %d", admitted)
+	}
+	eventually(t, 2*time.Second, "the others hear the burst", func() bool {
+		for _, l := range lims[1:] {
+			if l.Stats().TokensCharged < uint64(admitted) {
+				return false
+			}
+		}
+		return true
+	})
+	if st := lims[0].Stats(); st.VisibleNodes != 3 || st.Partitioned {
+		t.Fatalf("the woken node: %d of %d in sight", st.VisibleNodes, st.KnownNodes)
+	}
+}

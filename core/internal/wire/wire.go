@@ -7,14 +7,18 @@
 // receiver, and how far a lying sender can move it, is the engine's
 // business (docs/security.md).
 //
-// Version 3. A datagram holds one or more frames back to back, each
+// Version 4. A datagram holds one or more frames back to back, each
 // complete with its own magic and version, so that the limiters sharing a
 // transport send one datagram per peer, not one each (Next splits them).
 // One frame; integers are little-endian or unsigned varints (uv):
 //
 //	magic       2 bytes  "gp"
-//	version     1 byte   3
+//	version     1 byte   4
 //	flags       1 byte   bit 0: the sender is leaving the cluster
+//	                     bit 1: the sender is idle, and sends nothing more
+//	                     until it admits or is refused again
+//	                     bit 2: some member is out of the sender's sight
+//	                     (idle receivers wake, so that it hears them)
 //	limiter     8 bytes  hash of the limiter ID, so limiters can share a transport
 //	incarnation 8 bytes  the sender's start time; a restart gets a new one
 //	seq         uv       per-sender sequence number of frames with keyed
@@ -37,9 +41,11 @@
 //
 // A keyed entry takes 9 bytes while its count is below 128, 10 below 16384.
 //
-// Version 2 had the same frame alone in its datagram; a node of version 3
-// refuses its frames (ErrVersion), and a node of version 2 refuses those of
-// version 3, so a cluster runs one version at a time.
+// Version 3 was the same but for the idle flag, and version 2 had the frame
+// alone in its datagram. A node refuses the frames of every other version
+// (ErrVersion), and a node of another refuses its frames, so a cluster runs
+// one version at a time: a version-3 node would take an idle peer's silence
+// for a partition.
 package wire
 
 import (
@@ -52,8 +58,10 @@ const (
 	magic1 = 'p'
 	// Version is the frame format's version; a frame of another is refused
 	// (ErrVersion), never misread.
-	Version     = 3
+	Version     = 4
 	flagLeaving = 1 << 0
+	flagIdle    = 1 << 1
+	flagPartial = 1 << 2
 	// HeaderFixed is the header's fixed part: magic, version, flags,
 	// limiter and incarnation.
 	HeaderFixed = 2 + 1 + 1 + 8 + 8
@@ -79,6 +87,8 @@ type KeyCount struct {
 // Frame is one decoded frame; see the package comment for each field.
 type Frame struct {
 	Leaving     bool
+	Idle        bool
+	Partial     bool
 	Limiter     uint64
 	Incarnation uint64
 	Seq         uint64
@@ -107,6 +117,12 @@ func AppendHeader(b []byte, f *Frame, count int) []byte {
 	flags := byte(0)
 	if f.Leaving {
 		flags |= flagLeaving
+	}
+	if f.Idle {
+		flags |= flagIdle
+	}
+	if f.Partial {
+		flags |= flagPartial
 	}
 	b = append(b, magic0, magic1, Version, flags)
 	b = binary.LittleEndian.AppendUint64(b, f.Limiter)
@@ -213,6 +229,8 @@ func Decode(b []byte, f *Frame) error {
 		return ErrVersion
 	}
 	f.Leaving = b[3]&flagLeaving != 0
+	f.Idle = b[3]&flagIdle != 0
+	f.Partial = b[3]&flagPartial != 0
 	f.Limiter = binary.LittleEndian.Uint64(b[4:])
 	f.Incarnation = binary.LittleEndian.Uint64(b[12:])
 	b = b[HeaderFixed:]

@@ -7,7 +7,7 @@ import (
 )
 
 func TestRoundTrip(t *testing.T) {
-	in := Frame{Leaving: true, Limiter: 42, Incarnation: 1 << 60, Seq: 300, GlobalSum: 1 << 40, Global: 1_000_000,
+	in := Frame{Leaving: true, Idle: true, Partial: true, Limiter: 42, Incarnation: 1 << 60, Seq: 300, GlobalSum: 1 << 40, Global: 1_000_000,
 		DemandSum: 1 << 41, Level: -7, Withheld: WithheldOne / 3,
 		Keys: []KeyCount{{1, 1}, {0x24cbcbec76c2694a, 127}, {^uint64(0), 128}, {7, int64(MaxTokens)}}}
 	b := Encode(nil, &in)
@@ -15,7 +15,7 @@ func TestRoundTrip(t *testing.T) {
 	if err := Decode(b, &out); err != nil {
 		t.Fatal(err)
 	}
-	if out.Leaving != in.Leaving || out.Limiter != in.Limiter || out.Incarnation != in.Incarnation ||
+	if out.Leaving != in.Leaving || out.Idle != in.Idle || out.Partial != in.Partial || out.Limiter != in.Limiter || out.Incarnation != in.Incarnation ||
 		out.Seq != in.Seq || out.GlobalSum != in.GlobalSum || out.Global != in.Global ||
 		out.DemandSum != in.DemandSum || out.Level != in.Level || out.Withheld != in.Withheld || len(out.Keys) != len(in.Keys) {
 		t.Fatalf("round trip: %+v, want %+v", out, in)
@@ -67,7 +67,8 @@ func TestDecodeRejects(t *testing.T) {
 		{"short foreign", []byte("xx"), ErrMagic},
 		{"version 1", mutate(func(b []byte) []byte { b[2] = 1; return b }), ErrVersion},
 		{"version 2", mutate(func(b []byte) []byte { b[2] = 2; return b }), ErrVersion},
-		{"version 4", mutate(func(b []byte) []byte { b[2] = 4; return b }), ErrVersion},
+		{"version 3", mutate(func(b []byte) []byte { b[2] = 3; return b }), ErrVersion},
+		{"version 5", mutate(func(b []byte) []byte { b[2] = 5; return b }), ErrVersion},
 		{"trailing byte", append(append([]byte(nil), good...), 0), ErrTrailing},
 		{"entry count past the end", mutate(func(b []byte) []byte { b[len(b)-10] = 100; return b }), ErrEntryCount},
 		{"delta above the running total", Encode(nil, &Frame{GlobalSum: 3, Global: 4}), ErrTokens},
@@ -89,6 +90,8 @@ func TestNextSplitsADatagram(t *testing.T) {
 		Encode(nil, &Frame{Limiter: 1, Incarnation: 2, GlobalSum: 5, Global: 5, Level: -3}),
 		Encode(nil, &Frame{Limiter: 7, Incarnation: 2, Seq: 9, Keys: []KeyCount{{5, 6}, {7, 300}}}),
 		Encode(nil, &Frame{Leaving: true, Limiter: 1 << 60, Withheld: WithheldOne}),
+		Encode(nil, &Frame{Idle: true, Limiter: 3, Incarnation: 4, GlobalSum: 8, DemandSum: 9}),
+		Encode(nil, &Frame{Partial: true, Limiter: 3, Incarnation: 5}),
 	}
 	var datagram []byte
 	for _, f := range frames {
@@ -128,6 +131,7 @@ func TestNextSplitsADatagram(t *testing.T) {
 func FuzzDecodeFrame(f *testing.F) {
 	f.Add(Encode(nil, &Frame{Limiter: 1, Incarnation: 2, Seq: 3, GlobalSum: 10, Global: 4, Keys: []KeyCount{{5, 6}, {7, 300}}}))
 	f.Add(Encode(nil, &Frame{Leaving: true}))
+	f.Add(Encode(nil, &Frame{Idle: true, GlobalSum: 3}))
 	f.Add([]byte("gp\x03\x00"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if frame, rest, err := Next(b); err == nil && (len(frame)+len(rest) != len(b) || !bytes.Equal(frame, b[:len(frame)])) {
