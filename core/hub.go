@@ -134,6 +134,31 @@ func (h *hub) send(st *senderStats, frame []byte, now bool) {
 	}
 }
 
+// sendAll is send for frames made together (a tick's resends and its
+// heartbeat or report): they share datagrams even for a limiter alone on
+// its transport, which otherwise sends each at once.
+func (h *hub) sendAll(st *senderStats, frames [][]byte) {
+	if len(frames) == 0 {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, frame := range frames {
+		if len(h.pending)+len(frame) > h.maxFrame {
+			h.flushLocked()
+		}
+		h.pending = append(h.pending, frame...)
+		h.senders = append(h.senders, pendingFrame{st, len(frame)})
+	}
+	if len(h.engines) < 2 {
+		h.flushLocked()
+		return
+	}
+	if h.stopTimer == nil {
+		h.stopTimer = h.clock.AfterFunc(bundleDelay, h.flush)
+	}
+}
+
 func (h *hub) flush() {
 	h.mu.Lock()
 	defer h.mu.Unlock()

@@ -115,3 +115,27 @@ func TestLimitersOnATransportShareDatagrams(t *testing.T) {
 		}
 	}
 }
+
+// A limiter alone on its transport sends a tick's frames in one datagram:
+// the resends of a keyed report ride with the tick's heartbeat. Over one
+// keyed admit and four ticks: the report, four heartbeats and two resends
+// of the report, seven frames in five datagrams (seven before).
+func TestATicksFramesShareADatagram(t *testing.T) {
+	net := memtransport.New(memtransport.WithRandom(4))
+	lims := sharedCluster(t, net, 2, 1)
+	l := lims[0][0]
+	net.Advance(500 * time.Millisecond) // formed, and busy: not idle yet
+	frames := func() (int64, int64) {
+		st := l.Stats()
+		return int64(st.FramesSent), int64(st.DatagramsSent)
+	}
+	f0, d0 := frames()
+	if d, _ := l.TakeAt(net.Now(), "tenant", 1); !d.Allowed {
+		t.Fatal("a fresh key denied")
+	}
+	net.Advance(200 * time.Millisecond) // the report, then four ticks: two resend it
+	f1, d1 := frames()
+	if f, d := f1-f0, d1-d0; f-d != 2 {
+		t.Fatalf("%d frames in %d datagrams over the report and four ticks; want the two resends to share", f, d)
+	}
+}

@@ -2,6 +2,7 @@ package gopherpace_test
 
 import (
 	"fmt"
+	"github.com/pedreviljoen/gopherpace/core/memtransport"
 	"math"
 	"os"
 	"path/filepath"
@@ -165,10 +166,74 @@ func TestScaleReport(t *testing.T) {
 			t.Errorf("N = %d: a node's admit ratio is %.2f–%.2f of the cluster's, bound ±10%%", n, lo, hi)
 		}
 	}
+	b.WriteString(regionsScaleRow(t))
+	b.WriteString(keyedScaleRow(t))
 	fmt.Print(b.String())
 	if err := spliceBetween(filepath.Join(dir, "..", "accuracy.md"), scaleBegin, scaleEnd, b.String()); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// regionsScaleRow is one limit over two regions of 20 nodes, 80 ms apart
+// one way (1 ms inside each), everyone sending to everyone: issue 23's
+// bounds for regions are ±3% and every node within 10%. Bytes crossing
+// regions are every frame byte a node sends to the other region's nodes.
+func regionsScaleRow(t *testing.T) string {
+	const n, far = 40, 80 * time.Millisecond
+	region := func(name string) bool {
+		var i int
+		fmt.Sscanf(name, "node-%d", &i)
+		return i < n/2
+	}
+	lag := func(from, to string) time.Duration {
+		if region(from) != region(to) {
+			return far
+		}
+		return 0
+	}
+	sc := scenario{name: "two regions", nodes: n, netOpts: []memtransport.Option{memtransport.WithLinkLatency(lag)}}
+	c := runScenario(t, sc, false)
+	r := c.measure()
+	lo, hi := c.spread(2 * time.Second)
+	var crossing float64
+	for _, nd := range c.nodes {
+		crossing += float64(nd.lim.Stats().BytesSent) * n / 2
+	}
+	crossing /= c.sc.duration.Seconds() * n
+	if math.Abs(r.errPct) > 3 {
+		t.Errorf("two regions: total %+.2f%% off R·t+B, bound ±3%%", r.errPct)
+	}
+	if lo < 0.9 || hi > 1.1 {
+		t.Errorf("two regions: a node's admit ratio is %.2f–%.2f of the cluster's, bound ±10%%", lo, hi)
+	}
+	return fmt.Sprintf("| %d: two regions of %d, %v apart one way, all to all | %d (%+.2f%%) | %.2f–%.2f | %.0f | %.1f KB, of which %.1f KB to the other region |\n",
+		n, n/2, far, r.total, r.errPct, lo, hi, r.peerDatagramsPerSec, r.peerBytesPerSec/1000, crossing/1000)
+}
+
+// keyedScaleRow is keyed limits at scale: N = 100, 10,000 keys of 10/s
+// each, offered 10,000/s at random keys, so that every request is admitted
+// and nearly every admit is a key of its own in its flush. What a node
+// sends then grows with the keys it admits: 9 bytes per key and flush, to
+// each peer. Nothing is sent for keys a node does not admit.
+func keyedScaleRow(t *testing.T) string {
+	const n, keys = 100, 10_000
+	sc := scenario{name: "keyed, N=100", nodes: n, keys: keys, rate: 10, burst: 10, duration: 5 * time.Second,
+		load: func(time.Duration, int) float64 { return -1000 }} // 1000 × R in all: 1/s per key
+	c := runScenario(t, sc, false)
+	r := c.measure()
+	var offered int64
+	for _, nd := range c.nodes {
+		for _, o := range nd.offered {
+			offered += int64(o)
+		}
+	}
+	admitsPerNode := float64(r.total) / sc.duration.Seconds() / n
+	perKey := r.peerBytesPerSec / admitsPerNode / (n - 1)
+	if r.total < offered*99/100 {
+		t.Errorf("keyed, N = %d: admitted %d of %d offered, all under their keys' limits", n, r.total, offered)
+	}
+	return fmt.Sprintf("| %d, keyed: %d keys, %d admits/s per node at random keys | %d of %d offered (every key under its limit) | — | %.0f | %.1f KB (%.1f B per admitted key per peer, headers included) |\n",
+		n, keys, int(admitsPerNode), r.total, offered, r.peerDatagramsPerSec, r.peerBytesPerSec/1000, perKey)
 }
 
 // scaleNodes are the cluster sizes of the scale rows: 10, 30 and 100, or

@@ -55,6 +55,10 @@ type sender struct {
 	lastBusy   int64
 	lastDemand uint64
 	idleSent   int // frames that said idle since then; idleFrames: quiet
+	// ticking collects the frames of a tick (tickFrames), which go to the
+	// hub together.
+	ticking    bool
+	tickFrames [][]byte
 }
 
 // idleAfter is how long a node must see no news before it goes idle:
@@ -177,15 +181,16 @@ func (s *sender) kickedFlush(now int64) {
 	s.flush(now, false, false, true)
 }
 
-// tick resends the last ticks' frames, then sends this tick's (always at
-// least a header: it is also the heartbeat that tells peers we are here).
-// None of them must go at once: they share datagrams with the frames of
-// the other limiters on the transport (hub.go). The caller holds the
-// engine's lock.
+// tick resends the last ticks' frames, then sends this tick's (a header
+// at least, the heartbeat that tells peers we are here, unless this node
+// is quiet). They go to the hub together, so that they share datagrams,
+// with each other and with the frames of the transport's other limiters
+// (hub.go). The caller holds the engine's lock.
 func (s *sender) tick(now int64) {
 	if s.view.takeArrival() {
 		s.wake(now)
 	}
+	s.ticking = true
 	for i := resendTicks; i >= 1; i-- {
 		for _, f := range s.sent[i-1] {
 			s.broadcast(f, false)
@@ -194,6 +199,10 @@ func (s *sender) tick(now int64) {
 	copy(s.sent[1:], s.sent[:resendTicks])
 	s.sent[0] = nil
 	s.flush(now, true, false, false)
+	s.ticking = false
+	s.hub.sendAll(&s.stats, s.tickFrames)
+	clear(s.tickFrames)
+	s.tickFrames = s.tickFrames[:0]
 }
 
 // goodbye sends a last frame that says this node is leaving, with any
@@ -323,6 +332,13 @@ type flying struct {
 }
 
 // broadcast sends b to every peer through the transport's hub: at once,
-// or within bundleDelay with the frames of the transport's other limiters.
-// The hub counts it sent or refused, and logs refusals.
-func (s *sender) broadcast(b []byte, now bool) { s.hub.send(&s.stats, b, now) }
+// or within bundleDelay with the frames of the transport's other limiters;
+// during a tick, with the tick's other frames. The hub counts it sent or
+// refused, and logs refusals.
+func (s *sender) broadcast(b []byte, now bool) {
+	if s.ticking {
+		s.tickFrames = append(s.tickFrames, b)
+		return
+	}
+	s.hub.send(&s.stats, b, now)
+}

@@ -36,6 +36,9 @@ type scenario struct {
 	load func(t time.Duration, i int) float64
 	// flash offers every node 2×burst requests at t=0.
 	flash bool
+	// keys, when set, sends every request to one of that many keyed
+	// buckets, uniformly at random (rate and burst are then each key's).
+	keys int
 	// events change the cluster at given times.
 	events []simEvent
 	// fairFrom lists the starts of the 5 s windows over which each node's
@@ -65,6 +68,7 @@ type simCluster struct {
 	baseline bool
 	steps    int
 	rng      *rand.Rand
+	keyNames []string
 }
 
 // arrival is one request: when, and at which node.
@@ -144,7 +148,7 @@ func runScenario(t testing.TB, sc scenario, baseline bool) *simCluster {
 				continue
 			}
 			a.node.offered[a.step]++
-			if ok, _ := a.node.lim.AllowAt(c.net.Now()); ok {
+			if c.decide(a.node.lim) {
 				a.node.admitted[a.step]++
 			}
 		}
@@ -156,6 +160,22 @@ func runScenario(t testing.TB, sc scenario, baseline bool) *simCluster {
 		}
 	}
 	return c
+}
+
+// decide asks l for one token now: of the global bucket, or of a random
+// key's when the scenario has keys.
+func (c *simCluster) decide(l *gopherpace.Limiter) bool {
+	if c.sc.keys == 0 {
+		ok, _ := l.AllowAt(c.net.Now())
+		return ok
+	}
+	if c.keyNames == nil {
+		for k := range c.sc.keys {
+			c.keyNames = append(c.keyNames, fmt.Sprint("key-", k))
+		}
+	}
+	d, _ := l.TakeAt(c.net.Now(), c.keyNames[c.rng.IntN(c.sc.keys)], 1)
+	return d.Allowed
 }
 
 // arrivals appends the requests of step s (starting at start) to batch, in

@@ -21,6 +21,7 @@ type Network struct {
 	nodes    map[string]*Transport
 	latency  time.Duration
 	jitter   time.Duration
+	linkLag  func(from, to string) time.Duration
 	loss     float64
 	dup      float64
 	cut      map[link]time.Time // when each cut link was cut
@@ -45,6 +46,12 @@ func WithRandom(state uint64) Option {
 // [0, jitter). Jitter reorders frames. Default 1 ms, no jitter.
 func WithLatency(base, jitter time.Duration) Option {
 	return func(n *Network) { n.latency, n.jitter = base, jitter }
+}
+
+// WithLinkLatency adds lag(from, to) to every frame on that link, on top
+// of WithLatency's: regions, for example, with a long way between them.
+func WithLinkLatency(lag func(from, to string) time.Duration) Option {
+	return func(n *Network) { n.linkLag = lag }
 }
 
 // WithLoss drops each delivery with probability p.
@@ -225,6 +232,9 @@ func (n *Network) broadcast(from *Transport, frame []byte) error {
 			delay := n.latency
 			if n.jitter > 0 {
 				delay += time.Duration(n.rng.Int64N(int64(n.jitter)))
+			}
+			if n.linkLag != nil {
+				delay += n.linkLag(from.name, to.name)
 			}
 			data := append([]byte(nil), frame...)
 			dst, src := to, from.name

@@ -37,6 +37,33 @@ func TestDeliveryAfterLatencyInOrder(t *testing.T) {
 	}
 }
 
+// A link's own lag adds to the network's latency on that link only.
+func TestLinkLatency(t *testing.T) {
+	far := func(from, to string) time.Duration {
+		if (from == "c") != (to == "c") {
+			return 80 * time.Millisecond
+		}
+		return 0
+	}
+	n := New(WithLatency(time.Millisecond, 0), WithLinkLatency(far))
+	a, _ := join(t, n, "a")
+	_, bBox := join(t, n, "b")
+	_, cBox := join(t, n, "c")
+	a.Broadcast([]byte("1"))
+	n.Advance(time.Millisecond)
+	if len(bBox.got) != 1 || len(cBox.got) != 0 {
+		t.Fatalf("after 1 ms: b got %v, c got %v", bBox.got, cBox.got)
+	}
+	n.Advance(79 * time.Millisecond)
+	if len(cBox.got) != 0 {
+		t.Fatal("c got the frame before 81 ms")
+	}
+	n.Advance(time.Millisecond)
+	if len(cBox.got) != 1 {
+		t.Fatalf("c got %v after 81 ms", cBox.got)
+	}
+}
+
 func TestLossAndDuplicationAreSeededAndRoughlyRight(t *testing.T) {
 	count := func(seed uint64) (int, int) {
 		n := New(WithRandom(seed), WithLoss(0.2), WithDuplication(0.1))
