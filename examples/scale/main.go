@@ -37,13 +37,14 @@ func main() {
 	rate := flag.Int64("rate", 1000, "cluster-wide limit, requests per second (the bucket holds as many)")
 	mult := flag.Float64("load", 5, "offered load as a multiple of the limit")
 	duration := flag.Duration("duration", 10*time.Second, "how long the load runs")
+	interval := flag.Duration("interval", gopherpace.DefaultGossipInterval, "the limiters' gossip interval (WithGossipInterval)")
 	flag.Parse()
-	if err := run(*nodes, *rate, *mult, *duration); err != nil {
+	if err := run(*nodes, *rate, *mult, *duration, *interval); err != nil {
 		log.Fatal(err)
 	}
 }
 
-func run(n int, rate int64, mult float64, d time.Duration) error {
+func run(n int, rate int64, mult float64, d, interval time.Duration) error {
 	if n < 2 || n > 200 || rate < 1 || rate > 100_000 || mult <= 0 || mult > 20 || d < time.Second || d > 2*time.Minute {
 		return errors.New("nodes must be 2..200, rate 1..100000, load 0..20, duration 1s..2m")
 	}
@@ -53,14 +54,14 @@ func run(n int, rate int64, mult float64, d time.Duration) error {
 	for i := range names {
 		names[i] = fmt.Sprintf("replica-%03d", i)
 	}
-	c, err := loopback.Start(names, rate, logger)
+	c, err := loopback.Start(names, rate, logger, gopherpace.WithGossipInterval(interval))
 	if err != nil {
 		return err
 	}
 	defer c.Close()
 	transports, limiters := c.Transports, c.Limiters
-	fmt.Printf("%d replicas on loopback, one memberlist each; limit %d/s, bucket %d; offered %.0f/s as Poisson arrivals, evenly\n",
-		n, rate, rate, mult*float64(rate))
+	fmt.Printf("%d replicas on loopback, one memberlist each; limit %d/s, bucket %d; offered %.0f/s as Poisson arrivals, evenly; gossip interval %v\n",
+		n, rate, rate, mult*float64(rate), interval)
 	start := time.Now()
 	// Formed: every memberlist lists every node, and every limiter knows
 	// them all. (Every limiter hearing every other within one isolation

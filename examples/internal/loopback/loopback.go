@@ -20,7 +20,7 @@ type Cluster struct {
 // Start starts one replica per name, each a limiter of rate a second (and
 // as large a bucket) on its own memberlist. On an error it closes what it
 // started.
-func Start(names []string, rate int64, logger *slog.Logger) (*Cluster, error) {
+func Start(names []string, rate int64, logger *slog.Logger, opts ...gopherpace.Option) (*Cluster, error) {
 	c := &Cluster{}
 	for i, name := range names {
 		opts := []memberpace.Option{memberpace.WithBindAddr("127.0.0.1"), memberpace.WithBindPort(0),
@@ -36,7 +36,7 @@ func Start(names []string, rate int64, logger *slog.Logger) (*Cluster, error) {
 		c.Transports = append(c.Transports, tr)
 	}
 	for _, tr := range c.Transports {
-		l, err := gopherpace.New(gopherpace.WithRefillRate(rate), gopherpace.WithTransport(tr), gopherpace.WithLogger(logger))
+		l, err := gopherpace.New(append([]gopherpace.Option{gopherpace.WithRefillRate(rate), gopherpace.WithTransport(tr), gopherpace.WithLogger(logger)}, opts...)...)
 		if err != nil {
 			c.Close()
 			return nil, err
