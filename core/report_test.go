@@ -166,6 +166,18 @@ func TestScaleReport(t *testing.T) {
 			t.Errorf("N = %d: a node's admit ratio is %.2f–%.2f of the cluster's, bound ±10%%", n, lo, hi)
 		}
 	}
+	// N = 100 at longer gossip intervals: fewer heartbeats, slower to see
+	// a partition (docs/operations.md sizes the interval).
+	for _, iv := range []time.Duration{300 * time.Millisecond, time.Second} {
+		c := runScenario(t, scenario{name: fmt.Sprintf("uniform, N=100, interval %v", iv), nodes: 100, interval: iv}, false)
+		r := c.measure()
+		lo, hi := c.spread(2 * time.Second)
+		fmt.Fprintf(&b, "| 100, gossip interval %v | %d (%+.2f%%) | %.2f–%.2f | %.0f | %.1f KB |\n", iv, r.total, r.errPct, lo, hi,
+			r.peerDatagramsPerSec, r.peerBytesPerSec/1000)
+		if math.Abs(r.errPct) > 1 || lo < 0.9 || hi > 1.1 {
+			t.Errorf("N = 100, interval %v: total %+.2f%%, nodes %.2f–%.2f; bounds ±1%% and ±10%%", iv, r.errPct, lo, hi)
+		}
+	}
 	b.WriteString(regionsScaleRow(t))
 	b.WriteString(keyedScaleRow(t))
 	fmt.Print(b.String())

@@ -41,3 +41,37 @@ func TestAColdClusterAdmitsItsFirstBurstOverMemberlist(t *testing.T) {
 		t.Fatalf("the first burst of 100 to the newest node got %d", got)
 	}
 }
+
+// The morning burst: a cluster that has gone quiet (idle limiters send
+// nothing) admits a whole bucket sent to one node at once, as a cluster
+// that never went quiet does. The node wakes its peers with its first
+// report and needs them to answer within a suspicion timeout.
+func TestAClusterThatWentQuietAdmitsABurst(t *testing.T) {
+	nodes := threeNodes(t)
+	lims := limiters(t, nodes, gopherpace.WithRefillRate(100), gopherpace.WithBucketSize(100))
+	datagrams := func() (n uint64) {
+		for _, l := range lims {
+			n += l.Stats().DatagramsSent
+		}
+		return n
+	}
+	eventually(t, 10*time.Second, "the idle limiters stop sending", func() bool {
+		before := datagrams()
+		time.Sleep(time.Second)
+		return datagrams() == before
+	})
+	// 150 requests back to back: the bucket's 100, and what refills while
+	// they are decided (100/s), no more.
+	got, start := 0, time.Now()
+	for range 150 {
+		if d, err := lims[1].Take("", 1); err != nil {
+			t.Fatal(err)
+		} else if d.Allowed {
+			got++
+		}
+	}
+	refilled := int(time.Since(start).Seconds()*100) + 1
+	if got < 100 || got > 100+refilled {
+		t.Fatalf("a burst of 150 on a bucket of 100 after the quiet got %d (%d could refill meanwhile)", got, refilled)
+	}
+}
