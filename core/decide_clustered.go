@@ -163,9 +163,17 @@ func (e *engine) takeKeyed(d *Decision, h uint64, p *rule, now, n int64) (waits 
 			*d = wait
 			return true
 		}
-		if takeInto(d, &ent.tat, p, at, n) {
+		var ok bool
+		if k := ent.fair.Load(); k != nil && k.share.on.Load() {
+			ok = takeShared(d, &ent.tat, p, at, n, &k.share)
+		} else {
+			ok = takeInto(d, &ent.tat, p, at, n)
+		}
+		if ok {
 			if d.Allowed {
 				e.countKeyed(h, ent, p, n)
+			} else if e.mode.get() != modeStopped {
+				e.send.refusedKeyed(h, ent, n)
 			}
 			return false
 		}

@@ -94,13 +94,14 @@ type engine struct {
 	engineEnv
 	mu sync.Mutex // the engine lock (see above)
 
-	global countedBucket
-	mode   modeState
-	send   sender
-	recv   receiver
-	view   peerView
-	fair   fairShares
-	join   joining
+	global  countedBucket
+	mode    modeState
+	send    sender
+	recv    receiver
+	view    peerView
+	fair    fairShares
+	hotKeys keyShares
+	join    joining
 
 	// clockNow is the engine's time at its last tick (lock-free: the
 	// request path reads it).
@@ -130,15 +131,16 @@ func newEngine(parts engineParts, c *config) *engine {
 	}
 	// The wiring: each part sees the environment and the parts it reads.
 	env := &e.engineEnv
-	e.send = sender{engineEnv: env, word: &e.global, fair: &e.fair, view: &e.view, onKick: e.onKick, onArmed: e.onArmed,
+	e.send = sender{engineEnv: env, word: &e.global, fair: &e.fair, keyFair: &e.hotKeys, view: &e.view, onKick: e.onKick, onArmed: e.onArmed,
 		flushDelay: min(max(int64(c.interval)/20, minFlushGap), int64(5*time.Millisecond))}
 	if e.floor {
 		e.send.flushDelay = e.tick // the reference design reports on its ticks only
 	}
-	e.recv = receiver{engineEnv: env, word: &e.global, view: &e.view, fair: &e.fair, join: &e.join}
+	e.recv = receiver{engineEnv: env, word: &e.global, view: &e.view, fair: &e.fair, keyFair: &e.hotKeys, join: &e.join}
 	e.view = newPeerView(env, &e.mode, e.recv.afterRefresh)
 	e.fair = fairShares{engineEnv: env, word: &e.global, view: &e.view, denied: newProcCounter()}
 	e.fair.share.setGate(parts.rules.dflt())
+	e.hotKeys = newKeyShares(env, &e.view)
 	e.join = joining{engineEnv: env, word: &e.global, mode: &e.mode, view: &e.view}
 	return e
 }
@@ -209,6 +211,7 @@ func (e *engine) onTick() {
 	e.view.evaluate(now)
 	e.fair.rebalance(now, e.send.globalSum)
 	e.fair.resync(now)
+	e.hotKeys.rebalance(now)
 	e.send.tick(now)
 	e.stopTick = e.clock.AfterFunc(time.Duration(e.tick), e.onTick)
 }

@@ -36,6 +36,7 @@ type TestFrame struct {
 	Withheld                    uint64 // 65536ths of the refill
 	Keys                        []string
 	KeyTokens                   []uint64
+	KeyRefused                  []uint64 // zero when nil
 }
 
 // EncodeTestFrame encodes f in the current wire format, without checking
@@ -51,6 +52,11 @@ func EncodeTestFrame(f TestFrame) []byte {
 	for i, k := range f.Keys {
 		b = binary.LittleEndian.AppendUint64(b, hashKey(0, k))
 		b = binary.AppendUvarint(b, f.KeyTokens[i])
+		refused := uint64(0)
+		if f.KeyRefused != nil {
+			refused = f.KeyRefused[i]
+		}
+		b = binary.AppendUvarint(b, refused)
 	}
 	return b
 }
@@ -71,4 +77,13 @@ func DecodeTestFrame(b []byte) (TestFrame, error) {
 // per token), and whether the share is in force.
 func ShareInterval(l *Limiter) (time.Duration, bool) {
 	return time.Duration(engineOf(l).fair.share.iv.Load()), engineOf(l).fair.share.on.Load()
+}
+
+// HotKeys is how many keys have shares on a clustered limiter
+// (key_shares.go).
+func HotKeys(l *Limiter) int {
+	e := engineOf(l)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.hotKeys.hot)
 }

@@ -25,6 +25,8 @@ type receiver struct {
 	view *peerView
 	fair *fairShares
 	join *joining
+	// keyFair learns the peers' load of hot keys.
+	keyFair *keyShares
 
 	stats receiverStats
 
@@ -177,10 +179,13 @@ func (r *receiver) apply(from string, b []byte, keep bool) {
 		r.word.debit(r.rules.dflt(), at, global, r.maxDebt(r.rules.dflt()))
 	}
 	for _, kc := range f.Keys {
-		pol := r.rules.forKey(kc.Key)
-		if !r.keys.debit(kc.Key, pol, at, kc.Tokens, r.maxDebt(pol)) {
-			r.stats.keysDropped.Add(1)
+		if kc.Tokens > 0 {
+			pol := r.rules.forKey(kc.Key)
+			if !r.keys.debit(kc.Key, pol, at, kc.Tokens, r.maxDebt(pol)) {
+				r.stats.keysDropped.Add(1)
+			}
 		}
+		r.keyFair.heard(kc.Key, r.keys.lookup(kc.Key), kc.Tokens, kc.Refused, now)
 	}
 	r.fair.observe(&s.fair, level, now, at)
 }

@@ -35,6 +35,7 @@ type sender struct {
 	*engineEnv
 	word    *countedBucket
 	fair    *fairShares // the offered load and the level a frame reports
+	keyFair *keyShares  // the hot keys, whose refusals a frame reports
 	view    *peerView   // the buckets' clock, the share withheld
 	onKick  func()      // the engine's entry point for a kicked flush
 	onArmed func()      // and for an armed one
@@ -142,6 +143,18 @@ func (s *sender) countKeyed(h uint64, ent *clusterEntry, p *rule, n int64) {
 	s.counted(v, n, p)
 }
 
+// refusedKeyed counts n tokens of key hash h refused for want of tokens,
+// the key's offered load for its share if it is hot (key_shares.go): the
+// next flush reports them. Lock-free: the request path calls it.
+func (s *sender) refusedKeyed(h uint64, ent *clusterEntry, n int64) {
+	if ent.refused.Add(n) == n { // the first since the last flush
+		d := &s.dirty[h%dirtyShards]
+		d.mu.Lock()
+		d.list = append(d.list, dirtyKey{h, ent})
+		d.mu.Unlock()
+	}
+}
+
 // kick schedules an early flush now unless one is already scheduled.
 func (s *sender) kick() {
 	if s.kicked.CompareAndSwap(false, true) {
@@ -235,12 +248,17 @@ func (s *sender) flush(now int64, heartbeat, leaving, atOnce bool) [][]byte {
 		d.list = nil
 		d.mu.Unlock()
 		for _, k := range list {
-			if n := k.e.pending.Swap(0); n > 0 {
-				batch = append(batch, wire.KeyCount{Key: k.h, Tokens: n})
-				if !s.floor {
-					k.e.inflight.Add(n)
-					flights = append(flights, flying{k.e, n})
-				}
+			n, refused := k.e.pending.Swap(0), k.e.refused.Swap(0)
+			if n > 0 || refused > 0 {
+				s.keyFair.sent(k.h, n, refused, now)
+			}
+			if n == 0 && (refused == 0 || !s.keyFair.reportable(k.h, now)) {
+				continue // refusals only matter to the peers of a hot key
+			}
+			batch = append(batch, wire.KeyCount{Key: k.h, Tokens: n, Refused: refused})
+			if n > 0 && !s.floor {
+				k.e.inflight.Add(n)
+				flights = append(flights, flying{k.e, n})
 			}
 		}
 	}

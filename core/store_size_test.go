@@ -13,7 +13,7 @@ func TestLayout(t *testing.T) {
 		"clustered slot":   {unsafe.Sizeof(keySlot[clusterSlot]{}), 16},
 		"bucket":           {unsafe.Sizeof(bucket{}), 64},
 		"standalone entry": {unsafe.Sizeof(plainEntry{}), 8},
-		"clustered entry":  {unsafe.Sizeof(clusterEntry{}), 24},
+		"clustered entry":  {unsafe.Sizeof(clusterEntry{}), 40},
 		"counted bucket":   {unsafe.Sizeof(countedBucket{}), 64},
 	} {
 		t.Run(name, func(t *testing.T) {

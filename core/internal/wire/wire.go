@@ -7,13 +7,13 @@
 // receiver, and how far a lying sender can move it, is the engine's
 // business (docs/security.md).
 //
-// Version 4. A datagram holds one or more frames back to back, each
+// Version 5. A datagram holds one or more frames back to back, each
 // complete with its own magic and version, so that the limiters sharing a
 // transport send one datagram per peer, not one each (Next splits them).
 // One frame; integers are little-endian or unsigned varints (uv):
 //
 //	magic       2 bytes  "gp"
-//	version     1 byte   4
+//	version     1 byte   5
 //	flags       1 byte   bit 0: the sender is leaving the cluster
 //	                     bit 1: the sender is idle, and sends nothing more
 //	                     until it admits or is refused again
@@ -37,12 +37,16 @@
 //	withheld    uv       the share of the refill the sender withholds for
 //	                     peers out of its sight, in 65536ths
 //	count       uv       number of keyed entries that follow
-//	entries     count × (key hash 8 bytes, tokens uv)
+//	entries     count × (key hash 8 bytes, tokens uv, refused uv): tokens
+//	            admitted from the key's bucket since the sender's previous
+//	            report, and tokens refused for want of tokens (the key's
+//	            offered load, for sharing a contended key fairly); one of
+//	            the two is at least 1
 //
-// A keyed entry takes 9 bytes while its count is below 128, 10 below 16384.
+// A keyed entry takes 10 bytes while both counts are below 128.
 //
-// Version 3 was the same but for the idle flag, and version 2 had the frame
-// alone in its datagram. A node refuses the frames of every other version
+// Version 4 had no refused count in an entry, version 3 no idle flag, and
+// version 2 had the frame alone in its datagram. A node refuses the frames of every other version
 // (ErrVersion), and a node of another refuses its frames, so a cluster runs
 // one version at a time: a version-3 node would take an idle peer's silence
 // for a partition.
@@ -58,7 +62,7 @@ const (
 	magic1 = 'p'
 	// Version is the frame format's version; a frame of another is refused
 	// (ErrVersion), never misread.
-	Version     = 4
+	Version     = 5
 	flagLeaving = 1 << 0
 	flagIdle    = 1 << 1
 	flagPartial = 1 << 2
@@ -69,7 +73,9 @@ const (
 	// 10-byte varints.
 	HeaderMax = HeaderFixed + 7*binary.MaxVarintLen64
 	// EntryMax is the largest encoded keyed entry.
-	EntryMax = 8 + binary.MaxVarintLen64
+	EntryMax = 8 + 2*binary.MaxVarintLen64
+	// entryMin is the smallest: the key and two one-byte counts.
+	entryMin = 10
 	// MaxTokens bounds every count a frame carries: more than any bucket
 	// can hold (a tolerance of 2^60 ns at one token a nanosecond). The core
 	// checks that its own bound agrees.
@@ -78,10 +84,12 @@ const (
 	WithheldOne = 1 << 16
 )
 
-// KeyCount is one keyed entry: a key's hash and the tokens admitted.
+// KeyCount is one keyed entry: a key's hash, the tokens admitted and the
+// tokens refused for want of tokens.
 type KeyCount struct {
-	Key    uint64
-	Tokens int64
+	Key     uint64
+	Tokens  int64
+	Refused int64
 }
 
 // Frame is one decoded frame; see the package comment for each field.
@@ -139,7 +147,8 @@ func AppendHeader(b []byte, f *Frame, count int) []byte {
 // AppendEntry encodes one keyed entry.
 func AppendEntry(b []byte, kc KeyCount) []byte {
 	b = binary.LittleEndian.AppendUint64(b, kc.Key)
-	return binary.AppendUvarint(b, uint64(kc.Tokens))
+	b = binary.AppendUvarint(b, uint64(kc.Tokens))
+	return binary.AppendUvarint(b, uint64(kc.Refused))
 }
 
 // Encode is the whole frame f: its header and every entry.
@@ -153,8 +162,11 @@ func Encode(b []byte, f *Frame) []byte {
 
 // EntrySize is the encoded size of kc.
 func EntrySize(kc KeyCount) int {
-	n := 9
+	n := entryMin
 	for v := uint64(kc.Tokens); v >= 0x80; v >>= 7 {
+		n++
+	}
+	for v := uint64(kc.Refused); v >= 0x80; v >>= 7 {
 		n++
 	}
 	return n
@@ -193,21 +205,24 @@ func Next(b []byte) (frame, rest []byte, err error) {
 			count = v
 		}
 	}
-	if count > uint64(len(b)-at)/9 {
+	if count > uint64(len(b)-at)/entryMin {
 		return nil, nil, ErrEntryCount
 	}
 	for range count {
-		if len(b)-at < 9 {
+		if len(b)-at < entryMin {
 			return nil, nil, ErrShort
 		}
-		_, n := binary.Uvarint(b[at+8:])
-		if n <= 0 {
-			if n == 0 {
-				return nil, nil, ErrShort
+		at += 8
+		for range 2 { // tokens, refused
+			_, n := binary.Uvarint(b[at:])
+			if n <= 0 {
+				if n == 0 {
+					return nil, nil, ErrShort
+				}
+				return nil, nil, ErrVarint
 			}
-			return nil, nil, ErrVarint
+			at += n
 		}
-		at += 8 + n
 	}
 	return b[:at], b[at:], nil
 }
@@ -265,23 +280,26 @@ func Decode(b []byte, f *Frame) error {
 	if count, b, err = uvarint(b); err != nil {
 		return err
 	}
-	if count > uint64(len(b)/9) {
+	if count > uint64(len(b)/entryMin) {
 		return ErrEntryCount
 	}
 	f.Keys = f.Keys[:0]
 	for range count {
-		if len(b) < 9 {
+		if len(b) < entryMin {
 			return ErrShort
 		}
 		key := binary.LittleEndian.Uint64(b)
-		var n uint64
+		var n, refused uint64
 		if n, b, err = uvarint(b[8:]); err != nil {
 			return err
 		}
-		if n == 0 || n > MaxTokens {
+		if refused, b, err = uvarint(b); err != nil {
+			return err
+		}
+		if n > MaxTokens || refused > MaxTokens || n == 0 && refused == 0 {
 			return ErrTokens
 		}
-		f.Keys = append(f.Keys, KeyCount{key, int64(n)})
+		f.Keys = append(f.Keys, KeyCount{key, int64(n), int64(refused)})
 	}
 	if len(b) != 0 {
 		return ErrTrailing

@@ -9,7 +9,7 @@ import (
 func TestRoundTrip(t *testing.T) {
 	in := Frame{Leaving: true, Idle: true, Partial: true, Limiter: 42, Incarnation: 1 << 60, Seq: 300, GlobalSum: 1 << 40, Global: 1_000_000,
 		DemandSum: 1 << 41, Level: -7, Withheld: WithheldOne / 3,
-		Keys: []KeyCount{{1, 1}, {0x24cbcbec76c2694a, 127}, {^uint64(0), 128}, {7, int64(MaxTokens)}}}
+		Keys: []KeyCount{{1, 1, 0}, {0x24cbcbec76c2694a, 127, 128}, {^uint64(0), 128, 1}, {7, int64(MaxTokens), int64(MaxTokens)}, {8, 0, 3}}}
 	b := Encode(nil, &in)
 	var out Frame
 	if err := Decode(b, &out); err != nil {
@@ -27,7 +27,7 @@ func TestRoundTrip(t *testing.T) {
 	}
 	for _, kc := range in.Keys {
 		if got := len(AppendEntry(nil, kc)); got != EntrySize(kc) || got > EntryMax {
-			t.Fatalf("EntrySize(%d) = %d, encoded %d (EntryMax %d)", kc.Tokens, EntrySize(kc), got, EntryMax)
+			t.Fatalf("EntrySize(%+v) = %d, encoded %d (EntryMax %d)", kc, EntrySize(kc), got, EntryMax)
 		}
 	}
 }
@@ -44,7 +44,7 @@ func TestHeaderMax(t *testing.T) {
 func TestBytesPerKey(t *testing.T) {
 	f := Frame{Limiter: 1, Incarnation: 2, Seq: 3}
 	for i := range 1000 {
-		f.Keys = append(f.Keys, KeyCount{uint64(i) * 0x9e3779b97f4a7c15, int64(i%100 + 1)})
+		f.Keys = append(f.Keys, KeyCount{uint64(i) * 0x9e3779b97f4a7c15, int64(i%100 + 1), int64(i % 3)})
 	}
 	b := Encode(nil, &f)
 	if perKey := float64(len(b)) / 1000; perKey > 12 {
@@ -53,7 +53,7 @@ func TestBytesPerKey(t *testing.T) {
 }
 
 func TestDecodeRejects(t *testing.T) {
-	good := Encode(nil, &Frame{Limiter: 1, Incarnation: 2, Seq: 3, GlobalSum: 9, Global: 4, Keys: []KeyCount{{5, 6}}})
+	good := Encode(nil, &Frame{Limiter: 1, Incarnation: 2, Seq: 3, GlobalSum: 9, Global: 4, Keys: []KeyCount{{5, 6, 0}}})
 	mutate := func(f func(b []byte) []byte) []byte { return f(append([]byte(nil), good...)) }
 	for _, tc := range []struct {
 		name string
@@ -68,12 +68,15 @@ func TestDecodeRejects(t *testing.T) {
 		{"version 1", mutate(func(b []byte) []byte { b[2] = 1; return b }), ErrVersion},
 		{"version 2", mutate(func(b []byte) []byte { b[2] = 2; return b }), ErrVersion},
 		{"version 3", mutate(func(b []byte) []byte { b[2] = 3; return b }), ErrVersion},
-		{"version 5", mutate(func(b []byte) []byte { b[2] = 5; return b }), ErrVersion},
+		{"version 4", mutate(func(b []byte) []byte { b[2] = 4; return b }), ErrVersion},
+		{"version 6", mutate(func(b []byte) []byte { b[2] = 6; return b }), ErrVersion},
 		{"trailing byte", append(append([]byte(nil), good...), 0), ErrTrailing},
-		{"entry count past the end", mutate(func(b []byte) []byte { b[len(b)-10] = 100; return b }), ErrEntryCount},
+		{"entry count past the end", mutate(func(b []byte) []byte { b[len(b)-11] = 100; return b }), ErrEntryCount},
 		{"delta above the running total", Encode(nil, &Frame{GlobalSum: 3, Global: 4}), ErrTokens},
 		{"withheld above the whole refill", Encode(nil, &Frame{Withheld: WithheldOne + 1}), ErrTokens},
-		{"zero tokens in an entry", mutate(func(b []byte) []byte { b[len(b)-1] = 0; return b }), ErrTokens},
+		{"an entry that counts nothing", mutate(func(b []byte) []byte { b[len(b)-2] = 0; return b }), ErrTokens},
+		{"tokens out of range", Encode(nil, &Frame{Seq: 1, Keys: []KeyCount{{5, int64(MaxTokens) + 1, 0}}}), ErrTokens},
+		{"refusals out of range", Encode(nil, &Frame{Seq: 1, Keys: []KeyCount{{5, 1, int64(MaxTokens) + 1}}}), ErrTokens},
 		{"overlong varint", append(good[:HeaderFixed:HeaderFixed], bytes.Repeat([]byte{0xff}, 11)...), ErrVarint},
 	} {
 		var f Frame
@@ -88,7 +91,7 @@ func TestDecodeRejects(t *testing.T) {
 func TestNextSplitsADatagram(t *testing.T) {
 	frames := [][]byte{
 		Encode(nil, &Frame{Limiter: 1, Incarnation: 2, GlobalSum: 5, Global: 5, Level: -3}),
-		Encode(nil, &Frame{Limiter: 7, Incarnation: 2, Seq: 9, Keys: []KeyCount{{5, 6}, {7, 300}}}),
+		Encode(nil, &Frame{Limiter: 7, Incarnation: 2, Seq: 9, Keys: []KeyCount{{5, 6, 0}, {7, 300, 2}, {9, 0, 1}}}),
 		Encode(nil, &Frame{Leaving: true, Limiter: 1 << 60, Withheld: WithheldOne}),
 		Encode(nil, &Frame{Idle: true, Limiter: 3, Incarnation: 4, GlobalSum: 8, DemandSum: 9}),
 		Encode(nil, &Frame{Partial: true, Limiter: 3, Incarnation: 5}),
@@ -129,10 +132,10 @@ func TestNextSplitsADatagram(t *testing.T) {
 // a frame Decode accepts is one whole frame to Next, and whatever Next
 // splits off is a prefix of its input.
 func FuzzDecodeFrame(f *testing.F) {
-	f.Add(Encode(nil, &Frame{Limiter: 1, Incarnation: 2, Seq: 3, GlobalSum: 10, Global: 4, Keys: []KeyCount{{5, 6}, {7, 300}}}))
+	f.Add(Encode(nil, &Frame{Limiter: 1, Incarnation: 2, Seq: 3, GlobalSum: 10, Global: 4, Keys: []KeyCount{{5, 6, 0}, {7, 300, 2}, {9, 0, 1}}}))
 	f.Add(Encode(nil, &Frame{Leaving: true}))
 	f.Add(Encode(nil, &Frame{Idle: true, GlobalSum: 3}))
-	f.Add([]byte("gp\x03\x00"))
+	f.Add([]byte("gp\x05\x00"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if frame, rest, err := Next(b); err == nil && (len(frame)+len(rest) != len(b) || !bytes.Equal(frame, b[:len(frame)])) {
 			t.Fatalf("Next split %d bytes into %d and %d", len(b), len(frame), len(rest))
@@ -148,8 +151,8 @@ func FuzzDecodeFrame(f *testing.F) {
 			t.Fatalf("accepted global count %d", fr.Global)
 		}
 		for _, kc := range fr.Keys {
-			if kc.Tokens <= 0 || uint64(kc.Tokens) > MaxTokens {
-				t.Fatalf("accepted entry count %d", kc.Tokens)
+			if kc.Tokens < 0 || kc.Refused < 0 || kc.Tokens+kc.Refused == 0 || uint64(kc.Tokens) > MaxTokens || uint64(kc.Refused) > MaxTokens {
+				t.Fatalf("accepted entry counts %+v", kc)
 			}
 		}
 		again := Encode(nil, &fr)
@@ -166,7 +169,7 @@ func FuzzDecodeFrame(f *testing.F) {
 func benchBatch() *Frame {
 	f := &Frame{Limiter: 1, Incarnation: 2, Seq: 3}
 	for i := range 1000 {
-		f.Keys = append(f.Keys, KeyCount{uint64(i) * 0x9e3779b97f4a7c15, int64(i%50 + 1)})
+		f.Keys = append(f.Keys, KeyCount{uint64(i) * 0x9e3779b97f4a7c15, int64(i%50 + 1), 0})
 	}
 	return f
 }

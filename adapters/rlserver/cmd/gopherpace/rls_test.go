@@ -137,11 +137,11 @@ func TestABadConfigRefusesToStart(t *testing.T) {
 
 // Three replicas of the binary over real memberlist on loopback, asked
 // round-robin at random (Poisson) times at 5× each limit, enforce each
-// once across the cluster: the total within 2% of R·t+B. A limit with one
-// bucket shares the rate by each replica's offered load, so every
-// replica's admit ratio is within 10% of the cluster's; a limit with a
-// bucket per value has no such shares (docs/service.md#clustered), so its
-// split is reported, not asserted.
+// once across the cluster: the total within 2% of R·t+B. Each limit, one
+// bucket or a bucket per value asked at every replica at once, shares its
+// rate by each replica's offered load, so every replica's admit ratio is
+// within 10% of the cluster's (before keyed buckets had shares, a hot
+// value split 0.40–1.29).
 func TestThreeReplicasEnforceOneEnvoyLimit(t *testing.T) {
 	const (
 		rate    = 100 // a second, for each limit
@@ -306,7 +306,7 @@ func measureThreeReplicas(t *testing.T, clients []rlspb.RateLimitServiceClient, 
 		if math.Abs(float64(total)-ideal) > 0.02*ideal {
 			t.Errorf("%s: admitted %d, want within 2%% of %.0f", name, total, ideal)
 		}
-		if li == 0 && math.Abs(worst-1) > 0.1 {
+		if math.Abs(worst-1) > 0.1 {
 			t.Errorf("%s: a replica admitted %.2f of the cluster's ratio", name, worst)
 		}
 	}

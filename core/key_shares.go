@@ -1,0 +1,238 @@
+package gopherpace
+
+import (
+	"math"
+	"sync/atomic"
+	"time"
+)
+
+// Fair shares of a contended keyed bucket.
+//
+// A key asked at several replicas at once races as the global bucket does
+// (fairness.go): every replica admits from its own copy, peers charge each
+// admit a few milliseconds later, and a copy a fraction of a token fuller
+// than the others takes the tokens first, for as long as the key stays
+// contended. Such offsets are made when a full bucket turns contended: a
+// replica charges a peer's first admits when they arrive, not when they
+// were made, so it ends up emptier by the delivery time, and nothing
+// after that brings the copies together. Measured in the simulator before
+// these shares: one hot key at 5×R over 3 nodes kept offsets of 0.9 and
+// 1.1 ms (a tenth of a token) for 20 s, and the nodes' admit ratios
+// spread 0.83–1.25; three processes over memberlist spread 0.40–1.29.
+//
+// So a key that more than one node uses while one of them refuses it is
+// hot: every frame's entry for it carries the tokens refused beside those
+// admitted (its offered load), every node estimates its own and the
+// cluster's offered load of the key, and while the key is contended a node
+// admits below the gate (a quarter of the key's bucket) only what its
+// share, R × (its load ÷ the cluster's), allows, as for the global bucket.
+// Unlike the global bucket's shares, the loads are decaying totals per
+// key, not a window per peer: a hot key costs one small record, however
+// many nodes use it.
+//
+// A node refused only by itself (one client hammering one replica) is not
+// hot, and sends nothing for its refusals: an attack on one replica costs
+// its peers no traffic. Hot keys are at most maxHotKeys; one unused for
+// hotFor is forgotten.
+//
+// A lying peer can claim any load, and so shrink this node's share, but a
+// share only ever holds tokens back: the key's bucket still bounds every
+// admit, and above the gate anyone may take tokens.
+//
+// keyShares owns the hot keys and their loads, under the engine's lock
+// (held by the tick, the flush and receive); each keyShare's share bucket
+// is lock-free (the request path takes from it), and so is the entry's
+// pointer to it.
+type keyShares struct {
+	*engineEnv
+	view *peerView // the buckets' clock
+	hot  map[uint64]*keyShare
+}
+
+// keyShare is one hot key: its share bucket (lock-free) and, under the
+// engine's lock, the loads that price it.
+type keyShare struct {
+	share shareBucket
+	// own is this node's load of the key, all the cluster's (own
+	// included): admitted and offered tokens, decaying totals.
+	own, all keyLoad
+	// refusedAt is when the key was last refused anywhere, peerAt when a
+	// peer last reported using it.
+	refusedAt, peerAt int64
+}
+
+const (
+	// maxHotKeys bounds the keys with shares: a peer that reports
+	// invented keys fills the table, and beyond it keys race.
+	maxHotKeys = 4096
+	// hotFor is how long a hot key stays hot after its last refusal.
+	hotFor = 4 * fairWindow
+)
+
+// keyLoad is a key's admitted and offered tokens, each a total that decays
+// with a time constant of fairWindow: the ratio of two such totals taken
+// at the same time is the ratio of recent rates.
+type keyLoad struct {
+	admits, demand float64
+	at             int64
+}
+
+// add decays the totals to now and adds admits and demand (offered) tokens.
+func (k *keyLoad) add(admits, demand int64, now int64) {
+	k.decay(now)
+	k.admits += float64(admits)
+	k.demand += float64(demand)
+}
+
+func (k *keyLoad) decay(now int64) {
+	if now > k.at {
+		f := math.Exp(-float64(now-k.at) / float64(fairWindow))
+		k.admits, k.demand, k.at = k.admits*f, k.demand*f, now
+	}
+}
+
+func newKeyShares(env *engineEnv, view *peerView) keyShares {
+	return keyShares{engineEnv: env, view: view, hot: make(map[uint64]*keyShare)}
+}
+
+// reportable reports whether a flush should send key hash h's refusals
+// when it admitted none of it since the last: only for a hot key that a
+// peer uses too. The caller holds the engine's lock.
+func (ks *keyShares) reportable(h uint64, now int64) bool {
+	k := ks.hot[h]
+	return k != nil && now-k.peerAt < fairWindow
+}
+
+// sent notes what this node reports of key hash h: admitted and refused
+// tokens. A refusal makes the key hot only once a peer uses it too
+// (heard). The caller holds the engine's lock.
+func (ks *keyShares) sent(h uint64, admitted, refused, now int64) {
+	k := ks.hot[h]
+	if k == nil {
+		return
+	}
+	k.own.add(admitted, admitted+refused, now)
+	k.all.add(admitted, admitted+refused, now)
+	if refused > 0 {
+		k.refusedAt = now
+	}
+}
+
+// heard notes a peer's report of key hash h, whose entry here is ent (nil
+// when this node holds none). The key turns hot when both the peer and
+// this node use it and either refuses it. The caller holds the engine's
+// lock.
+func (ks *keyShares) heard(h uint64, ent *clusterEntry, admitted, refused, now int64) {
+	k := ks.hot[h]
+	if k == nil {
+		if ent == nil || ent.pending.Load() == 0 && ent.refused.Load() == 0 && ent.inflight.Load() == 0 {
+			return // this node does not use the key: nothing to share
+		}
+		if refused == 0 && ent.refused.Load() == 0 || len(ks.hot) >= maxHotKeys {
+			return
+		}
+		k = &keyShare{}
+		ks.hot[h] = k
+	}
+	k.all.add(admitted, admitted+refused, now)
+	k.peerAt = now
+	if refused > 0 {
+		k.refusedAt = now
+	}
+}
+
+// rebalance runs on every tick: it prices every hot key's share from the
+// loads, attaches it to the key's entry (a new entry after an eviction
+// has none), and forgets the keys no longer refused. The caller holds the
+// engine's lock.
+func (ks *keyShares) rebalance(now int64) {
+	at := ks.view.bucketTime(now)
+	for h, k := range ks.hot {
+		ent := ks.keys.lookup(h)
+		if now-k.refusedAt > hotFor || ent == nil && now-k.peerAt > fairWindow {
+			if ent != nil {
+				ent.fair.CompareAndSwap(k, nil)
+			}
+			delete(ks.hot, h)
+			continue
+		}
+		k.price(ks.rules.forKey(h), ent, now, at, ks.tick)
+		if ent != nil && ent.fair.Load() != k {
+			ent.fair.Store(k)
+		}
+	}
+}
+
+// price sets the share of key k with rule p, whose replica is ent's
+// bucket, as fairShares.rebalance does for the global bucket: off unless
+// the key is contended (the cluster admits under contendedRatio of what
+// it is offered) and this node is offered some of it.
+func (k *keyShare) price(p *rule, ent *clusterEntry, now int64, at bucketTime, tick int64) {
+	q := &k.share
+	k.own.decay(now)
+	k.all.decay(now)
+	own, all := k.own.demand, k.all.demand
+	if own <= 0 || all <= 0 || k.all.admits >= contendedRatio*all {
+		q.on.Store(false)
+		return
+	}
+	q.setGate(p)
+	share := p.perSecond() * min(own/all, 1)
+	if ent != nil {
+		// Stock above empty raises the share, so that tokens the shares
+		// leave unspent drain instead of idling (fairness.go).
+		if level := p.tolerance - (max(ent.tat.Load(), int64(at)) - int64(at)); level > 0 {
+			share *= 1 + drainGain*float64(level)/float64(q.gate.Load())
+		}
+	}
+	iv := saturate(math.Ceil(float64(time.Second)/share), 1, maxShareInterval)
+	if iv > p.tolerance {
+		q.on.Store(false)
+		return
+	}
+	tol := max(2, saturate(share*float64(tick)/float64(time.Second)/10, 0, maxShareInterval)) * iv
+	q.set(iv, tol, at)
+	q.on.Store(true)
+}
+
+// takeShared is takeInto for a hot key's bucket: an admit that leaves the
+// replica below the gate while the key is contended also spends this
+// node's share q. ok is false when the word was evicted.
+func takeShared(d *Decision, tat *atomic.Int64, p *rule, at bucketTime, n int64, q *shareBucket) (ok bool) {
+	now := int64(at)
+	unit := p.interval
+	cost := n * unit
+	held := false
+	old := tat.Load()
+	for {
+		if old == evicted {
+			if held {
+				q.giveBack(n, now)
+			}
+			return false
+		}
+		base := max(old, now)
+		next := base + cost
+		if next-now > p.tolerance {
+			if held {
+				q.giveBack(n, now)
+			}
+			p.fillDenied(d, base, now, next, unit)
+			settle(tat, p, old, at)
+			return true
+		}
+		if !held && q.needed(next-now, p.tolerance) {
+			if ok, wait := q.take(n, now); !ok {
+				p.fillDenied(d, base, now, next, unit)
+				d.RetryAfter = max(d.RetryAfter, wait)
+				return true
+			}
+			held = true
+		}
+		if tat.CompareAndSwap(old, next) {
+			p.fillAllowed(d, next, now, unit)
+			return true
+		}
+		old = reread(tat)
+	}
+}
