@@ -163,8 +163,9 @@ func (e *engine) takeKeyed(d *Decision, h uint64, p *rule, now, n int64) (waits 
 			*d = wait
 			return true
 		}
+		k := ent.fair.Load()
 		var ok bool
-		if k := ent.fair.Load(); k != nil && k.share.on.Load() {
+		if k != nil && k.share.on.Load() {
 			ok = takeShared(d, &ent.tat, p, at, n, &k.share)
 		} else {
 			ok = takeInto(d, &ent.tat, p, at, n)
@@ -172,8 +173,8 @@ func (e *engine) takeKeyed(d *Decision, h uint64, p *rule, now, n int64) (waits 
 		if ok {
 			if d.Allowed {
 				e.countKeyed(h, ent, p, n)
-			} else if e.mode.get() != modeStopped {
-				e.send.refusedKeyed(h, ent, n)
+			} else if k != nil && e.mode.get() != modeStopped {
+				e.send.refusedKeyed(h, ent, k, n)
 			}
 			return false
 		}

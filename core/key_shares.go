@@ -52,7 +52,8 @@ type keyShares struct {
 // keyShare is one hot key: its share bucket (lock-free) and, under the
 // engine's lock, the loads that price it.
 type keyShare struct {
-	share shareBucket
+	share   shareBucket
+	refused atomic.Int64 // tokens refused here, not yet sent
 	// own is this node's load of the key, all the cluster's (own
 	// included): admitted and offered tokens, decaying totals.
 	own, all keyLoad
@@ -119,19 +120,20 @@ func (ks *keyShares) sent(h uint64, admitted, refused, now int64) {
 }
 
 // heard notes a peer's report of key hash h, whose entry here is ent (nil
-// when this node holds none). The key turns hot when both the peer and
-// this node use it and either refuses it. The caller holds the engine's
-// lock.
+// when this node holds none). The key turns hot when a peer uses it while
+// this node's copy holds less than a token: the key is contended, and this
+// node may be asked for it too. The caller holds the engine's lock.
 func (ks *keyShares) heard(h uint64, ent *clusterEntry, admitted, refused, now int64) {
 	k := ks.hot[h]
 	if k == nil {
-		if ent == nil || ent.pending.Load() == 0 && ent.refused.Load() == 0 && ent.inflight.Load() == 0 {
-			return // this node does not use the key: nothing to share
-		}
-		if refused == 0 && ent.refused.Load() == 0 || len(ks.hot) >= maxHotKeys {
+		if ent == nil || len(ks.hot) >= maxHotKeys {
 			return
 		}
-		k = &keyShare{}
+		p, at := ks.rules.forKey(h), int64(ks.view.bucketTime(now))
+		if tat := ent.tat.Load(); tat == evicted || tat-at <= p.tolerance-p.interval {
+			return // a token left: not contended here
+		}
+		k = &keyShare{refusedAt: now} // as good as refused: no token left
 		ks.hot[h] = k
 	}
 	k.all.add(admitted, admitted+refused, now)

@@ -143,11 +143,11 @@ func (s *sender) countKeyed(h uint64, ent *clusterEntry, p *rule, n int64) {
 	s.counted(v, n, p)
 }
 
-// refusedKeyed counts n tokens of key hash h refused for want of tokens,
-// the key's offered load for its share if it is hot (key_shares.go): the
-// next flush reports them. Lock-free: the request path calls it.
-func (s *sender) refusedKeyed(h uint64, ent *clusterEntry, n int64) {
-	if ent.refused.Add(n) == n { // the first since the last flush
+// refusedKeyed counts n tokens of hot key hash h (share k) refused for
+// want of tokens, the key's offered load (key_shares.go): the next flush
+// reports them. Lock-free: the request path calls it.
+func (s *sender) refusedKeyed(h uint64, ent *clusterEntry, k *keyShare, n int64) {
+	if k.refused.Add(n) == n { // the first since the last flush
 		d := &s.dirty[h%dirtyShards]
 		d.mu.Lock()
 		d.list = append(d.list, dirtyKey{h, ent})
@@ -248,7 +248,10 @@ func (s *sender) flush(now int64, heartbeat, leaving, atOnce bool) [][]byte {
 		d.list = nil
 		d.mu.Unlock()
 		for _, k := range list {
-			n, refused := k.e.pending.Swap(0), k.e.refused.Swap(0)
+			n, refused := k.e.pending.Swap(0), int64(0)
+			if ks := k.e.fair.Load(); ks != nil {
+				refused = ks.refused.Swap(0)
+			}
 			if n > 0 || refused > 0 {
 				s.keyFair.sent(k.h, n, refused, now)
 			}

@@ -75,7 +75,6 @@ type clusterEntry struct {
 	tat      atomic.Int64
 	pending  atomic.Int64 // admitted here, not yet sent
 	inflight atomic.Int64 // sent within the last reportFlight (decide_clustered.go)
-	refused  atomic.Int64 // refused here for want of tokens, not yet sent
 	// fair is the key's share while it is hot (key_shares.go); nil
 	// otherwise.
 	fair atomic.Pointer[keyShare]

@@ -13,7 +13,7 @@ func TestLayout(t *testing.T) {
 		"clustered slot":   {unsafe.Sizeof(keySlot[clusterSlot]{}), 16},
 		"bucket":           {unsafe.Sizeof(bucket{}), 64},
 		"standalone entry": {unsafe.Sizeof(plainEntry{}), 8},
-		"clustered entry":  {unsafe.Sizeof(clusterEntry{}), 40},
+		"clustered entry":  {unsafe.Sizeof(clusterEntry{}), 32},
 		"counted bucket":   {unsafe.Sizeof(countedBucket{}), 64},
 	} {
 		t.Run(name, func(t *testing.T) {
