@@ -149,7 +149,18 @@ func FuzzReceive(f *testing.F) {
 				hdr := wire.AppendHeader(nil, &fr, 0)
 				hdr = hdr[:len(hdr)-1] // the entry count follows
 				if seq != 0 && op == 1 {
-					hdr = appendKeyed(hdr, keys[byteAt(i+8)%2], u64(i+9)>>(byteAt(i+10)%64))
+					// Admits, refusals (a hot key's load: any claim), or both.
+					tokens, refused := u64(i+9)>>(byteAt(i+10)%64), extremeOr(byteAt(i+15), uint64(byteAt(i+14)), burst)
+					switch byteAt(i+5) >> 6 {
+					case 1:
+						tokens = 0
+					case 2:
+						refused = 0
+					}
+					if tokens == 0 && refused == 0 {
+						refused = 1
+					}
+					hdr = appendKeyed(hdr, keys[byteAt(i+8)%2], tokens, refused)
 				} else {
 					hdr = append(hdr, 0)
 				}
@@ -159,8 +170,13 @@ func FuzzReceive(f *testing.F) {
 				m := int(byteAt(i+1)) % 40
 				b = data[min(i+2, len(data)):min(i+2+m, len(data))]
 				i += 2 + m
-			case 3: // time passes
+			case 3: // time passes, and this node is asked for a key (so
+				// that peers' reports can make it hot, with a share)
 				n.advance(time.Duration(byteAt(i+1)) * 500 * time.Microsecond)
+				for range byteAt(i+1) % 8 {
+					l.TakeAt(n.now, keys[byteAt(i+1)/8%2], 1)
+					lastFrame = n.now // what it spends refills within the same window
+				}
 				i += 2
 				continue
 			}
@@ -219,8 +235,9 @@ func extremeOr(x byte, v uint64, b int64) uint64 {
 }
 
 // appendKeyed appends an entry count of one and one entry.
-func appendKeyed(b []byte, key string, tokens uint64) []byte {
+func appendKeyed(b []byte, key string, tokens, refused uint64) []byte {
 	b = append(b, 1)
 	b = binary.LittleEndian.AppendUint64(b, hashKey(0, key))
-	return binary.AppendUvarint(b, tokens)
+	b = binary.AppendUvarint(b, tokens)
+	return binary.AppendUvarint(b, refused)
 }

@@ -71,8 +71,8 @@ type rule struct {
 	replaces        []string
 	// perValue: the rule has a bucket per distinct value of the levels
 	// that take many values. Otherwise it has one bucket, the limiter's
-	// global one, which shares the rate out by each replica's offered load
-	// (core/fairness.go); a keyed bucket has no such shares.
+	// global one. Either way a contended bucket shares its rate out by each
+	// replica's offered load (core/fairness.go, core/key_shares.go).
 	perValue bool
 	at       string // file:line, for messages
 }
