@@ -12,6 +12,7 @@ replace (
 
 require (
 	github.com/envoyproxy/go-control-plane/envoy v1.40.0
+	golang.org/x/net v0.60.0
 	google.golang.org/grpc v1.85.0
 )
 
@@ -83,7 +84,6 @@ require (
 	go.opentelemetry.io/otel/trace v1.45.0 // indirect
 	go.opentelemetry.io/proto/otlp v1.11.0 // indirect
 	go.yaml.in/yaml/v3 v3.0.6 // indirect
-	golang.org/x/net v0.60.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect
 	golang.org/x/text v0.42.0 // indirect
 	google.golang.org/genproto/googleapis/api v0.0.0-20260817212433-ac3dfec99bb1 // indirect

@@ -45,6 +45,7 @@ import (
 
 	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"golang.org/x/net/netutil"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 )
@@ -76,12 +77,13 @@ func main() {
 	callers := flag.Int("callers", 32, "concurrent callers in the closed loop")
 	offered := flag.Float64("offered", 1500, "decisions a second offered in the open loop")
 	noop := flag.String("serve-noop", "", "serve a RateLimitService that answers OK without deciding, on this address (the bench runs itself so, for gRPC's own ceiling)")
+	noopHTTP := flag.String("serve-noop-http", "", "with -serve-noop, also answer GET /allow on this address without deciding (HTTP's ceiling)")
 	parts := flag.String("parts", "throughput,accuracy,memory", "what to measure, comma-separated: throughput (and /allow latency), accuracy (three replicas of each behind round-robin), memory (a million descriptor values)")
 	accuracyFor := flag.Duration("accuracy-duration", 20*time.Second, "how long the accuracy part offers load")
 	values := flag.Int("values", 1_000_000, "distinct descriptor values the memory part sends")
 	flag.Parse()
 	if *noop != "" {
-		if err := serveNoop(*noop); err != nil {
+		if err := serveNoop(*noop, *noopHTTP); err != nil {
 			fmt.Fprintln(os.Stderr, "rlsbench:", err)
 			os.Exit(1)
 		}
@@ -218,7 +220,7 @@ func startAll(names, addrs []string, cmds []*exec.Cmd) (stop func(), err error) 
 // throughput is decisions a second closed loop, latency open loop, for
 // each server, and the /allow latency of ours.
 func throughput(b benchEnv, duration time.Duration, callers int, offered float64) error {
-	ports := make([]int, 6)
+	ports := make([]int, 7)
 	for i := range ports {
 		var err error
 		if ports[i], err = freePort(); err != nil {
@@ -234,7 +236,7 @@ func throughput(b benchEnv, duration time.Duration, callers int, offered float64
 	if err != nil {
 		return err
 	}
-	noop := exec.Command(self, "-serve-noop", "127.0.0.1:"+strconv.Itoa(ports[5]))
+	noop := exec.Command(self, "-serve-noop", "127.0.0.1:"+strconv.Itoa(ports[5]), "-serve-noop-http", "127.0.0.1:"+strconv.Itoa(ports[6]))
 	servers := []server{
 		{name: "envoyproxy/ratelimit + Redis", addr: "127.0.0.1:" + strconv.Itoa(ports[1])},
 		{name: "gopherpace serve", addr: "127.0.0.1:" + strconv.Itoa(ports[4])},
@@ -266,40 +268,52 @@ func throughput(b benchEnv, duration time.Duration, callers int, offered float64
 		fmt.Printf("| %s | %.0f | %.0f | %.2f ms | %.2f ms | %d |\n", s.name, one, many, ms(p50), ms(p99), e1+e2+e3)
 	}
 	// The seed's HTTP API on the same server: its own published figures
-	// are p50 0.6 ms and p99 11 ms on loopback.
-	allow := "http://127.0.0.1:" + strconv.Itoa(ports[3]) + "/allow?key=t"
-	fmt.Printf("\nHTTP GET /allow on gopherpace serve, open loop (Poisson), %v each\n\n", duration)
-	fmt.Println("| offered | p50 | p99 | errors |")
-	fmt.Println("|---|---|---|---|")
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 512}, Timeout: 5 * time.Second}
-	for _, rate := range []float64{1000, 10000} {
-		p50, p99, errs := openLoopWith(rate, duration, func(i int) error {
-			resp, err := client.Get(allow + strconv.Itoa(i%10000))
+	// are p50 0.6 ms and p99 11 ms on loopback. Beside it, the same
+	// request answered by a handler that decides nothing: the floor that
+	// Go's HTTP server and client, and this generator, set on this machine.
+	fmt.Printf("\nHTTP GET /allow, open loop (Poisson) and one caller back to back, %v each\n\n", duration)
+	fmt.Println("| server | load | p50 | p99 | errors |")
+	fmt.Println("|---|---|---|---|---|")
+	// At most 256 connections, as a caller's pool holds: a generator that
+	// opens one per request in flight turned one stall of the shared
+	// machine into thousands of connections queued behind the server's
+	// cap of 1,024, and most of a run timed out (the do-nothing server
+	// below is capped alike).
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256, MaxConnsPerHost: 256}, Timeout: 5 * time.Second}
+	for _, target := range []struct{ name, url string }{
+		{"gopherpace serve", "http://127.0.0.1:" + strconv.Itoa(ports[3]) + "/allow?key=t"},
+		{"a handler that answers without deciding", "http://127.0.0.1:" + strconv.Itoa(ports[6]) + "/allow?key=t"},
+	} {
+		get := func(i int) error {
+			resp, err := client.Get(target.url + strconv.Itoa(i%10000))
 			if err != nil {
 				return err
 			}
 			_, _ = io.Copy(io.Discard, resp.Body)
 			return resp.Body.Close()
-		})
-		fmt.Printf("| %.0f/s | %.2f ms | %.2f ms | %d |\n", rate, ms(p50), ms(p99), errs)
-	}
-	// One caller, one request at a time: the round trip with no queue and
-	// no generator's timers in it.
-	var lat []time.Duration
-	failed := 0
-	for i, end := 0, time.Now().Add(duration); time.Now().Before(end); i++ {
-		start := time.Now()
-		resp, err := client.Get(allow + strconv.Itoa(i%10000))
-		if err != nil {
-			failed++
-			continue
 		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		_ = resp.Body.Close()
-		lat = append(lat, time.Since(start))
+		for _, rate := range []float64{1000, 10000} {
+			p50, p99, errs := openLoopWith(rate, duration, get)
+			fmt.Printf("| %s | %.0f/s offered | %.2f ms | %.2f ms | %d |\n", target.name, rate, ms(p50), ms(p99), errs)
+		}
+		// One caller, one request at a time: the round trip with no queue
+		// and no generator's timers in it.
+		var lat []time.Duration
+		failed := 0
+		for i, end := 0, time.Now().Add(duration); time.Now().Before(end); i++ {
+			start := time.Now()
+			if err := get(i); err != nil {
+				failed++
+				continue
+			}
+			lat = append(lat, time.Since(start))
+		}
+		if len(lat) == 0 {
+			return fmt.Errorf("%s: no request answered", target.name)
+		}
+		slices.Sort(lat)
+		fmt.Printf("| %s | one caller, back to back (%d requests) | %.3f ms | %.3f ms | %d |\n", target.name, len(lat), ms(lat[len(lat)/2]), ms(lat[len(lat)*99/100]), failed)
 	}
-	slices.Sort(lat)
-	fmt.Printf("| one caller, back to back (%d requests) | %.3f ms | %.3f ms | %d |\n", len(lat), ms(lat[len(lat)/2]), ms(lat[len(lat)*99/100]), failed)
 	return nil
 }
 
@@ -417,12 +431,44 @@ func (noopServer) ShouldRateLimit(_ context.Context, req *rlspb.RateLimitRequest
 }
 
 // serveNoop is the ceiling: the same gRPC server and messages, no decision.
-func serveNoop(addr string) error {
+func serveNoop(addr, httpAddr string) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return err
 	}
+	if httpAddr != "" {
+		hl, err := net.Listen("tcp", httpAddr)
+		if err != nil {
+			return err
+		}
+		// The listener gopherpace serve has: the same cap and timeouts.
+		srv := &http.Server{Handler: http.HandlerFunc(allowNoop), ReadHeaderTimeout: 5 * time.Second,
+			ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second, IdleTimeout: 60 * time.Second, MaxHeaderBytes: 16 << 10}
+		go func() { _ = srv.Serve(netutil.LimitListener(hl, 1024)) }()
+	}
 	g := grpc.NewServer()
 	rlspb.RegisterRateLimitServiceServer(g, noopServer{})
 	return g.Serve(ln)
+}
+
+// allowNoop answers the seed's GET /allow as gopherpace serve does for an
+// admitted request, reading the same query and writing the same headers and
+// body, without deciding anything.
+func allowNoop(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	if q.Get("key") == "" {
+		http.Error(w, "missing key", http.StatusBadRequest)
+		return
+	}
+	if n := q.Get("n"); n != "" {
+		if _, err := strconv.Atoi(n); err != nil {
+			http.Error(w, "bad n", http.StatusBadRequest)
+			return
+		}
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("X-RateLimit-Limit", "1000000")
+	h.Set("X-RateLimit-Remaining", "999999")
+	_, _ = io.WriteString(w, `{"allowed":true,"remaining":999999,"limit":1000000,"rate":1000000}`+"\n")
 }
