@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -442,6 +444,73 @@ func TestRLSReloadKeepsBuckets(t *testing.T) {
 	}
 	if got := testutil.ToFloat64(f.metrics.configLoads.WithLabelValues("loaded")); got != 1 {
 		t.Errorf("loads counted %v", got)
+	}
+}
+
+// Reloads while decisions run: no decision fails, and a rule that stays
+// keeps its bucket through every reload (none refills it).
+func TestRLSReloadUnderLoad(t *testing.T) {
+	const perMinute = 20 // remote_address's limit in edgeConfig
+	f := newRLS(t, edgeConfig, false)
+	before := f.svc.limiterFor("edge.remote_address")
+	path := filepath.Join(t.TempDir(), "limits.yaml")
+	other := strings.Replace(edgeConfig, "requests_per_unit: 1000", "requests_per_unit: 2000", 1)
+	if other == edgeConfig {
+		t.Fatal("the second config is the first")
+	}
+	req := &rlspb.RateLimitRequest{Domain: "edge", Descriptors: []*rlv3.RateLimitDescriptor{descriptor("remote_address", "10.9.9.9")}}
+	var admitted, asked atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	begin := time.Now()
+	for range 4 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				resp, err := f.client.ShouldRateLimit(ctx, req)
+				cancel()
+				if err != nil {
+					t.Errorf("a decision failed during the reloads: %v", err)
+					return
+				}
+				asked.Add(1)
+				if resp.OverallCode == rlspb.RateLimitResponse_OK {
+					admitted.Add(1)
+				}
+			}
+		})
+	}
+	for i := range 20 {
+		text := edgeConfig
+		if i%2 == 0 {
+			text = other
+		}
+		if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.svc.reload(path); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Millisecond) // decisions in between, as a watch's reloads are apart
+	}
+	close(stop)
+	wg.Wait()
+	elapsed := time.Since(begin)
+	most := perMinute + int64(elapsed.Minutes()*perMinute) + 1
+	t.Logf("%d of %d decisions admitted in %v across 20 reloads", admitted.Load(), asked.Load(), elapsed)
+	if asked.Load() < 100 {
+		t.Fatalf("only %d decisions ran during the reloads: the test proves nothing", asked.Load())
+	}
+	if admitted.Load() < perMinute || admitted.Load() > most {
+		t.Fatalf("admitted %d across the reloads, want the bucket's %d and at most %d: a reload refilled it", admitted.Load(), perMinute, most)
+	}
+	if f.svc.limiterFor("edge.remote_address") != before {
+		t.Fatal("a reload replaced a limiter whose rule stayed")
 	}
 }
 

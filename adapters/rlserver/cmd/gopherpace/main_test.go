@@ -181,7 +181,21 @@ func TestTwoReplicasShareALimit(t *testing.T) {
 			t.Fatal("replica b still admits after replica a spent the shared bucket")
 		}
 	}
+	// SIGTERM leaves the cluster cleanly: b says goodbye, so a counts it
+	// gone at once (a crash would keep it known, out of sight, for the
+	// grace period) and is not partitioned.
 	b.stop(t)
+	gone := regexp.MustCompile(`gopherpace_cluster_peers\{limiter="service",state="known"\} 1\n`)
+	whole := regexp.MustCompile(`gopherpace_cluster_partitioned\{limiter="service"\} 0\n`)
+	left := time.Now()
+	for deadline := left.Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if _, m := get(t, "http://"+a.http+"/metrics"); gone.MatchString(m) && whole.MatchString(m) {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("replica a still counts b 5 s after b's SIGTERM (grace period 10 s: no goodbye?):\n%s", m)
+		}
+	}
+	t.Logf("replica a counted b gone %v after b exited", time.Since(left).Round(time.Millisecond))
 	a.stop(t)
 }
 
