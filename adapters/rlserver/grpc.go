@@ -32,23 +32,13 @@ const (
 // the RateLimitService, so Kubernetes gRPC probes and Envoy's health
 // checks work) and reflection (for grpcurl).
 func newGRPCServer(rls *rlsService) (*grpc.Server, *health.Server) {
-	inFlight := make(chan struct{}, maxInFlight)
-	bound := func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		select {
-		case inFlight <- struct{}{}:
-		default:
-			return nil, status.Error(codes.ResourceExhausted, "too many calls in flight")
-		}
-		defer func() { <-inFlight }()
-		return handler(ctx, req)
-	}
 	g := grpc.NewServer(
 		grpc.ConnectionTimeout(connectTimeout),
 		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: idleTimeout, Time: keepaliveTime, Timeout: keepaliveTimeout}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
 		grpc.MaxConcurrentStreams(maxStreams),
 		grpc.MaxRecvMsgSize(maxRecvBytes),
-		grpc.UnaryInterceptor(bound),
+		grpc.UnaryInterceptor(boundCalls(maxInFlight)),
 	)
 	rlspb.RegisterRateLimitServiceServer(g, rls)
 	h := health.NewServer()
@@ -57,4 +47,20 @@ func newGRPCServer(rls *rlsService) (*grpc.Server, *health.Server) {
 	healthpb.RegisterHealthServer(g, h)
 	reflection.Register(g)
 	return g, h
+}
+
+// boundCalls lets at most n calls run at once: one more is answered
+// ResourceExhausted at once, neither queued nor given a goroutine to wait
+// in, so a flood costs bounded memory and the callers can back off.
+func boundCalls(n int) grpc.UnaryServerInterceptor {
+	inFlight := make(chan struct{}, n)
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		select {
+		case inFlight <- struct{}{}:
+		default:
+			return nil, status.Error(codes.ResourceExhausted, "too many calls in flight")
+		}
+		defer func() { <-inFlight }()
+		return handler(ctx, req)
+	}
 }

@@ -1,0 +1,172 @@
+package rlserver
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// runServer runs the whole server (Run) on loopback with its defaults and
+// returns its HTTP and gRPC addresses; it stops at the end of the test.
+func runServer(t *testing.T) (httpAddr, grpcAddr string) {
+	t.Helper()
+	c, err := ParseFlags([]string{"-addr", "127.0.0.1:0", "-grpc-addr", "127.0.0.1:0"}, func(string) string { return "" }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	addrs := make(chan [2]string, 1)
+	done := make(chan error, 1)
+	go func() { done <- Run(ctx, c, quiet, func(h, g string) { addrs <- [2]string{h, g} }, nil) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+	select {
+	case a := <-addrs:
+		return a[0], a[1]
+	case err := <-done:
+		t.Fatal(err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the server did not start")
+	}
+	return "", ""
+}
+
+// closedAfter reads conn until the server closes it and returns how long
+// that took (at most limit).
+func closedAfter(conn net.Conn, limit time.Duration) time.Duration {
+	start := time.Now()
+	_ = conn.SetReadDeadline(start.Add(limit))
+	_, _ = io.Copy(io.Discard, conn)
+	return time.Since(start)
+}
+
+// A client that opens a connection and stops halfway (a header never
+// finished over HTTP, no handshake over gRPC) holds it only until the
+// listener's timeout, 5 s on each.
+func TestHalfOpenConnectionsAreClosed(t *testing.T) {
+	httpAddr, grpcAddr := runServer(t)
+	h, err := net.Dial("tcp", httpAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	if _, err := io.WriteString(h, "GET /allow?key=k HTTP/1.1\r\nHost: x\r\n"); err != nil { // no blank line
+		t.Fatal(err)
+	}
+	g, err := net.Dial("tcp", grpcAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	var wg sync.WaitGroup
+	var tookHTTP, tookGRPC time.Duration
+	wg.Go(func() { tookHTTP = closedAfter(h, 15*time.Second) })
+	wg.Go(func() { tookGRPC = closedAfter(g, 15*time.Second) })
+	wg.Wait()
+	t.Logf("closed after %v (HTTP, half a header) and %v (gRPC, no handshake)", tookHTTP, tookGRPC)
+	for _, c := range []struct {
+		name          string
+		took, timeout time.Duration
+	}{{"HTTP", tookHTTP, readHeaderTimeout}, {"gRPC", tookGRPC, connectTimeout}} {
+		if c.took < c.timeout-time.Second || c.took > c.timeout+5*time.Second {
+			t.Errorf("%s: a half-open connection was closed after %v, want about %v", c.name, c.took, c.timeout)
+		}
+	}
+}
+
+// Each listener holds at most maxConnections: one more waits in the
+// kernel's backlog, holding no memory of the server's, until one closes.
+func TestConnectionsAreCapped(t *testing.T) {
+	httpAddr, _ := runServer(t)
+	var idle []net.Conn
+	defer func() {
+		for _, c := range idle {
+			c.Close()
+		}
+	}()
+	opened := time.Now()
+	for range maxConnections {
+		c, err := net.Dial("tcp", httpAddr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		idle = append(idle, c)
+	}
+	// The cap's connections are accepted and held (they would close at
+	// the header timeout, 5 s after they opened): a request on a new
+	// connection is not served meanwhile.
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	answered := make(chan error, 1)
+	go func() {
+		resp, err := client.Get("http://" + httpAddr + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+		}
+		answered <- err
+	}()
+	select {
+	case err := <-answered:
+		t.Fatalf("a connection beyond the cap of %d was served at once (%v)", maxConnections, err)
+	case <-time.After(500 * time.Millisecond):
+	}
+	for _, c := range idle[:10] {
+		c.Close()
+	}
+	idle = idle[10:]
+	select {
+	case err := <-answered:
+		if err != nil {
+			t.Fatal(err)
+		}
+		if waited := time.Since(opened); waited >= readHeaderTimeout {
+			t.Fatalf("served only after %v: the held connections timed out rather than closed", waited)
+		}
+	case <-time.After(readHeaderTimeout):
+		t.Fatal("a waiting connection was not served once others closed")
+	}
+}
+
+// A flood of calls beyond maxInFlight is answered ResourceExhausted at
+// once, without queueing, and calls pass again as soon as some finish.
+func TestTooManyCallsAreRefusedAtOnce(t *testing.T) {
+	const n = 3
+	bound := boundCalls(n)
+	release := make(chan struct{})
+	var started, wg sync.WaitGroup
+	started.Add(n)
+	blocked := func(context.Context, any) (any, error) { started.Done(); <-release; return "done", nil }
+	for range n {
+		wg.Go(func() {
+			if _, err := bound(context.Background(), nil, &grpc.UnaryServerInfo{}, blocked); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	started.Wait()
+	start := time.Now()
+	_, err := bound(context.Background(), nil, &grpc.UnaryServerInfo{}, func(context.Context, any) (any, error) { return "ran", nil })
+	if status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("call %d of %d at once: %v, want ResourceExhausted", n+1, n, err)
+	}
+	if took := time.Since(start); took > 100*time.Millisecond {
+		t.Fatalf("the refusal took %v: it waited", took)
+	}
+	close(release)
+	wg.Wait()
+	got, err := bound(context.Background(), nil, &grpc.UnaryServerInfo{}, func(context.Context, any) (any, error) { return "ran", nil })
+	if err != nil || got != "ran" {
+		t.Fatalf("after the flood: %v, %v", got, err)
+	}
+}
