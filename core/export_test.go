@@ -78,12 +78,3 @@ func DecodeTestFrame(b []byte) (TestFrame, error) {
 func ShareInterval(l *Limiter) (time.Duration, bool) {
 	return time.Duration(engineOf(l).fair.share.iv.Load()), engineOf(l).fair.share.on.Load()
 }
-
-// HotKeys is how many keys have shares on a clustered limiter
-// (key_shares.go).
-func HotKeys(l *Limiter) int {
-	e := engineOf(l)
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return len(e.hotKeys.hot)
-}

@@ -45,8 +45,9 @@ import (
 // pointer to it.
 type keyShares struct {
 	*engineEnv
-	view *peerView // the buckets' clock
-	hot  map[uint64]*keyShare
+	view    *peerView // the buckets' clock
+	hot     map[uint64]*keyShare
+	refused atomic.Uint64 // keys not made hot because maxHotKeys were (Stats)
 }
 
 // keyShare is one hot key: its share bucket (lock-free) and, under the
@@ -126,12 +127,16 @@ func (ks *keyShares) sent(h uint64, admitted, refused, now int64) {
 func (ks *keyShares) heard(h uint64, ent *clusterEntry, admitted, refused, now int64) {
 	k := ks.hot[h]
 	if k == nil {
-		if ent == nil || len(ks.hot) >= maxHotKeys {
+		if ent == nil {
 			return
 		}
 		p, at := ks.rules.forKey(h), int64(ks.view.bucketTime(now))
 		if tat := ent.tat.Load(); tat == evicted || tat-at <= p.tolerance-p.interval {
 			return // a token left: not contended here
+		}
+		if len(ks.hot) >= maxHotKeys {
+			ks.refused.Add(1)
+			return
 		}
 		k = &keyShare{refusedAt: now} // as good as refused: no token left
 		ks.hot[h] = k

@@ -67,18 +67,18 @@ func TestAKeyRefusedAtOneNodeIsNotShared(t *testing.T) {
 		}
 	}
 	offer([]int{0}, 2*time.Second)
-	if n := gopherpace.HotKeys(lims[0]); n != 0 {
+	if n := lims[0].Stats().HotKeys; n != 0 {
 		t.Fatalf("node 0 shares %d keys that only it is asked for", n)
 	}
 	offer([]int{0, 1}, time.Second)
 	for _, i := range []int{0, 1} {
-		if n := gopherpace.HotKeys(lims[i]); n != 1 {
+		if n := lims[i].Stats().HotKeys; n != 1 {
 			t.Fatalf("node %d shares %d keys, want the one it and a peer are asked for", i, n)
 		}
 	}
 	offer(nil, 3*time.Second)
 	for i, l := range lims {
-		if n := gopherpace.HotKeys(l); n != 0 {
+		if n := l.Stats().HotKeys; n != 0 {
 			t.Fatalf("node %d still shares %d keys 3 s after their last use", i, n)
 		}
 	}
@@ -104,7 +104,7 @@ func TestReportedRefusalsOfUnusedKeysCostNothing(t *testing.T) {
 		evil.Broadcast(gopherpace.EncodeTestFrame(f))
 		net.Advance(time.Millisecond)
 	}
-	if n := gopherpace.HotKeys(lims[0]); n != 0 {
+	if n := lims[0].Stats().HotKeys; n != 0 {
 		t.Fatalf("%d invented keys made hot", n)
 	}
 	if st := lims[0].Stats(); st.FramesMalformed != 0 {
@@ -151,8 +151,44 @@ func TestALieAboutAKeysLoadOnlyHoldsBack(t *testing.T) {
 		t.Fatalf("admitted %d of R·t+B = %.0f: the lie stranded more than a quarter bucket and the refill it missed", admitted, ideal)
 	}
 	for i, l := range lims {
-		if n := gopherpace.HotKeys(l); n != 1 {
+		if n := l.Stats().HotKeys; n != 1 {
 			t.Fatalf("node %d: %d hot keys, want the one under attack (else the test proves nothing)", i, n)
 		}
+	}
+}
+
+// At most 4,096 keys are hot at once; a key beyond them races, and each
+// such refusal is counted.
+func TestHotKeysAreBounded(t *testing.T) {
+	const keys = 4096 + 50
+	net := memtransport.New()
+	lims, _ := cluster(t, net, 1, gopherpace.WithRefillRate(1), gopherpace.WithBucketSize(1))
+	peer, err := net.Join("peer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	net.Advance(time.Second)
+	names := make([]string, keys)
+	for i := range names {
+		names[i] = fmt.Sprint("k", i)
+		if d, _ := lims[0].TakeAt(net.Now(), names[i], 1); !d.Allowed {
+			t.Fatalf("key %d: its first token was refused", i)
+		}
+	}
+	// The peer uses every key too while this node's copy is empty.
+	for seq, from := uint64(1), 0; from < keys; seq, from = seq+1, from+100 {
+		f := gopherpace.TestFrame{Incarnation: 1, Seq: seq}
+		for _, k := range names[from:min(from+100, keys)] {
+			f.Keys = append(f.Keys, k)
+			f.KeyTokens = append(f.KeyTokens, 1)
+		}
+		if err := peer.Broadcast(gopherpace.EncodeTestFrame(f)); err != nil {
+			t.Fatal(err)
+		}
+		net.Advance(time.Millisecond)
+	}
+	st := lims[0].Stats()
+	if st.HotKeys != 4096 || st.HotKeysRefused != keys-4096 {
+		t.Fatalf("%d hot keys and %d refused, want 4096 and %d", st.HotKeys, st.HotKeysRefused, keys-4096)
 	}
 }

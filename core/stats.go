@@ -62,6 +62,14 @@ type Stats struct {
 	// KeysDropped counts peers' keyed counts dropped because this node's
 	// store was at its key cap.
 	KeysDropped uint64
+	// HotKeys is how many keys are shared by offered load now: keys that
+	// a peer uses while this node's copy holds less than a token
+	// (docs/design.md, "A hot key is shared the same way").
+	// HotKeysRefused counts the times a key would have become hot while
+	// 4,096 were: such a key races for its tokens instead, as accurate in
+	// total but not split by offered load.
+	HotKeys        int64
+	HotKeysRefused uint64
 
 	// ShadowDenials counts the requests that shadow mode (WithShadowMode)
 	// let through because the limit denied them.
@@ -117,8 +125,10 @@ func (e *engine) fillStats(s *Stats) (at bucketTime, tat int64) {
 	s.FramesNotMember, s.SendFailures = rs.notMember.Load(), ss.sendFailures.Load()
 	s.FramesOtherVersion, s.DatagramsSent = hs.ofVersion.Load(), hs.datagramsSent.Load()
 	s.TokensReported, s.TokensCharged = ss.tokensReported.Load(), rs.tokensCharged.Load()
+	s.HotKeysRefused = e.hotKeys.refused.Load()
 	e.mu.Lock()
 	s.FramesMissing = e.view.missing()
+	s.HotKeys = int64(len(e.hotKeys.hot))
 	e.mu.Unlock()
 	return at, tat
 }

@@ -14,7 +14,8 @@ type instruments struct {
 	limitPeriod                                                     metric.Float64ObservableGauge
 	peers, partitioned                                              metric.Int64ObservableGauge
 	frames, bytes, dropped, missing, sendFailures, tokensGossip     metric.Int64ObservableCounter
-	keysDropped                                                     metric.Int64ObservableCounter
+	keysDropped, hotKeysRefused                                     metric.Int64ObservableCounter
+	hotKeys                                                         metric.Int64ObservableGauge
 }
 
 func newInstruments(m metric.Meter) (in instruments, err error) {
@@ -60,6 +61,9 @@ func newInstruments(m metric.Meter) (in instruments, err error) {
 	in.tokensGossip = counter("gopherpace.gossip.tokens", "{token}",
 		"Tokens reported to peers (admitted here) and charged from peers' reports, by direction.")
 	in.keysDropped = counter("gopherpace.gossip.keys.dropped", "{key}", "Peers' keyed counts dropped because the key cap was reached.")
+	in.hotKeys = gauge("gopherpace.cluster.hot_keys", "{key}", "Keys shared by offered load now: a peer uses them while this node's copy is empty.")
+	in.hotKeysRefused = counter("gopherpace.cluster.hot_keys.refused", "{key}",
+		"Keys not shared by offered load because 4,096 already were: they race for their tokens.")
 	return in, err
 }
 
@@ -67,7 +71,7 @@ func (in *instruments) all() []metric.Observable {
 	return []metric.Observable{
 		in.requests, in.tokensAllowed, in.globalTokens, in.liveKeys, in.overflow, in.limitTokens, in.limitPeriod,
 		in.limitBucketSize, in.clustered, in.peers, in.partitioned, in.frames, in.bytes, in.dropped, in.missing,
-		in.sendFailures, in.tokensGossip, in.keysDropped,
+		in.sendFailures, in.tokensGossip, in.keysDropped, in.hotKeys, in.hotKeysRefused,
 	}
 }
 
@@ -112,6 +116,8 @@ func (in *instruments) observe(o metric.Observer, name string, l *gopherpace.Lim
 	o.ObserveInt64(in.tokensGossip, clamp(s.TokensReported), by("direction", "reported"))
 	o.ObserveInt64(in.tokensGossip, clamp(s.TokensCharged), by("direction", "charged"))
 	o.ObserveInt64(in.keysDropped, clamp(s.KeysDropped), one)
+	o.ObserveInt64(in.hotKeys, s.HotKeys, one)
+	o.ObserveInt64(in.hotKeysRefused, clamp(s.HotKeysRefused), one)
 }
 
 func b2i(b bool) int64 {

@@ -266,6 +266,8 @@ func TestPrometheusExporterScrape(t *testing.T) {
 		`gopherpace_limit_bucket_size\{[^}]*limiter="api"[^}]*\} 3`,
 		`gopherpace_keys_live\{`,
 		`gopherpace_cluster_peers\{[^}]*state="known"`,
+		`gopherpace_cluster_hot_keys\{[^}]*limiter=`,
+		`gopherpace_cluster_hot_keys_refused_total\{[^}]*limiter=`,
 		`gopherpace_gossip_io_bytes_total\{[^}]*direction="sent"`,
 		`gopherpace_gossip_frames_dropped_total\{[^}]*reason="malformed"`,
 	} {

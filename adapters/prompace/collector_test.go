@@ -85,6 +85,8 @@ func TestScrape(t *testing.T) {
 		`gopherpace_requests_total{decision="shadowed",limiter="login"} 1`,
 		`gopherpace_cluster_peers{limiter="api",state="known"} 2`,
 		`gopherpace_cluster_partitioned{limiter="api"} 0`,
+		`gopherpace_cluster_hot_keys{limiter="api"} 0`,
+		`gopherpace_cluster_hot_keys_refused_total{limiter="api"} 0`,
 		`gopherpace_gossip_bytes_total{direction="sent",limiter="api"}`,
 		`gopherpace_clustered{limiter="login"} 0`,
 		`gopherpace_limit_tokens{limiter="login"} 1`,

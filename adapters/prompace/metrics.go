@@ -46,6 +46,10 @@ var (
 		"Tokens reported to peers (admitted here) and charged from peers' reports, by direction.", []string{"limiter", "direction"}, nil)
 	keysDropped = prometheus.NewDesc("gopherpace_gossip_keys_dropped_total",
 		"Peers' keyed counts dropped because the key cap was reached.", []string{"limiter"}, nil)
+	hotKeys = prometheus.NewDesc("gopherpace_cluster_hot_keys",
+		"Keys shared by offered load now: a peer uses them while this node's copy is empty.", []string{"limiter"}, nil)
+	hotKeysRefused = prometheus.NewDesc("gopherpace_cluster_hot_keys_refused_total",
+		"Keys not shared by offered load because 4,096 already were: they race for their tokens.", []string{"limiter"}, nil)
 )
 
 func collectLimiter(ch chan<- prometheus.Metric, name string, l *gopherpace.Limiter) {
@@ -89,6 +93,8 @@ func collectLimiter(ch chan<- prometheus.Metric, name string, l *gopherpace.Limi
 	counter(tokensGossip, s.TokensReported, "reported")
 	counter(tokensGossip, s.TokensCharged, "charged")
 	counter(keysDropped, s.KeysDropped)
+	gauge(hotKeys, float64(s.HotKeys))
+	counter(hotKeysRefused, s.HotKeysRefused)
 }
 
 func b2f(b bool) float64 {
