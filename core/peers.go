@@ -18,6 +18,10 @@ const maxStreams = 4
 // peer is what a node knows about one other member, by name.
 type peer struct {
 	streams []*stream
+	// incs holds the streams' incarnations in order, inside the record, so
+	// that finding a frame's stream reads no stream: a pointer chase for
+	// each was a sixth of a 300-node simulation.
+	incs [maxStreams]uint64
 	// lastHeard is when a frame last arrived from any stream (ns, limiter
 	// epoch). A peer first seen in the transport's member list counts as
 	// heard then, so that a node that has just joined is not taken for a
@@ -37,6 +41,9 @@ type peer struct {
 	// predicted is the global tokens withheld on this peer's behalf while
 	// it was silent, to take off its real count if it was only slow.
 	predicted float64
+	// listing is the number of the latest read of the member list that
+	// listed the peer (peerView.listing).
+	listing uint64
 }
 
 // stream is the frames of one incarnation of a peer.
@@ -55,13 +62,14 @@ type stream struct {
 // the least recently heard, when p has maxStreams) if there is none. It
 // returns the count of frames the replaced stream never received.
 func (p *peer) stream(inc uint64) (s *stream, lost uint64) {
-	for _, s := range p.streams {
-		if s.incarnation == inc {
-			return s, 0
+	for i, x := range p.incs[:len(p.streams)] {
+		if x == inc {
+			return p.streams[i], 0
 		}
 	}
 	s = &stream{incarnation: inc}
 	if len(p.streams) < maxStreams {
+		p.incs[len(p.streams)] = inc
 		p.streams = append(p.streams, s)
 		return s, 0
 	}
@@ -72,7 +80,7 @@ func (p *peer) stream(inc uint64) (s *stream, lost uint64) {
 		}
 	}
 	lost = p.streams[oldest].window.missing()
-	p.streams[oldest] = s
+	p.streams[oldest], p.incs[oldest] = s, inc
 	return s, lost
 }
 
