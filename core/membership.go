@@ -50,11 +50,11 @@ type peerView struct {
 	// latest holds its number (peer.listing), so that evaluate needs no
 	// search of the list for each peer: at N = 1,000 that was half a
 	// million string comparisons a tick.
-	listing uint64
-	lastEval          int64 // when evaluate last ran
-	degraded          bool
-	lastErrLog        int64
-	splitSince        int64 // when peers went out of reach
+	listing    uint64
+	lastEval   int64 // when evaluate last ran
+	degraded   bool
+	lastErrLog int64
+	splitSince int64 // when peers went out of reach
 	// arrived reports news from peers since the sender last looked: a
 	// member listed, a frame of a new incarnation or after a silence, or
 	// one with counts, more demand or a missing member. An idle node wakes
