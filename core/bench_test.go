@@ -227,3 +227,46 @@ func BenchmarkReceive(b *testing.B) {
 		b.Fatalf("%d of %d frames received, %d malformed, %d from non-members", st.FramesReceived, b.N, st.FramesMalformed, st.FramesNotMember)
 	}
 }
+
+// BenchmarkTick is one tick of a node at N = 1,000 that hears all its 999
+// peers: reading the member list, who is in sight, the shares from every
+// peer's load, the resync, and the heartbeat. The clock moves a
+// microsecond a tick, so that every peer stays freshly heard; %core is
+// what 20 ticks a second (the default interval) cost one core.
+func BenchmarkTick(b *testing.B) {
+	const peers, ticksPerSec = 999, 20
+	tr := &crowdTransport{now: time.Unix(1_700_000_000, 0)}
+	for i := range peers {
+		tr.members = append(tr.members, "peer-"+strconv.Itoa(i))
+	}
+	l, err := New(WithRefillRate(1000), WithTransport(tr), WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	inc := uint64(tr.now.UnixNano())
+	buf := make([]byte, 0, 64)
+	// Ten reports from every peer over half a second: each peer's load is
+	// measured, as in a busy cluster.
+	for round := range 10 {
+		for p := range peers {
+			sum := uint64(round + 1)
+			buf = wire.Encode(buf[:0], &wire.Frame{Limiter: hashKey(0, DefaultLimiterID), Incarnation: inc,
+				GlobalSum: sum, Global: 1, DemandSum: 2 * sum, Level: int64(p % 100)})
+			tr.receive(tr.members[p], buf)
+		}
+		tr.now = tr.now.Add(50 * time.Millisecond)
+	}
+	e := engineOf(l)
+	e.onTick()
+	if st := l.Stats(); st.HeardNodes != peers+1 {
+		b.Fatalf("%d nodes heard, want %d", st.HeardNodes, peers+1)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		tr.now = tr.now.Add(time.Microsecond)
+		e.onTick()
+	}
+	perTick := float64(b.Elapsed().Nanoseconds()) / float64(b.N)
+	b.ReportMetric(perTick*ticksPerSec/1e7, "%core")
+}
