@@ -187,17 +187,6 @@ func debit(tat *atomic.Int64, p *rule, at bucketTime, n, maxDebt int64) {
 	}
 }
 
-// empty spends every token left, for a node that joined a running cluster.
-func empty(tat *atomic.Int64, p *rule, at bucketTime) {
-	now := int64(at)
-	for {
-		old := tat.Load()
-		if old == evicted || old >= now+p.tolerance || tat.CompareAndSwap(old, now+p.tolerance) {
-			return
-		}
-	}
-}
-
 // refill makes a plain word full at any time, unless the store has evicted
 // it (a missing key is full anyway).
 func refill(tat *atomic.Int64) {

@@ -249,9 +249,12 @@ func TestFailClosedNeverSpendsLeases(t *testing.T) {
 	}
 }
 
-// A node that joins a running cluster empties the keyed buckets it filled
-// before it heard its first peer: the cluster's may be empty.
-func TestNewcomerEmptiesItsKeyedBuckets(t *testing.T) {
+// A node that joins a running cluster does not bring fresh buckets for the
+// keys the cluster has spent: each of its keyed replicas comes down to the
+// level in the first report of that key. A key the cluster has not used
+// keeps its tokens (the newcomer once emptied every key it had touched, and
+// refused them for a window).
+func TestNewcomerLearnsEachKeysLevel(t *testing.T) {
 	net := memtransport.New()
 	trA, _ := net.Join("a")
 	a, err := gopherpace.New(gopherpace.WithRefillRate(1), gopherpace.WithBucketSize(10),
@@ -261,6 +264,12 @@ func TestNewcomerEmptiesItsKeyedBuckets(t *testing.T) {
 	}
 	defer a.Close()
 	net.Advance(time.Second)
+	for range 10 {
+		if d, _ := a.TakeAt(net.Now(), "spent", 1); !d.Allowed {
+			t.Fatal("a was refused within its bucket")
+		}
+	}
+	net.Advance(200 * time.Millisecond) // a's report of them, and its resends, are over
 	trB, _ := net.Join("b")
 	b, err := gopherpace.New(gopherpace.WithRefillRate(1), gopherpace.WithBucketSize(10),
 		gopherpace.WithTransport(trB), gopherpace.WithLogger(discardLogger))
@@ -268,11 +277,22 @@ func TestNewcomerEmptiesItsKeyedBuckets(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	if d, _ := b.TakeAt(net.Now(), "k", 1); !d.Allowed || d.Remaining != 9 {
-		t.Fatalf("before contact: %+v", d)
+	for _, key := range []string{"spent", "unused"} {
+		if d, _ := b.TakeAt(net.Now(), key, 1); !d.Allowed || d.Remaining != 9 {
+			t.Fatalf("%s, before contact: %+v", key, d)
+		}
 	}
-	net.Advance(100 * time.Millisecond) // a's heartbeat arrives
-	if d, _ := b.TakeAt(net.Now(), "k", 1); d.Allowed {
-		t.Fatalf("after joining a running cluster the key still had tokens: %+v", d)
+	// Two tokens refill (b's admit is charged to a, its debt): a spends
+	// one, and its report names the key's level.
+	net.Advance(2 * time.Second)
+	if d, _ := a.TakeAt(net.Now(), "spent", 1); !d.Allowed {
+		t.Fatalf("a's refilled token was refused: %+v", d)
+	}
+	net.Advance(100 * time.Millisecond)
+	if d, _ := b.TakeAt(net.Now(), "spent", 1); d.Allowed {
+		t.Fatalf("the newcomer still had tokens of a key the cluster spent: %+v", d)
+	}
+	if d, _ := b.TakeAt(net.Now(), "unused", 1); !d.Allowed || d.Remaining < 8 {
+		t.Fatalf("a key the cluster never used lost its tokens: %+v", d)
 	}
 }

@@ -37,6 +37,7 @@ type TestFrame struct {
 	Keys                        []string
 	KeyTokens                   []uint64
 	KeyRefused                  []uint64 // zero when nil
+	KeyLevels                   []int64  // the sender's level of each key; a full bucket (1<<20) when nil
 }
 
 // EncodeTestFrame encodes f in the current wire format, without checking
@@ -57,6 +58,11 @@ func EncodeTestFrame(f TestFrame) []byte {
 			refused = f.KeyRefused[i]
 		}
 		b = binary.AppendUvarint(b, refused)
+		level := int64(1 << 20)
+		if f.KeyLevels != nil {
+			level = f.KeyLevels[i]
+		}
+		b = binary.AppendVarint(b, level)
 	}
 	return b
 }

@@ -46,8 +46,8 @@ func TestKeyHashGolden(t *testing.T) {
 var (
 	goldenFrame = wire.Frame{Leaving: true, Idle: true, Partial: true, Limiter: hashKey(0, DefaultLimiterID), Incarnation: 1_700_000_000_123_456_789,
 		Seq: 300, GlobalSum: 70_000, Global: 129, DemandSum: 1_000_000, Level: -42, Withheld: 1 << 14,
-		Keys: []wire.KeyCount{{Key: hashKey(0, "tenant-a"), Tokens: 1}, {Key: hashKey(0, "tenant-b"), Tokens: 200, Refused: 3}}}
-	goldenBytes = "67700507961c565c8abd14cb15cd853dfe9c9717ac02f0a2048101c0843d53808001024a69c276eccbcb24010075fbf4ac2a0a32d2c80103"
+		Keys: []wire.KeyCount{{Key: hashKey(0, "tenant-a"), Tokens: 1, Level: 99}, {Key: hashKey(0, "tenant-b"), Tokens: 200, Refused: 3, Level: -7}}}
+	goldenBytes = "67700507961c565c8abd14cb15cd853dfe9c9717ac02f0a2048101c0843d53808001024a69c276eccbcb240100c60175fbf4ac2a0a32d2c801030d"
 )
 
 func TestWireGolden(t *testing.T) {

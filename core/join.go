@@ -33,8 +33,11 @@ func (j *joining) tick(now int64) {
 // share; a peer that has been up for a while tells this node that it joined
 // a running cluster, whose buckets may be spent: its own replica of the
 // global bucket comes down to the level the peer reports (never below
-// empty), instead of bringing a fresh full bucket, and its keyed replicas
-// start empty. A cluster that formed moments ago and is idle reports full
+// empty), instead of bringing a fresh full bucket. Its keyed replicas come
+// down key by key, to the level in the first report of each
+// (receiver.go, lowerTo): emptied here instead, they refused their keys
+// for a window, and, once entries reported levels, dragged the peers'
+// replicas of those keys down with them. A cluster that formed moments ago and is idle reports full
 // buckets, so its first burst is not refused (before, a node that joined a
 // second after the first emptied its bucket and refused a burst of B at
 // the rate's pace).
@@ -53,6 +56,5 @@ func (j *joining) contact(now int64, peerInc uint64, level int64) {
 		j.log.Info("joined a running cluster: starting from its level", "node", j.name, "tokens", max(level, 0))
 		b := j.view.bucketTime(now)
 		j.word.lowerTo(j.rules.dflt(), b, level)
-		j.keys.each(func(h uint64, ent *clusterEntry) { empty(&ent.tat, j.rules.forKey(h), b) })
 	}
 }

@@ -176,9 +176,9 @@ func TestHotKeysAreBounded(t *testing.T) {
 		}
 	}
 	// The peer uses every key too while this node's copy is empty.
-	for seq, from := uint64(1), 0; from < keys; seq, from = seq+1, from+100 {
+	for seq, from := uint64(1), 0; from < keys; seq, from = seq+1, from+80 {
 		f := gopherpace.TestFrame{Incarnation: 1, Seq: seq}
-		for _, k := range names[from:min(from+100, keys)] {
+		for _, k := range names[from:min(from+80, keys)] {
 			f.Keys = append(f.Keys, k)
 			f.KeyTokens = append(f.KeyTokens, 1)
 		}

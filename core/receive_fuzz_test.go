@@ -160,7 +160,9 @@ func FuzzReceive(f *testing.F) {
 					if tokens == 0 && refused == 0 {
 						refused = 1
 					}
-					hdr = appendKeyed(hdr, keys[byteAt(i+8)%2], tokens, refused)
+					// The sender's level of the key: any claim, extremes too.
+					level := int64(extremeOr(byteAt(i+13), uint64(byteAt(i+12))-128, burst))
+					hdr = appendKeyed(hdr, keys[byteAt(i+8)%2], tokens, refused, level)
 				} else {
 					hdr = append(hdr, 0)
 				}
@@ -235,9 +237,10 @@ func extremeOr(x byte, v uint64, b int64) uint64 {
 }
 
 // appendKeyed appends an entry count of one and one entry.
-func appendKeyed(b []byte, key string, tokens, refused uint64) []byte {
+func appendKeyed(b []byte, key string, tokens, refused uint64, level int64) []byte {
 	b = append(b, 1)
 	b = binary.LittleEndian.AppendUint64(b, hashKey(0, key))
 	b = binary.AppendUvarint(b, tokens)
-	return binary.AppendUvarint(b, refused)
+	b = binary.AppendUvarint(b, refused)
+	return binary.AppendVarint(b, level)
 }

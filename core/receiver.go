@@ -179,15 +179,43 @@ func (r *receiver) apply(from string, b []byte, keep bool) {
 		r.word.debit(r.rules.dflt(), at, global, r.maxDebt(r.rules.dflt()))
 	}
 	for _, kc := range f.Keys {
-		if kc.Tokens > 0 {
-			pol := r.rules.forKey(kc.Key)
-			if !r.keys.debit(kc.Key, pol, at, kc.Tokens, r.maxDebt(pol)) {
-				r.stats.keysDropped.Add(1)
-			}
+		pol := r.rules.forKey(kc.Key)
+		if kc.Tokens > 0 && !r.keys.debit(kc.Key, pol, at, kc.Tokens, r.maxDebt(pol)) {
+			r.stats.keysDropped.Add(1)
 		}
-		r.keyFair.heard(kc.Key, r.keys.lookup(kc.Key), kc.Tokens, kc.Refused, now)
+		ent := r.keys.lookup(kc.Key)
+		if ent != nil && !r.floor {
+			lowerTo(&ent.tat, pol, at, kc.Level, r.maxDebt(pol), max(pol.tolerance/4, r.interval))
+		}
+		r.keyFair.heard(kc.Key, ent, kc.Tokens, kc.Refused, now)
 	}
 	r.fair.observe(&s.fair, level, now, at)
+}
+
+// lowerTo brings a keyed replica down to the level a peer reports for its
+// own (after the admits of the same frame, which this one has just
+// charged), when this one is fuller by more than margin ns. A node that
+// joins a running cluster meets a key's first report with a full bucket
+// where the peers' are spent; without this it admitted a whole bucket
+// more per key and join (a rolling deploy of 5 replicas over-admitted a
+// hot key by 9.5%). The margin, a quarter of the bucket and at least a
+// gossip interval, covers what makes a true replica look fuller for a
+// moment: third parties' reports still in flight, and the refill while
+// this report travelled (80 ms between regions). It only ever lowers, to
+// at most a bucket of debt, as any frame may charge.
+func lowerTo(tat *atomic.Int64, p *rule, at bucketTime, level, maxDebt, margin int64) {
+	now := int64(at)
+	level = min(max(level, -p.burst), p.burst)
+	target := min(now+p.tolerance-level*p.interval, now+p.tolerance+maxDebt)
+	for {
+		old := tat.Load()
+		if old == evicted || max(old, now) >= target-margin {
+			return
+		}
+		if tat.CompareAndSwap(old, target) {
+			return
+		}
+	}
 }
 
 // chargeMark is how far the receiver has charged one stream of a peer.

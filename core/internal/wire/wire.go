@@ -37,15 +37,19 @@
 //	withheld    uv       the share of the refill the sender withholds for
 //	                     peers out of its sight, in 65536ths
 //	count       uv       number of keyed entries that follow
-//	entries     count × (key hash 8 bytes, tokens uv, refused uv): tokens
-//	            admitted from the key's bucket since the sender's previous
-//	            report, and tokens refused for want of tokens (the key's
-//	            offered load, for sharing a contended key fairly); one of
-//	            the two is at least 1
+//	entries     count × (key hash 8 bytes, tokens uv, refused uv, level sv):
+//	            tokens admitted from the key's bucket since the sender's
+//	            previous report, and tokens refused for want of tokens
+//	            (the key's offered load, for sharing a contended key
+//	            fairly), one of the two at least 1; and the tokens left in
+//	            the sender's replica of the key's bucket when it sent the
+//	            frame (negative: debt), as a zigzag varint, so that a
+//	            replica fuller than the sender's (a newcomer's) comes down
 //
-// A keyed entry takes 10 bytes while both counts are below 128.
+// A keyed entry takes 11 bytes while its counts and level are small (the
+// level below 64 either way).
 //
-// Version 4 had no refused count in an entry, version 3 no idle flag, and
+// Version 4 had no refused count and no level in an entry, version 3 no idle flag, and
 // version 2 had the frame alone in its datagram. A node refuses the frames of every other version
 // (ErrVersion), and a node of another refuses its frames, so a cluster runs
 // one version at a time: a version-3 node would take an idle peer's silence
@@ -73,9 +77,10 @@ const (
 	// 10-byte varints.
 	HeaderMax = HeaderFixed + 7*binary.MaxVarintLen64
 	// EntryMax is the largest encoded keyed entry.
-	EntryMax = 8 + 2*binary.MaxVarintLen64
-	// entryMin is the smallest: the key and two one-byte counts.
-	entryMin = 10
+	EntryMax = 8 + 3*binary.MaxVarintLen64
+	// entryMin is the smallest: the key, two one-byte counts and a
+	// one-byte level.
+	entryMin = 11
 	// MaxTokens bounds every count a frame carries: more than any bucket
 	// can hold (a tolerance of 2^60 ns at one token a nanosecond). The core
 	// checks that its own bound agrees.
@@ -85,11 +90,12 @@ const (
 )
 
 // KeyCount is one keyed entry: a key's hash, the tokens admitted and the
-// tokens refused for want of tokens.
+// tokens refused for want of tokens, and the level of the sender's replica.
 type KeyCount struct {
 	Key     uint64
 	Tokens  int64
 	Refused int64
+	Level   int64
 }
 
 // Frame is one decoded frame; see the package comment for each field.
@@ -148,7 +154,8 @@ func AppendHeader(b []byte, f *Frame, count int) []byte {
 func AppendEntry(b []byte, kc KeyCount) []byte {
 	b = binary.LittleEndian.AppendUint64(b, kc.Key)
 	b = binary.AppendUvarint(b, uint64(kc.Tokens))
-	return binary.AppendUvarint(b, uint64(kc.Refused))
+	b = binary.AppendUvarint(b, uint64(kc.Refused))
+	return binary.AppendVarint(b, kc.Level)
 }
 
 // Encode is the whole frame f: its header and every entry.
@@ -167,6 +174,9 @@ func EntrySize(kc KeyCount) int {
 		n++
 	}
 	for v := uint64(kc.Refused); v >= 0x80; v >>= 7 {
+		n++
+	}
+	for v := uint64(kc.Level<<1) ^ uint64(kc.Level>>63); v >= 0x80; v >>= 7 {
 		n++
 	}
 	return n
@@ -213,7 +223,7 @@ func Next(b []byte) (frame, rest []byte, err error) {
 			return nil, nil, ErrShort
 		}
 		at += 8
-		for range 2 { // tokens, refused
+		for range 3 { // tokens, refused, level
 			_, n := binary.Uvarint(b[at:])
 			if n <= 0 {
 				if n == 0 {
@@ -290,16 +300,20 @@ func Decode(b []byte, f *Frame) error {
 		}
 		key := binary.LittleEndian.Uint64(b)
 		var n, refused uint64
+		var level int64
 		if n, b, err = uvarint(b[8:]); err != nil {
 			return err
 		}
 		if refused, b, err = uvarint(b); err != nil {
 			return err
 		}
-		if n > MaxTokens || refused > MaxTokens || n == 0 && refused == 0 {
+		if level, b, err = varint(b); err != nil {
+			return err
+		}
+		if n > MaxTokens || refused > MaxTokens || n == 0 && refused == 0 || level > int64(MaxTokens) || level < -int64(MaxTokens) {
 			return ErrTokens
 		}
-		f.Keys = append(f.Keys, KeyCount{key, int64(n), int64(refused)})
+		f.Keys = append(f.Keys, KeyCount{key, int64(n), int64(refused), level})
 	}
 	if len(b) != 0 {
 		return ErrTrailing

@@ -9,7 +9,7 @@ import (
 func TestRoundTrip(t *testing.T) {
 	in := Frame{Leaving: true, Idle: true, Partial: true, Limiter: 42, Incarnation: 1 << 60, Seq: 300, GlobalSum: 1 << 40, Global: 1_000_000,
 		DemandSum: 1 << 41, Level: -7, Withheld: WithheldOne / 3,
-		Keys: []KeyCount{{1, 1, 0}, {0x24cbcbec76c2694a, 127, 128}, {^uint64(0), 128, 1}, {7, int64(MaxTokens), int64(MaxTokens)}, {8, 0, 3}}}
+		Keys: []KeyCount{{1, 1, 0, 0}, {0x24cbcbec76c2694a, 127, 128, -64}, {^uint64(0), 128, 1, 63}, {7, int64(MaxTokens), int64(MaxTokens), -int64(MaxTokens)}, {8, 0, 3, int64(MaxTokens)}}}
 	b := Encode(nil, &in)
 	var out Frame
 	if err := Decode(b, &out); err != nil {
@@ -44,7 +44,7 @@ func TestHeaderMax(t *testing.T) {
 func TestBytesPerKey(t *testing.T) {
 	f := Frame{Limiter: 1, Incarnation: 2, Seq: 3}
 	for i := range 1000 {
-		f.Keys = append(f.Keys, KeyCount{uint64(i) * 0x9e3779b97f4a7c15, int64(i%100 + 1), int64(i % 3)})
+		f.Keys = append(f.Keys, KeyCount{uint64(i) * 0x9e3779b97f4a7c15, int64(i%100 + 1), int64(i % 3), int64(i%20 - 10)})
 	}
 	b := Encode(nil, &f)
 	if perKey := float64(len(b)) / 1000; perKey > 12 {
@@ -53,7 +53,7 @@ func TestBytesPerKey(t *testing.T) {
 }
 
 func TestDecodeRejects(t *testing.T) {
-	good := Encode(nil, &Frame{Limiter: 1, Incarnation: 2, Seq: 3, GlobalSum: 9, Global: 4, Keys: []KeyCount{{5, 6, 0}}})
+	good := Encode(nil, &Frame{Limiter: 1, Incarnation: 2, Seq: 3, GlobalSum: 9, Global: 4, Keys: []KeyCount{{5, 6, 0, 0}}})
 	mutate := func(f func(b []byte) []byte) []byte { return f(append([]byte(nil), good...)) }
 	for _, tc := range []struct {
 		name string
@@ -71,12 +71,13 @@ func TestDecodeRejects(t *testing.T) {
 		{"version 4", mutate(func(b []byte) []byte { b[2] = 4; return b }), ErrVersion},
 		{"version 6", mutate(func(b []byte) []byte { b[2] = 6; return b }), ErrVersion},
 		{"trailing byte", append(append([]byte(nil), good...), 0), ErrTrailing},
-		{"entry count past the end", mutate(func(b []byte) []byte { b[len(b)-11] = 100; return b }), ErrEntryCount},
+		{"entry count past the end", mutate(func(b []byte) []byte { b[len(b)-12] = 100; return b }), ErrEntryCount},
 		{"delta above the running total", Encode(nil, &Frame{GlobalSum: 3, Global: 4}), ErrTokens},
 		{"withheld above the whole refill", Encode(nil, &Frame{Withheld: WithheldOne + 1}), ErrTokens},
-		{"an entry that counts nothing", mutate(func(b []byte) []byte { b[len(b)-2] = 0; return b }), ErrTokens},
-		{"tokens out of range", Encode(nil, &Frame{Seq: 1, Keys: []KeyCount{{5, int64(MaxTokens) + 1, 0}}}), ErrTokens},
-		{"refusals out of range", Encode(nil, &Frame{Seq: 1, Keys: []KeyCount{{5, 1, int64(MaxTokens) + 1}}}), ErrTokens},
+		{"an entry that counts nothing", mutate(func(b []byte) []byte { b[len(b)-3] = 0; return b }), ErrTokens},
+		{"a level out of range", Encode(nil, &Frame{Seq: 1, Keys: []KeyCount{{5, 1, 0, -int64(MaxTokens) - 1}}}), ErrTokens},
+		{"tokens out of range", Encode(nil, &Frame{Seq: 1, Keys: []KeyCount{{5, int64(MaxTokens) + 1, 0, 0}}}), ErrTokens},
+		{"refusals out of range", Encode(nil, &Frame{Seq: 1, Keys: []KeyCount{{5, 1, int64(MaxTokens) + 1, 0}}}), ErrTokens},
 		{"overlong varint", append(good[:HeaderFixed:HeaderFixed], bytes.Repeat([]byte{0xff}, 11)...), ErrVarint},
 	} {
 		var f Frame
@@ -91,7 +92,7 @@ func TestDecodeRejects(t *testing.T) {
 func TestNextSplitsADatagram(t *testing.T) {
 	frames := [][]byte{
 		Encode(nil, &Frame{Limiter: 1, Incarnation: 2, GlobalSum: 5, Global: 5, Level: -3}),
-		Encode(nil, &Frame{Limiter: 7, Incarnation: 2, Seq: 9, Keys: []KeyCount{{5, 6, 0}, {7, 300, 2}, {9, 0, 1}}}),
+		Encode(nil, &Frame{Limiter: 7, Incarnation: 2, Seq: 9, Keys: []KeyCount{{5, 6, 0, 1}, {7, 300, 2, -5}, {9, 0, 1, 0}}}),
 		Encode(nil, &Frame{Leaving: true, Limiter: 1 << 60, Withheld: WithheldOne}),
 		Encode(nil, &Frame{Idle: true, Limiter: 3, Incarnation: 4, GlobalSum: 8, DemandSum: 9}),
 		Encode(nil, &Frame{Partial: true, Limiter: 3, Incarnation: 5}),
@@ -132,7 +133,7 @@ func TestNextSplitsADatagram(t *testing.T) {
 // a frame Decode accepts is one whole frame to Next, and whatever Next
 // splits off is a prefix of its input.
 func FuzzDecodeFrame(f *testing.F) {
-	f.Add(Encode(nil, &Frame{Limiter: 1, Incarnation: 2, Seq: 3, GlobalSum: 10, Global: 4, Keys: []KeyCount{{5, 6, 0}, {7, 300, 2}, {9, 0, 1}}}))
+	f.Add(Encode(nil, &Frame{Limiter: 1, Incarnation: 2, Seq: 3, GlobalSum: 10, Global: 4, Keys: []KeyCount{{5, 6, 0, 1}, {7, 300, 2, -5}, {9, 0, 1, 0}}}))
 	f.Add(Encode(nil, &Frame{Leaving: true}))
 	f.Add(Encode(nil, &Frame{Idle: true, GlobalSum: 3}))
 	f.Add([]byte("gp\x05\x00"))
@@ -151,7 +152,8 @@ func FuzzDecodeFrame(f *testing.F) {
 			t.Fatalf("accepted global count %d", fr.Global)
 		}
 		for _, kc := range fr.Keys {
-			if kc.Tokens < 0 || kc.Refused < 0 || kc.Tokens+kc.Refused == 0 || uint64(kc.Tokens) > MaxTokens || uint64(kc.Refused) > MaxTokens {
+			if kc.Tokens < 0 || kc.Refused < 0 || kc.Tokens+kc.Refused == 0 || uint64(kc.Tokens) > MaxTokens || uint64(kc.Refused) > MaxTokens ||
+				kc.Level > int64(MaxTokens) || kc.Level < -int64(MaxTokens) {
 				t.Fatalf("accepted entry counts %+v", kc)
 			}
 		}
@@ -169,7 +171,7 @@ func FuzzDecodeFrame(f *testing.F) {
 func benchBatch() *Frame {
 	f := &Frame{Limiter: 1, Incarnation: 2, Seq: 3}
 	for i := range 1000 {
-		f.Keys = append(f.Keys, KeyCount{uint64(i) * 0x9e3779b97f4a7c15, int64(i%50 + 1), 0})
+		f.Keys = append(f.Keys, KeyCount{uint64(i) * 0x9e3779b97f4a7c15, int64(i%50 + 1), 0, 0})
 	}
 	return f
 }
