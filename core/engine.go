@@ -1,6 +1,7 @@
 package gopherpace
 
 import (
+	"math"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -140,6 +141,7 @@ func newEngine(parts engineParts, c *config) *engine {
 	e.view = newPeerView(env, &e.mode, e.recv.afterRefresh)
 	e.fair = fairShares{engineEnv: env, word: &e.global, view: &e.view, denied: newProcCounter()}
 	e.fair.share.setGate(parts.rules.dflt())
+	e.fair.share.tat.Store(math.MinInt64 / 4) // unspent at any time on the buckets' clock (key_shares.go)
 	e.hotKeys = newKeyShares(env, &e.view)
 	e.join = joining{engineEnv: env, word: &e.global, mode: &e.mode, view: &e.view}
 	return e

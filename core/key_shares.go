@@ -139,6 +139,10 @@ func (ks *keyShares) heard(h uint64, ent *clusterEntry, admitted, refused, now i
 			return
 		}
 		k = &keyShare{refusedAt: now} // as good as refused: no token left
+		// An unspent share, whatever the buckets' clock reads: zero is a
+		// time like any other on it, and after a long lag it lay far ahead
+		// (FuzzReceive).
+		k.share.tat.Store(math.MinInt64 / 4)
 		ks.hot[h] = k
 	}
 	k.all.add(admitted, admitted+refused, now)

@@ -225,7 +225,7 @@ func regionsScaleRow(t *testing.T) string {
 // keyedScaleRow is keyed limits at scale: N = 100, 10,000 keys of 10/s
 // each, offered 10,000/s at random keys, so that every request is admitted
 // and nearly every admit is a key of its own in its flush. What a node
-// sends then grows with the keys it admits: 10 bytes per key and flush, to
+// sends then grows with the keys it admits: 11 bytes per key and flush, to
 // each peer. Nothing is sent for keys a node does not admit.
 func keyedScaleRow(t *testing.T) string {
 	const n, keys = 100, 10_000
