@@ -1,8 +1,8 @@
 package gopherpace
 
 import (
-	"math"
 	"log/slog"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
