@@ -292,7 +292,7 @@ func TestAccuracyKeyed(t *testing.T) {
 // first report of it (receiver.go, lowerTo), so it does not bring a fresh
 // bucket per key: before, a join over-admitted by +3.1%, a rolling deploy
 // by +9.5% and a rolling restart by +12.6%, with windows up to +578 over
-// R·w+B.
+// R·w+B, and a node's admit ratio up to 4.6 times off the cluster's.
 func TestAccuracyKeyedTransitions(t *testing.T) {
 	bounds := map[string]float64{"join": 1, "restart": 2.5, "rolling deploy": 1, "rolling restart, same names": 1, "scale-out 3 → 5": 1, "scale-in 5 → 3": 1}
 	for _, sc := range accuracyScenarios() {
@@ -303,12 +303,17 @@ func TestAccuracyKeyedTransitions(t *testing.T) {
 		t.Run(sc.name, func(t *testing.T) {
 			sc.keys, sc.rate = 1, 200
 			r := runScenario(t, sc, false).measure()
-			t.Logf("total %+.2f%%, worst window %+d", r.errPct, r.worstOver)
+			t.Logf("total %+.2f%%, worst window %+d, worst node's admit ratio %.3f off the cluster's", r.errPct, r.worstOver, r.unfair)
 			if math.Abs(r.errPct) > bound {
 				t.Errorf("total %+.2f%% off R·t+B, bound ±%.1f%%", r.errPct, bound)
 			}
 			if r.worstOver > sc.rate/10 {
 				t.Errorf("a window admitted %d over R·w+B, bound %d", r.worstOver, sc.rate/10)
+			}
+			// The global bucket holds 10% here; a hot key's shares take a
+			// moment longer to count a newcomer's load (design.md).
+			if r.unfair > 0.2 {
+				t.Errorf("a node's admit ratio was %.3f off the cluster's, bound 0.2", r.unfair)
 			}
 		})
 	}

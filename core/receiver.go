@@ -185,7 +185,7 @@ func (r *receiver) apply(from string, b []byte, keep bool) {
 		}
 		ent := r.keys.lookup(kc.Key)
 		if ent != nil && !r.floor {
-			lowerTo(&ent.tat, pol, at, kc.Level, r.maxDebt(pol), max(pol.tolerance/4, r.interval))
+			lowerTo(&ent.tat, pol, at, kc.Level, r.maxDebt(pol), max(pol.tolerance/4, r.interval), r.tick)
 		}
 		r.keyFair.heard(kc.Key, ent, kc.Tokens, kc.Refused, now)
 	}
@@ -201,12 +201,20 @@ func (r *receiver) apply(from string, b []byte, keep bool) {
 // hot key by 9.5%). The margin, a quarter of the bucket and at least a
 // gossip interval, covers what makes a true replica look fuller for a
 // moment: third parties' reports still in flight, and the refill while
-// this report travelled (80 ms between regions). It only ever lowers, to
-// at most a bucket of debt, as any frame may charge.
-func lowerTo(tat *atomic.Int64, p *rule, at bucketTime, level, maxDebt, margin int64) {
+// this report travelled (80 ms between regions). It lowers to the
+// reported level plus recharged ns of refill: the reports sent around
+// this node's join that it charges again after this one (the resends of
+// the last ticks carry admits the level already holds), a tick's worth
+// while the key is contended. Lowered to the level exactly, a newcomer
+// ended 10 tokens emptier than its peers and admitted 30% less of a hot
+// key for seconds; with the tick of slack, every node within 16% of the
+// cluster's ratio across a rolling deploy, and no more than a tick of
+// refill admitted over, per key and join. It only ever lowers, to at most
+// a bucket of debt, as any frame may charge.
+func lowerTo(tat *atomic.Int64, p *rule, at bucketTime, level, maxDebt, margin, recharged int64) {
 	now := int64(at)
 	level = min(max(level, -p.burst), p.burst)
-	target := min(now+p.tolerance-level*p.interval, now+p.tolerance+maxDebt)
+	target := min(now+p.tolerance-level*p.interval-recharged, now+p.tolerance+maxDebt)
 	for {
 		old := tat.Load()
 		if old == evicted || max(old, now) >= target-margin {
