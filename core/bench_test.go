@@ -188,6 +188,21 @@ func (*crowdTransport) AfterFunc(time.Duration, func()) func() bool {
 	return func() bool { return true }
 }
 
+// crowdLimiter is a clustered limiter (R = 1000) on a crowdTransport
+// that lists peers members; it closes when the benchmark ends.
+func crowdLimiter(b *testing.B, peers int) (*Limiter, *crowdTransport) {
+	tr := &crowdTransport{now: time.Unix(1_700_000_000, 0)}
+	for i := range peers {
+		tr.members = append(tr.members, "peer-"+strconv.Itoa(i))
+	}
+	l, err := New(WithRefillRate(1000), WithTransport(tr), WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { l.Close() })
+	return l, tr
+}
+
 // BenchmarkReceive is the receiving side at N = 1,000: datagrams of one
 // frame each from 999 listed peers in turn, each frame a peer's report of
 // one more admit (the global total, the demand total and the level move),
@@ -197,15 +212,7 @@ func (*crowdTransport) AfterFunc(time.Duration, func()) func() bool {
 // what that rate costs one core.
 func BenchmarkReceive(b *testing.B) {
 	const peers, rate = 999, 21_000
-	tr := &crowdTransport{now: time.Unix(1_700_000_000, 0)}
-	for i := range peers {
-		tr.members = append(tr.members, "peer-"+strconv.Itoa(i))
-	}
-	l, err := New(WithRefillRate(1000), WithTransport(tr), WithLogger(slog.New(slog.DiscardHandler)))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer l.Close()
+	l, tr := crowdLimiter(b, peers)
 	inc := uint64(tr.now.UnixNano())
 	sums := make([]uint64, peers)
 	buf := make([]byte, 0, 64)
@@ -235,15 +242,7 @@ func BenchmarkReceive(b *testing.B) {
 // what 20 ticks a second (the default interval) cost one core.
 func BenchmarkTick(b *testing.B) {
 	const peers, ticksPerSec = 999, 20
-	tr := &crowdTransport{now: time.Unix(1_700_000_000, 0)}
-	for i := range peers {
-		tr.members = append(tr.members, "peer-"+strconv.Itoa(i))
-	}
-	l, err := New(WithRefillRate(1000), WithTransport(tr), WithLogger(slog.New(slog.DiscardHandler)))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer l.Close()
+	l, tr := crowdLimiter(b, peers)
 	inc := uint64(tr.now.UnixNano())
 	buf := make([]byte, 0, 64)
 	// Ten reports from every peer over half a second: each peer's load is
