@@ -187,6 +187,33 @@ func debit(tat *atomic.Int64, p *rule, at bucketTime, n, maxDebt int64) {
 	}
 }
 
+// wordLevel is how far a plain word is from empty at at, in ns of tokens
+// (negative: debt); a word evicted for being full is full.
+func wordLevel(tat *atomic.Int64, p *rule, at bucketTime) int64 {
+	t := tat.Load()
+	if t == evicted {
+		return p.tolerance
+	}
+	return p.tolerance - max(t-int64(at), 0)
+}
+
+// lowerTo brings a plain word down to level ns of tokens when it holds
+// more than that by over margin ns; it never raises one, and never below a
+// bucket of debt (maxDebt ns), the most any frame may charge.
+func lowerTo(tat *atomic.Int64, p *rule, at bucketTime, level, margin, maxDebt int64) {
+	now := int64(at)
+	target := now + p.tolerance - max(level, -maxDebt)
+	for {
+		old := tat.Load()
+		if old == evicted || max(old, now) >= target-margin {
+			return
+		}
+		if tat.CompareAndSwap(old, target) {
+			return
+		}
+	}
+}
+
 // refill makes a plain word full at any time, unless the store has evicted
 // it (a missing key is full anyway).
 func refill(tat *atomic.Int64) {

@@ -35,7 +35,7 @@ func (j *joining) tick(now int64) {
 // global bucket comes down to the level the peer reports (never below
 // empty), instead of bringing a fresh full bucket. Its keyed replicas come
 // down key by key, to the level in the first report of each
-// (receiver.go, lowerTo): emptied here instead, they refused their keys
+// (receiver.go, learnLevel): emptied here instead, they refused their keys
 // for a window, and, once entries reported levels, dragged the peers'
 // replicas of those keys down with them. A cluster that formed moments ago and is idle reports full
 // buckets, so its first burst is not refused (before, a node that joined a

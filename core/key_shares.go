@@ -45,9 +45,9 @@ import (
 // pointer to it.
 type keyShares struct {
 	*engineEnv
-	view    *peerView // the buckets' clock
-	hot     map[uint64]*keyShare
-	refused atomic.Uint64 // keys not made hot because maxHotKeys were (Stats)
+	view      *peerView // the buckets' clock
+	hot       map[uint64]*keyShare
+	tableFull atomic.Uint64 // keys not made hot because maxHotKeys were (Stats)
 }
 
 // keyShare is one hot key: its share bucket (lock-free) and, under the
@@ -130,12 +130,12 @@ func (ks *keyShares) heard(h uint64, ent *clusterEntry, admitted, refused, now i
 		if ent == nil {
 			return
 		}
-		p, at := ks.rules.forKey(h), int64(ks.view.bucketTime(now))
-		if tat := ent.tat.Load(); tat == evicted || tat-at <= p.tolerance-p.interval {
+		p := ks.rules.forKey(h)
+		if wordLevel(&ent.tat, p, ks.view.bucketTime(now)) >= p.interval {
 			return // a token left: not contended here
 		}
 		if len(ks.hot) >= maxHotKeys {
-			ks.refused.Add(1)
+			ks.tableFull.Add(1)
 			return
 		}
 		k = &keyShare{refusedAt: now} // as good as refused: no token left
@@ -192,7 +192,7 @@ func (k *keyShare) price(p *rule, ent *clusterEntry, now int64, at bucketTime, t
 	if ent != nil {
 		// Stock above empty raises the share, so that tokens the shares
 		// leave unspent drain instead of idling (fairness.go).
-		if level := p.tolerance - (max(ent.tat.Load(), int64(at)) - int64(at)); level > 0 {
+		if level := wordLevel(&ent.tat, p, at); level > 0 {
 			share *= 1 + drainGain*float64(level)/float64(q.gate.Load())
 		}
 	}

@@ -180,50 +180,44 @@ func (r *receiver) apply(from string, b []byte, keep bool) {
 	}
 	for _, kc := range f.Keys {
 		pol := r.rules.forKey(kc.Key)
-		if kc.Tokens > 0 && !r.keys.debit(kc.Key, pol, at, kc.Tokens, r.maxDebt(pol)) {
-			r.stats.keysDropped.Add(1)
+		var ent *clusterEntry
+		if kc.Tokens > 0 {
+			if ent = r.keys.debit(kc.Key, pol, at, kc.Tokens, r.maxDebt(pol)); ent == nil {
+				r.stats.keysDropped.Add(1)
+			}
+		} else {
+			ent = r.keys.lookup(kc.Key)
 		}
-		ent := r.keys.lookup(kc.Key)
 		if ent != nil && !r.floor {
-			lowerTo(&ent.tat, pol, at, kc.Level, r.maxDebt(pol), max(pol.tolerance/4, r.interval), r.tick)
+			r.learnLevel(ent, pol, at, kc.Level)
 		}
 		r.keyFair.heard(kc.Key, ent, kc.Tokens, kc.Refused, now)
 	}
 	r.fair.observe(&s.fair, level, now, at)
 }
 
-// lowerTo brings a keyed replica down to the level a peer reports for its
-// own (after the admits of the same frame, which this one has just
-// charged), when this one is fuller by more than margin ns. A node that
-// joins a running cluster meets a key's first report with a full bucket
-// where the peers' are spent; without this it admitted a whole bucket
-// more per key and join (a rolling deploy of 5 replicas over-admitted a
-// hot key by 9.5%). The margin, a quarter of the bucket and at least a
-// gossip interval, covers what makes a true replica look fuller for a
-// moment: third parties' reports still in flight, and the refill while
-// this report travelled (80 ms between regions). It lowers to the
-// reported level plus recharged ns of refill: the reports sent around
-// this node's join that it charges again after this one (the resends of
-// the last ticks carry admits the level already holds), a tick's worth
-// while the key is contended. Lowered to the level exactly, a newcomer
-// ended 10 tokens emptier than its peers and admitted 30% less of a hot
-// key for seconds; with the tick of slack, every node within 16% of the
-// cluster's ratio across a rolling deploy, and no more than a tick of
-// refill admitted over, per key and join. It only ever lowers, to at most
-// a bucket of debt, as any frame may charge.
-func lowerTo(tat *atomic.Int64, p *rule, at bucketTime, level, maxDebt, margin, recharged int64) {
-	now := int64(at)
+// learnLevel brings this node's replica of a key down to the level a peer
+// reports for its own (after the admits of the same frame, just charged
+// here), when this one is fuller by more than counts in flight explain. A
+// node that joins a running cluster meets a key's first report with a
+// full bucket where the peers' are spent; without this it admitted a
+// whole bucket more per key and join (a rolling deploy of 5 replicas
+// over-admitted a hot key by 9.5%).
+//
+// The margin, a quarter of the bucket and at least a gossip interval,
+// covers what makes a true replica look fuller for a moment: third
+// parties' reports still in flight, and the refill while this report
+// travelled (80 ms between regions). The replica comes down to the level
+// plus a tick's refill: the reports sent around this node's join, resent
+// on the next ticks, reach it after this one and are charged again,
+// though the level holds them. Lowered to the level exactly, a newcomer
+// ended 10 tokens emptier than its peers and got a third less of a hot
+// key for seconds; with the tick, every node stays within 16% of the
+// cluster's ratio across a rolling deploy, at the cost of at most a
+// tick's refill admitted over, per key and join.
+func (r *receiver) learnLevel(ent *clusterEntry, p *rule, at bucketTime, level int64) {
 	level = min(max(level, -p.burst), p.burst)
-	target := min(now+p.tolerance-level*p.interval-recharged, now+p.tolerance+maxDebt)
-	for {
-		old := tat.Load()
-		if old == evicted || max(old, now) >= target-margin {
-			return
-		}
-		if tat.CompareAndSwap(old, target) {
-			return
-		}
-	}
+	lowerTo(&ent.tat, p, at, level*p.interval+r.tick, max(p.tolerance/4, r.interval), r.maxDebt(p))
 }
 
 // chargeMark is how far the receiver has charged one stream of a peer.

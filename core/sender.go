@@ -259,7 +259,9 @@ func (s *sender) flush(now int64, heartbeat, leaving, atOnce bool) [][]byte {
 			if n == 0 && (refused == 0 || !s.keyFair.reportable(k.h, now)) {
 				continue // refusals only matter to the peers of a hot key
 			}
-			batch = append(batch, wire.KeyCount{Key: k.h, Tokens: n, Refused: refused, Level: keyLevel(&k.e.tat, s.rules.forKey(k.h), at)})
+			p := s.rules.forKey(k.h)
+			level := min(max(wordLevel(&k.e.tat, p, at)/p.interval, -p.burst), p.burst)
+			batch = append(batch, wire.KeyCount{Key: k.h, Tokens: n, Refused: refused, Level: level})
 			if n > 0 && !s.floor {
 				k.e.inflight.Add(n)
 				flights = append(flights, flying{k.e, n})
@@ -329,17 +331,6 @@ func (s *sender) flush(now int64, heartbeat, leaving, atOnce bool) [][]byte {
 		s.sent[0] = append(s.sent[0], frames...)
 	}
 	return frames
-}
-
-// keyLevel is the tokens left in a keyed bucket's word at at (negative:
-// debt), clamped to ±the bucket size, for a frame's entry.
-func keyLevel(tat *atomic.Int64, p *rule, at bucketTime) int64 {
-	t := tat.Load()
-	if t == evicted {
-		return p.burst
-	}
-	ahead := max(t-int64(at), 0)
-	return min(max((p.tolerance-ahead)/p.interval, -p.burst), p.burst)
 }
 
 // inFlight counts the tokens of a flush as unheard for reportFlight: the

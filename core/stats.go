@@ -125,7 +125,7 @@ func (e *engine) fillStats(s *Stats) (at bucketTime, tat int64) {
 	s.FramesNotMember, s.SendFailures = rs.notMember.Load(), ss.sendFailures.Load()
 	s.FramesOtherVersion, s.DatagramsSent = hs.ofVersion.Load(), hs.datagramsSent.Load()
 	s.TokensReported, s.TokensCharged = ss.tokensReported.Load(), rs.tokensCharged.Load()
-	s.HotKeysRefused = e.hotKeys.refused.Load()
+	s.HotKeysRefused = e.hotKeys.tableFull.Load()
 	e.mu.Lock()
 	s.FramesMissing = e.view.missing()
 	s.HotKeys = int64(len(e.hotKeys.hot))

@@ -190,19 +190,20 @@ func (s *store[S, E, PS, P]) get(h uint64, at bucketTime) *E {
 	return e
 }
 
-// debit charges a peer's admits to the bucket for h, creating it if needed.
-// It reports false when the store is at its cap and the count was dropped.
-func (s *store[S, E, PS, P]) debit(h uint64, p *rule, at bucketTime, n, maxDebt int64) bool {
+// debit charges a peer's admits to the bucket for h, creating it if needed,
+// and returns its entry; nil when the store is at its cap and the count
+// was dropped.
+func (s *store[S, E, PS, P]) debit(h uint64, p *rule, at bucketTime, n, maxDebt int64) *E {
 	for {
-		e := P(s.get(h, at))
+		e := s.get(h, at)
 		if e == nil {
-			return false
+			return nil
 		}
-		w := e.word()
+		w := P(e).word()
 		if w.Load() != evicted {
 			debit(w, p, at, n, maxDebt)
 			if w.Load() != evicted {
-				return true
+				return e
 			}
 		}
 	}

@@ -49,17 +49,7 @@ func TestAColdClusterAdmitsItsFirstBurstOverMemberlist(t *testing.T) {
 func TestAClusterThatWentQuietAdmitsABurst(t *testing.T) {
 	nodes := threeNodes(t)
 	lims := limiters(t, nodes, gopherpace.WithRefillRate(100), gopherpace.WithBucketSize(100))
-	datagrams := func() (n uint64) {
-		for _, l := range lims {
-			n += l.Stats().DatagramsSent
-		}
-		return n
-	}
-	eventually(t, 10*time.Second, "the idle limiters stop sending", func() bool {
-		before := datagrams()
-		time.Sleep(time.Second)
-		return datagrams() == before
-	})
+	untilQuiet(t, lims)
 	// 150 requests back to back: the bucket's 100, and what refills while
 	// they are decided (100/s), no more.
 	got, start := 0, time.Now()

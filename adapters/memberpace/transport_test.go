@@ -141,6 +141,25 @@ func TestEncryptedClusterAndLabel(t *testing.T) {
 }
 
 // limiters puts a clustered limiter on each transport.
+// untilQuiet waits until lims, idle, stop sending (a second after the
+// last news: it polls until two readings 1 s apart agree, for at most
+// 10 s), and returns the count of datagrams they have sent, to read again.
+func untilQuiet(t *testing.T, lims []*gopherpace.Limiter) (datagrams func() uint64) {
+	t.Helper()
+	datagrams = func() (n uint64) {
+		for _, l := range lims {
+			n += l.Stats().DatagramsSent
+		}
+		return n
+	}
+	eventually(t, 10*time.Second, "the idle limiters stop sending", func() bool {
+		before := datagrams()
+		time.Sleep(time.Second)
+		return datagrams() == before
+	})
+	return datagrams
+}
+
 func limiters(t *testing.T, nodes []*Transport, opts ...gopherpace.Option) []*gopherpace.Limiter {
 	t.Helper()
 	var out []*gopherpace.Limiter
@@ -415,19 +434,7 @@ func TestSeparateProcesses(t *testing.T) {
 func TestIdleLimitersGoQuietOverMemberlist(t *testing.T) {
 	nodes := threeNodes(t)
 	lims := limiters(t, nodes, gopherpace.WithRefillRate(100))
-	datagrams := func() (n uint64) {
-		for _, l := range lims {
-			n += l.Stats().DatagramsSent
-		}
-		return n
-	}
-	// Quiet a second after the last news: poll until two readings 1 s
-	// apart agree, for at most 10 s.
-	eventually(t, 10*time.Second, "the idle limiters stop sending", func() bool {
-		before := datagrams()
-		time.Sleep(time.Second)
-		return datagrams() == before
-	})
+	datagrams := untilQuiet(t, lims)
 	before := datagrams()
 	time.Sleep(2 * time.Second)
 	if sent := datagrams() - before; sent != 0 {
