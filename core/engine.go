@@ -124,7 +124,7 @@ func newEngine(parts engineParts, c *config) *engine {
 		isolation:   int64(c.interval) * 3 / 2,
 		grace:       int64(c.grace),
 		partition:   c.partition,
-		maxFrame:    c.transport.MaxFrameSize(),
+		maxFrame:    frameRoom(c.transport),
 		floor:       c.floorAtZero,
 	}}
 	if clk, ok := c.transport.(transportkit.Clock); ok {
@@ -241,13 +241,13 @@ func (e *engine) onArmed() {
 }
 
 // receive is the transport's delivery of a peer's frame.
-func (e *engine) receive(from string, b []byte) {
+func (e *engine) receive(from string, b []byte, relayed bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.stopped {
 		return
 	}
-	e.recv.receive(from, b)
+	e.recv.receive(from, b, relayed)
 	if e.view.takeArrival() {
 		e.send.wake(e.now())
 	}

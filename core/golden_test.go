@@ -47,8 +47,31 @@ var (
 	goldenFrame = wire.Frame{Leaving: true, Idle: true, Partial: true, Limiter: hashKey(0, DefaultLimiterID), Incarnation: 1_700_000_000_123_456_789,
 		Seq: 300, GlobalSum: 70_000, Global: 129, DemandSum: 1_000_000, Level: -42, Withheld: 1 << 14,
 		Keys: []wire.KeyCount{{Key: hashKey(0, "tenant-a"), Tokens: 1, Level: 99}, {Key: hashKey(0, "tenant-b"), Tokens: 200, Refused: 3, Level: -7}}}
-	goldenBytes = "67700507961c565c8abd14cb15cd853dfe9c9717ac02f0a2048101c0843d53808001024a69c276eccbcb240100c60175fbf4ac2a0a32d2c801030d"
+	goldenBytes = goldenBytesLiteral
 )
+
+const (
+	goldenBytesLiteral = "67700607961c565c8abd14cb15cd853dfe9c9717ac02f0a2048101c0843d53808001024a69c276eccbcb240100c60175fbf4ac2a0a32d2c801030d"
+)
+
+// goldenRelay is the golden frame relayed, on its last hop, for node-7,
+// and its bytes: the envelope's header, then the frame's bytes unchanged.
+const goldenRelay = "677006c0066e6f64652d373b" + goldenBytesLiteral
+
+func TestRelayGolden(t *testing.T) {
+	want, err := hex.DecodeString(goldenRelay)
+	if err != nil {
+		t.Fatal(err)
+	}
+	frame, _ := hex.DecodeString(goldenBytes)
+	if got := wire.AppendRelay(nil, "node-7", true, frame); !bytes.Equal(got, want) {
+		t.Fatalf("encoded\n%x\nwant\n%x", got, want)
+	}
+	r, err := wire.OpenRelay(want)
+	if err != nil || string(r.Origin) != "node-7" || !r.Spread || !bytes.Equal(r.Frames, frame) {
+		t.Fatalf("opened %q %v %x, %v", r.Origin, r.Spread, r.Frames, err)
+	}
+}
 
 func TestWireGolden(t *testing.T) {
 	want, err := hex.DecodeString(goldenBytes)

@@ -1,7 +1,6 @@
 package gopherpace
 
 import (
-	"encoding/binary"
 	"log/slog"
 	"reflect"
 	"sync"
@@ -20,14 +19,19 @@ import (
 // so five limiters cost one datagram per peer per tick, not five.
 //
 // Frames a limiter must send at once (an early flush, a goodbye) go out at
-// once, taking whatever is pending along. The hub's counters are atomic;
+// once, taking whatever is pending along. In a cluster of groupsFrom
+// nodes or more, over a transport that can send to one member, a datagram
+// goes to the members of this node's group only, and the hub relays
+// frames between groups (groups.go, relay.go). The hub's counters are atomic;
 // its other fields are under its own lock, which is never held while a
 // limiter's engine is called (an engine holds its lock while it sends, so
 // the order is always engine, then hub).
 type hub struct {
 	t        Transport
+	uni      Unicaster // the transport, when it can send to one member: groups are possible
+	name     string    // this node's
 	clock    transportkit.Clock
-	maxFrame int
+	maxFrame int // the transport's: the largest datagram
 	log      *slog.Logger
 
 	mu          sync.Mutex
@@ -35,11 +39,19 @@ type hub struct {
 	unsubscribe func()
 	pending     []byte         // frames waiting for the next datagram
 	senders     []pendingFrame // whose they are, to count them sent or refused
-	stopTimer   func() bool
+	stopTimer   func() bool    // the bundling timer
+	stopRelay   func() bool    // the envelopes' timer
 	// lastVersionWarn and lastSendWarn are when each WARN was last logged
 	// (ns since the hub began).
 	lastVersionWarn, lastSendWarn int64
 	began                         time.Time
+	// tick is the shortest tick of the hub's limiters, which paces the
+	// relays (relayDelay, quietEvery).
+	tick int64
+	// rel is the hub's part in the groups of a large cluster (relay.go).
+	rel     relays
+	targets []string // scratch: this flush's relay targets
+	dgram   []byte   // scratch: a datagram being built
 
 	stats hubStats
 }
@@ -53,6 +65,11 @@ type pendingFrame struct {
 type hubStats struct {
 	datagramsSent, sendFailures        atomic.Uint64
 	malformed, otherLimiter, ofVersion atomic.Uint64
+	// Each datagram counted once per peer it went to, and its bytes.
+	peerDatagrams, peerBytes atomic.Uint64
+	// Frames of others passed on (to other groups or to mates), and those
+	// dropped for want of room.
+	relayed, relayDropped atomic.Uint64
 }
 
 // bundleDelay is how long a frame that need not go at once waits for the
@@ -79,7 +96,8 @@ func joinHub(e *engine) *hub {
 		h = hubs.m[e.t]
 	}
 	if h == nil {
-		h = &hub{t: e.t, clock: e.clock, maxFrame: e.maxFrame, log: e.log, engines: map[uint64]*engine{}, began: e.clock.Now()}
+		h = &hub{t: e.t, name: e.t.Name(), clock: e.clock, maxFrame: e.t.MaxFrameSize(), log: e.log, engines: map[uint64]*engine{}, began: e.clock.Now(), tick: e.tick}
+		h.uni = unicaster(e.t)
 		if shared {
 			hubs.m[e.t] = h
 		}
@@ -87,8 +105,29 @@ func joinHub(e *engine) *hub {
 	}
 	h.mu.Lock()
 	h.engines[e.id] = e
+	h.tick = min(h.tick, e.tick)
 	h.mu.Unlock()
 	return h
+}
+
+// unicaster is t as a Unicaster, when it is one with room in its
+// datagrams for a relay envelope around a frame.
+func unicaster(t Transport) Unicaster {
+	u, ok := t.(Unicaster)
+	if !ok || t.MaxFrameSize()-relayReserve < transportkit.MinFrameSize {
+		return nil
+	}
+	return u
+}
+
+// frameRoom is the largest frame a limiter on t may send: the transport's
+// datagram, less the room a relay envelope needs where frames may be
+// relayed.
+func frameRoom(t Transport) int {
+	if unicaster(t) != nil {
+		return t.MaxFrameSize() - relayReserve
+	}
+	return t.MaxFrameSize()
 }
 
 // leave takes e off the hub; the last limiter to leave sends what is
@@ -101,6 +140,11 @@ func (h *hub) leave(e *engine) {
 	last := len(h.engines) == 0
 	if last {
 		h.flushLocked()
+		if h.stopRelay != nil { // frames of others held for later: no one will send them now
+			h.stopRelay()
+			h.stopRelay = nil
+		}
+		h.rel = relays{}
 	}
 	h.mu.Unlock()
 	if !last {
@@ -165,19 +209,37 @@ func (h *hub) flush() {
 	h.flushLocked()
 }
 
-// flushLocked sends the pending frames as one datagram, and counts each
-// frame sent or refused in its limiter's stats. A transport that keeps
-// refusing loses the cluster its limit, so that is logged, at most every
-// degradedLogEvery.
+// flushLocked sends the pending frames: as one datagram to every peer,
+// or, in a grouped cluster, to each mate with the envelopes waiting for
+// them, and the group's envelopes to one member of each covered group.
+// Each frame counts in its limiter's stats as sent or refused. A
+// transport that keeps refusing loses the cluster its limit, so that is
+// logged, at most every degradedLogEvery.
 func (h *hub) flushLocked() {
 	if h.stopTimer != nil {
 		h.stopTimer()
 		h.stopTimer = nil
 	}
-	if len(h.pending) == 0 {
+	if h.stopRelay != nil {
+		h.stopRelay()
+		h.stopRelay = nil
+	}
+	now := h.sinceBegan()
+	h.rel.refresh(h.t, h.name, now, h.uni != nil)
+	if len(h.pending) == 0 && !h.rel.pending() && !h.rel.holding() {
 		return
 	}
-	err := h.t.Broadcast(h.pending)
+	var err error
+	if h.rel.view.grouped() {
+		err = h.sendGrouped(now)
+	} else if len(h.pending) > 0 {
+		if err = h.t.Broadcast(h.pending); err == nil {
+			h.stats.datagramsSent.Add(1)
+			peers := uint64(h.rel.listed) // as the member list read within viewEvery
+			h.stats.peerDatagrams.Add(peers)
+			h.stats.peerBytes.Add(peers * uint64(len(h.pending)))
+		}
+	}
 	for _, p := range h.senders {
 		if err != nil {
 			p.s.sendFailures.Add(1)
@@ -188,27 +250,112 @@ func (h *hub) flushLocked() {
 	}
 	h.pending, h.senders = h.pending[:0], h.senders[:0]
 	if err == nil {
-		h.stats.datagramsSent.Add(1)
 		return
 	}
 	h.stats.sendFailures.Add(1)
-	if now := int64(h.clock.Now().Sub(h.began)); h.lastSendWarn == 0 || now-h.lastSendWarn >= degradedLogEvery {
+	if h.lastSendWarn == 0 || now-h.lastSendWarn >= degradedLogEvery {
 		h.lastSendWarn = now
 		h.log.Warn("the transport refused a datagram; peers will not hear these limiters' admits until it sends again",
 			"err", err, "refused so far", h.stats.sendFailures.Load())
 	}
 }
 
-// receive splits a datagram into its frames and hands each to the
-// limiter it names. A datagram that cannot be split is dropped from the
-// first bad frame on, and counted; one of another wire version is logged,
-// at most every degradedLogEvery, since it means a node of another
-// release, not noise.
+// sinceBegan is the hub's clock: ns since it began.
+func (h *hub) sinceBegan() int64 { return int64(h.clock.Now().Sub(h.began)) }
+
+// sendGrouped sends this flush in a grouped cluster: the pending frames
+// and the envelopes from other groups to every mate, and the group's
+// envelopes (the pending frames among them) to the covered groups. It
+// returns the first error, if any.
+func (h *hub) sendGrouped(now int64) error {
+	h.rel.recover(h.name, now, h.tick)
+	if len(h.pending) > 0 {
+		_, dropped := h.rel.forGroups(h.name, h.pending, now, h.maxFrame)
+		h.stats.relayDropped.Add(dropped)
+	}
+	queued, dropped, waiting := h.rel.dueFrames(h.name, now, quietEvery(h.tick))
+	h.stats.relayed.Add(queued)
+	h.stats.relayDropped.Add(dropped)
+	var first error
+	note := func(err error) {
+		if first == nil {
+			first = err
+		}
+	}
+	if len(h.pending) > 0 || len(h.rel.toMates) > 0 {
+		for _, m := range h.rel.view.mates {
+			note(h.sendPieces(m, h.pending, h.rel.toMates))
+		}
+	}
+	if len(h.rel.toGroups) > 0 {
+		h.targets = h.rel.view.relayTargets(h.targets[:0], h.rel.turn, func(m string) bool {
+			return h.rel.heardWithin(m, now, relaySlack(h.tick)+mateSilence(h.tick))
+		})
+		h.rel.turn++
+		for _, t := range h.targets {
+			note(h.sendPieces(t, nil, h.rel.toGroups))
+		}
+	}
+	h.rel.sent()
+	if waiting {
+		h.armRelayLocked()
+	}
+	return first
+}
+
+// sendPieces sends head (frames that fit one datagram) and the envelopes
+// of pieces to one member, in as few datagrams as fit.
+func (h *hub) sendPieces(to string, head, pieces []byte) error {
+	var first error
+	d := append(h.dgram[:0], head...)
+	send := func() {
+		if len(d) == 0 {
+			return
+		}
+		if err := h.uni.SendTo(to, d); err != nil {
+			if first == nil {
+				first = err
+			}
+		} else {
+			h.stats.datagramsSent.Add(1)
+			h.stats.peerDatagrams.Add(1)
+			h.stats.peerBytes.Add(uint64(len(d)))
+		}
+		d = d[:0]
+	}
+	for len(pieces) > 0 {
+		piece, rest, err := wire.Next(pieces)
+		if err != nil {
+			break // cannot happen: the hub wrote them
+		}
+		pieces = rest
+		if len(piece) > h.maxFrame {
+			h.stats.relayDropped.Add(1)
+			continue
+		}
+		if len(d)+len(piece) > h.maxFrame {
+			send()
+		}
+		d = append(d, piece...)
+	}
+	send()
+	h.dgram = d
+	return first
+}
+
+// receive splits a datagram into its frames and envelopes and hands each
+// frame to the limiter it names; in a grouped cluster it queues what it
+// must pass on. A datagram that cannot be split is dropped from the first
+// bad piece on, and counted; one of another wire version is logged, at
+// most every degradedLogEvery, since it means a node of another release,
+// not noise.
 func (h *hub) receive(from string, b []byte) {
 	if len(b) == 0 {
 		h.stats.malformed.Add(1)
 		return
 	}
+	all := b
+	relayable := false
 	for len(b) > 0 {
 		f, rest, err := wire.Next(b)
 		if err != nil {
@@ -218,22 +365,113 @@ func (h *hub) receive(from string, b []byte) {
 			} else {
 				h.stats.malformed.Add(1)
 			}
-			return
-		}
-		h.mu.Lock()
-		e := h.engines[binary.LittleEndian.Uint64(f[4:12])]
-		h.mu.Unlock()
-		if e == nil {
-			h.stats.otherLimiter.Add(1)
-		} else {
-			e.receive(from, f)
+			all = all[:len(all)-len(b)]
+			break
 		}
 		b = rest
+		if wire.IsRelay(f) {
+			h.receiveRelay(f)
+			continue
+		}
+		relayable = true
+		h.deliver(from, f, false)
+	}
+	if relayable && h.uni != nil {
+		h.mu.Lock()
+		if h.rel.view.grouped() && h.rel.view.isMate(from) {
+			h.rel.heardFrom(from, h.sinceBegan())
+			h.queueForGroupsLocked(from, all)
+		}
+		h.mu.Unlock()
+	}
+}
+
+// queueForGroupsLocked queues a mate's frames (the envelopes among them
+// are skipped) for the covered groups, and makes sure a datagram takes
+// them within a tick.
+func (h *hub) queueForGroupsLocked(from string, b []byte) {
+	var frames []byte
+	for len(b) > 0 {
+		f, rest, err := wire.Next(b)
+		if err != nil {
+			break
+		}
+		b = rest
+		if !wire.IsRelay(f) {
+			frames = append(frames, f...)
+		}
+	}
+	if len(frames) == 0 {
+		return
+	}
+	queued, dropped := h.rel.forGroups(from, frames, h.sinceBegan(), h.maxFrame)
+	h.stats.relayed.Add(queued)
+	h.stats.relayDropped.Add(dropped)
+	h.armRelayLocked()
+}
+
+// receiveRelay opens an envelope, hands its frames to their limiters as
+// the origin's, and queues it for this node's mates unless it is on its
+// last hop. A node's own frames relayed back to it are dropped.
+func (h *hub) receiveRelay(env []byte) {
+	r, err := wire.OpenRelay(env)
+	if err != nil {
+		h.stats.malformed.Add(1)
+		return
+	}
+	if string(r.Origin) == h.name {
+		return
+	}
+	origin := string(r.Origin)
+	frames := uint64(0)
+	for b := r.Frames; len(b) > 0; frames++ {
+		var f []byte
+		f, b, _ = wire.Next(b) // OpenRelay has split them all
+		h.deliver(origin, f, true)
+	}
+	if h.uni == nil {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.rel.view.grouped() {
+		return
+	}
+	h.rel.heardFrom(origin, h.sinceBegan())
+	if r.Spread {
+		return
+	}
+	if h.rel.forMates(r.Origin, r.Frames) {
+		h.stats.relayed.Add(frames)
+		h.armRelayLocked()
+	} else {
+		h.stats.relayDropped.Add(frames)
+	}
+}
+
+// deliver hands one frame to the limiter it names.
+func (h *hub) deliver(from string, f []byte, relayed bool) {
+	h.mu.Lock()
+	e := h.engines[frameLimiter(f)]
+	h.mu.Unlock()
+	if e == nil {
+		h.stats.otherLimiter.Add(1)
+		return
+	}
+	e.receive(from, f, relayed)
+}
+
+// armRelayLocked makes sure the envelopes and frames waiting go out
+// within relayDelay, with the next datagram this node sends or on their
+// own.
+func (h *hub) armRelayLocked() {
+	if h.stopRelay == nil && (h.rel.pending() || h.rel.holding()) {
+		h.stopRelay = h.clock.AfterFunc(time.Duration(relayDelay(h.tick)), h.flush)
 	}
 }
 
 func (h *hub) warnVersion(from string, version byte) {
-	now := int64(h.clock.Now().Sub(h.began))
+	now := h.sinceBegan()
 	h.mu.Lock()
 	due := h.lastVersionWarn == 0 || now-h.lastVersionWarn >= degradedLogEvery
 	if due {

@@ -68,6 +68,8 @@ type peerView struct {
 	// withheld is the share of the refill this node withheld over its
 	// last evaluation for peers out of its own sight.
 	withheld float64
+	// lastRelayed is when a relayed frame last arrived (slackFor).
+	lastRelayed int64
 }
 
 type viewStats struct {
@@ -164,13 +166,21 @@ func (v *peerView) takeArrival() bool {
 
 // heard records a fresh frame of stream s from p at now, saying whether
 // the sender is leaving or idle, whether it brings news (counts, more
-// demand, a missing member) and what share of the refill it withholds, and
-// reports whether the stream was in sight before it. A frame of a new
-// stream, or after a silence, is news too.
-func (v *peerView) heard(p *peer, s *stream, now int64, leaving, idle, news bool, withheld float64) (wasVisible bool) {
-	wasVisible = s.charge.synced && now-s.lastHeard <= v.isolation
+// demand, a missing member), whether it came through relays and what
+// share of the refill it withholds, and reports whether the stream was in
+// sight before it. A frame of a new stream, or after a silence, is news
+// too.
+func (v *peerView) heard(p *peer, s *stream, now int64, leaving, idle, news, relayed bool, withheld float64) (wasVisible bool) {
+	isolation := v.isolationOf(p, now)
+	if relayed && !p.relayed {
+		isolation = v.isolation + relaySlack(v.tick) // first heard through relays now
+	}
+	wasVisible = s.charge.synced && now-s.lastHeard <= isolation
 	v.arrived = v.arrived || news || !wasVisible
-	s.lastHeard, p.lastHeard, p.heard, p.departed = now, now, true, leaving
+	s.lastHeard, p.lastHeard, p.heard, p.departed, p.relayed = now, now, true, leaving, relayed
+	if relayed {
+		v.lastRelayed = now
+	}
 	s.withheld, s.idle, p.idle = withheld, idle, idle
 	return wasVisible
 }
@@ -188,7 +198,7 @@ func (v *peerView) takePredicted(p *peer) float64 {
 // said of its load, level and view is stale, and it offers no load.
 func (v *peerView) activeInSight(now int64, f func(*stream)) {
 	for _, pr := range v.peers {
-		if s := pr.freshest(); s != nil && !s.idle && now-s.lastHeard <= v.isolation {
+		if s := pr.freshest(); s != nil && !s.idle && now-s.lastHeard <= v.isolationOf(pr, now) {
 			f(s)
 		}
 	}
@@ -250,13 +260,14 @@ func (v *peerView) evaluate(now int64) {
 			continue
 		}
 		known++
-		if quiet <= v.isolation || !p.heard && quiet <= v.firstContact() {
+		isolation := v.isolationOf(p, now)
+		if quiet <= isolation || !p.heard && quiet <= v.firstContact() {
 			visible++
 		}
-		if p.heard && quiet <= v.isolation {
+		if p.heard && quiet <= isolation {
 			heard++
 		}
-		if p.heard && quiet > v.suspectAfter() || !p.heard && quiet > v.firstContact() {
+		if p.heard && quiet > v.suspectOf(p, now) || !p.heard && quiet > v.firstContact() {
 			silent = append(silent, p)
 			if unlisted {
 				dead = append(dead, p)
@@ -305,6 +316,28 @@ func (v *peerView) agreeOnTheDead(silent, dead []*peer, visible, known int) (_ [
 // withheld: one heartbeat, plus a fifth of one for jitter.
 func (e *engineEnv) suspectAfter() int64 { return e.tick + e.tick/5 }
 
+// suspectOf is suspectAfter for p: relaySlack longer for a peer heard
+// through relays, while relays arrive.
+func (v *peerView) suspectOf(p *peer, now int64) int64 { return v.suspectAfter() + v.slackFor(p, now) }
+
+// isolationOf is the isolation timeout for p: relaySlack longer for a
+// peer heard through relays, while relays arrive.
+func (v *peerView) isolationOf(p *peer, now int64) int64 { return v.isolation + v.slackFor(p, now) }
+
+// slackFor is how much longer than a peer of its own group a peer heard
+// through relays may be silent: relaySlack while relayed frames keep
+// arriving from anyone, none once they stop for suspectAfter. A node cut
+// off from the cluster hears no relays at all, and so counts everyone out
+// of sight as soon as it would with every frame sent to every peer
+// (waiting out the slack, a cut-off node of 100 admitted 77 a second for
+// a second, not 10).
+func (v *peerView) slackFor(p *peer, now int64) int64 {
+	if !p.relayed || now-v.lastRelayed > v.suspectAfter() {
+		return 0
+	}
+	return relaySlack(v.tick)
+}
+
 // slowClock adds to the lag, for the time since the last evaluation, each
 // silent peer's share of the refill, and notes it as the peer's predicted
 // admits. It withholds at least the share that the peers in sight
@@ -328,7 +361,7 @@ func (v *peerView) slowClock(now, since int64, silent []*peer, known int, yield 
 	p := v.rules.dflt()
 	var lag int64
 	for _, pr := range silent {
-		from := max(since, pr.lastHeard+v.suspectAfter())
+		from := max(since, pr.lastHeard+v.suspectOf(pr, now))
 		if now <= from {
 			continue
 		}

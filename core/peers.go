@@ -44,6 +44,10 @@ type peer struct {
 	// listing is the number of the latest read of the member list that
 	// listed the peer (peerView.listing).
 	listing uint64
+	// relayed reports that the latest frame came through relays, not
+	// from the peer itself: a peer of another group in a grouped cluster
+	// (groups.go), heard relaySlack later than one of this node's own.
+	relayed bool
 }
 
 // stream is the frames of one incarnation of a peer.

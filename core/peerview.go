@@ -40,7 +40,7 @@ func (v *peerView) list(now int64) []Peer {
 		quiet := now - p.lastHeard
 		out = append(out, Peer{
 			Name: name, Heard: p.heard, LastHeard: time.Duration(max(0, quiet)),
-			InSight: quiet <= v.isolation || !p.heard && quiet <= v.firstContact(),
+			InSight: quiet <= v.isolationOf(p, now) || !p.heard && quiet <= v.firstContact(),
 			Leaving: p.departed,
 		})
 	}

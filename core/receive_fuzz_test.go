@@ -88,6 +88,9 @@ func FuzzReceive(f *testing.F) {
 	f.Add([]byte{0, 0, 0, 255, 255, 0, 1, 5, 0, 0, 0, 0, 0xf3, 0xf0, 0, 0xf3, 3, 255})
 	f.Add([]byte{0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0xf0, 0x85, 0x8d, 0, 0x84, 3, 20, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0xf0, 0x85, 0x8d, 0, 0x84})
 	f.Add([]byte{0xc0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x87, 0, 0x8a, 3, 10, 0xc0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x8d, 0, 0x8a})
+	// Relayed frames: of a member by another, of a stranger, of this node.
+	f.Add([]byte{0, 1, 5, 200, 3, 2, 9, 9, 9, 2, 40, 0, 2, 7, 1, 255, 1, 2, 3, 0, 0, 0, 9, 9, 0, 10, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0})
+	f.Add([]byte{0xc1, 2, 0, 1, 0, 0x26, 3, 0, 0, 0, 0, 0xf0, 0x85, 0x8d, 0, 0x84, 3, 200, 0xc1, 1, 0, 1, 0, 0x2e, 0, 0, 0, 0, 0, 0xf3, 0, 0, 0, 0})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		const rate, burst = 1000, 100
 		n := &fuzzNet{now: time.Unix(1_700_000_000, 0), members: []string{"m1", "m2"}}
@@ -129,6 +132,7 @@ func FuzzReceive(f *testing.F) {
 			return binary.LittleEndian.Uint64(b[:])
 		}
 		var lastFrame time.Time
+		relayed := false
 		for i := 0; i < len(data); {
 			op := data[i] % 4
 			from := []string{"m1", "m2", "stranger"}[byteAt(i+1)%3]
@@ -167,6 +171,13 @@ func FuzzReceive(f *testing.F) {
 					hdr = append(hdr, 0)
 				}
 				b = hdr
+				if byteAt(i+5)&2 != 0 {
+					// Relayed, by from, as the frame of any origin: a
+					// member, a stranger, or this node itself.
+					origin := []string{"m1", "m2", "stranger", "self"}[byteAt(i+5)>>2%4]
+					b = wire.AppendRelay(nil, origin, byteAt(i+5)&0x20 != 0, b)
+					relayed = true
+				}
 				i += 16
 			case 2: // raw bytes
 				m := int(byteAt(i+1)) % 40
@@ -207,6 +218,9 @@ func FuzzReceive(f *testing.F) {
 		wait := p.window() + time.Duration(p.interval) + time.Millisecond
 		if partition == PartitionShare {
 			wait = time.Duration(e.isolation) + 3*(p.window()+time.Duration(p.interval)) + time.Duration(e.tick)
+			if relayed {
+				wait += time.Duration(relaySlack(e.tick)) // a relayed peer's silence counts that much later
+			}
 		}
 		n.advance(lastFrame.Add(wait).Sub(n.now))
 		at := n.now

@@ -58,9 +58,10 @@ type unlisted struct {
 }
 
 type keptFrame struct {
-	from string
-	b    []byte
-	at   int64
+	from    string
+	b       []byte
+	at      int64
+	relayed bool
 }
 
 const (
@@ -69,11 +70,11 @@ const (
 )
 
 // keep keeps a copy of b from from, unless the kept frames fill their cap.
-func (u *unlisted) keep(from string, b []byte, now int64) bool {
+func (u *unlisted) keep(from string, b []byte, now int64, relayed bool) bool {
 	if len(u.frames) >= unlistedFrames {
 		return false
 	}
-	u.frames = append(u.frames, keptFrame{from, append([]byte(nil), b...), now})
+	u.frames = append(u.frames, keptFrame{from, append([]byte(nil), b...), now, relayed})
 	return true
 }
 
@@ -98,7 +99,7 @@ func (r *receiver) replayUnlisted(now int64) {
 	for i, h := range kept {
 		switch {
 		case r.view.peer(h.from) != nil:
-			r.apply(h.from, h.b, false)
+			r.apply(h.from, h.b, false, h.relayed)
 		case now-h.at > unlistedFor:
 			r.stats.notMember.Add(1)
 		default:
@@ -107,17 +108,18 @@ func (r *receiver) replayUnlisted(now int64) {
 	}
 }
 
-// receive takes one frame from from. The caller holds the engine's lock.
-func (r *receiver) receive(from string, b []byte) {
+// receive takes one frame of from's, sent by from itself or relayed. The
+// caller holds the engine's lock.
+func (r *receiver) receive(from string, b []byte, relayed bool) {
 	r.stats.framesReceived.Add(1)
 	r.stats.bytesReceived.Add(uint64(len(b)))
-	r.apply(from, b, true)
+	r.apply(from, b, true, relayed)
 }
 
-// apply reads one frame from from and charges it; a frame from a sender
+// apply reads one frame of from's and charges it; a frame from a sender
 // not (yet) listed as a member is kept for later when keep is set (see
 // unlisted).
-func (r *receiver) apply(from string, b []byte, keep bool) {
+func (r *receiver) apply(from string, b []byte, keep, relayed bool) {
 	f := &r.rx
 	if err := wire.Decode(b, f); err != nil {
 		r.stats.malformed.Add(1)
@@ -130,7 +132,7 @@ func (r *receiver) apply(from string, b []byte, keep bool) {
 	now := r.now()
 	p := r.view.member(from, now)
 	if p == nil {
-		if !keep || !r.unlisted.keep(from, b, now) {
+		if !keep || !r.unlisted.keep(from, b, now, relayed) {
 			r.stats.notMember.Add(1)
 		}
 		return
@@ -153,7 +155,7 @@ func (r *receiver) apply(from string, b []byte, keep bool) {
 	}
 	news := f.Global > 0 || len(f.Keys) > 0 || f.Partial || f.DemandSum > s.demandSeen
 	s.demandSeen = max(s.demandSeen, f.DemandSum)
-	wasVisible := r.view.heard(p, s, now, f.Leaving, f.Idle, news, float64(f.Withheld)/wire.WithheldOne)
+	wasVisible := r.view.heard(p, s, now, f.Leaving, f.Idle, news, relayed, float64(f.Withheld)/wire.WithheldOne)
 	// A node decides at most one request a nanosecond, each of at most a
 	// bucket of tokens (a larger cost is refused before it is counted).
 	s.fair.load.observe(f.GlobalSum, f.DemandSum, now, r.rules.dflt().burst)

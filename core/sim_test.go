@@ -328,7 +328,6 @@ func (c *simCluster) measure() result {
 	r.errPct = 100 * float64(r.total-r.ideal) / float64(r.ideal)
 	r.worstOver = worstWindow(s, sc.rate, sc.burst, int(time.Second/step))
 	var frames, bytes uint64
-	peers := float64(len(c.nodes) - 1)
 	for _, n := range c.nodes {
 		var sum int64
 		for _, a := range n.admitted {
@@ -338,8 +337,8 @@ func (c *simCluster) measure() result {
 		st := n.lim.Stats()
 		frames += st.FramesSent
 		bytes += st.BytesSent
-		r.peerDatagramsPerSec += float64(st.DatagramsSent) * peers
-		r.peerBytesPerSec += float64(st.BytesSent) * peers
+		r.peerDatagramsPerSec += float64(st.DatagramsToPeers)
+		r.peerBytesPerSec += float64(st.BytesToPeers)
 		r.missingFrames += st.FramesMissing
 		r.malformedCount += st.FramesMalformed
 	}
@@ -391,11 +390,16 @@ func (c *simCluster) unfairness(from, to time.Duration) (float64, []int64) {
 // [from, end), each against the cluster's: every node, however small its
 // part of the load.
 func (c *simCluster) spread(from time.Duration) (lo, hi float64) {
-	first := int(from / step)
+	return c.spreadOver(from, time.Duration(c.steps)*step)
+}
+
+// spreadOver is spread over [from, to).
+func (c *simCluster) spreadOver(from, to time.Duration) (lo, hi float64) {
+	first, last := int(from/step), min(int(to/step), c.steps)
 	var o, a int64
 	offered, admitted := make([]int64, len(c.nodes)), make([]int64, len(c.nodes))
 	for i, n := range c.nodes {
-		for s := first; s < c.steps; s++ {
+		for s := first; s < last; s++ {
 			offered[i] += int64(n.offered[s])
 			admitted[i] += int64(n.admitted[s])
 		}

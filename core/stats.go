@@ -47,8 +47,20 @@ type Stats struct {
 	FramesOtherVersion uint64
 	// DatagramsSent counts the datagrams this node's limiters on the
 	// transport sent together: frames that go within a millisecond of one
-	// another share one (FramesSent counts this limiter's frames).
+	// another share one (FramesSent counts this limiter's frames). A
+	// broadcast counts once; in a grouped cluster, where datagrams go to
+	// one member each, every datagram counts.
 	DatagramsSent uint64
+	// DatagramsToPeers and BytesToPeers count the same datagrams once per
+	// peer each went to, and their bytes: what this node's network
+	// interface carries (a broadcast to 99 peers counts 99 times). Shared,
+	// like DatagramsSent, by the limiters of a transport.
+	DatagramsToPeers, BytesToPeers uint64
+	// FramesRelayed counts other nodes' frames this node passed on in a
+	// grouped cluster (docs/design.md, "Groups"); RelayDropped, those it
+	// could not, for want of room in a backlog of 64 KiB. Shared by the
+	// limiters of a transport.
+	FramesRelayed, RelayDropped uint64
 	// FramesNotMember counts frames from senders the transport does not
 	// list as members, dropped unapplied after being held for 2 s in case
 	// the sender was a member not listed yet.
@@ -124,6 +136,8 @@ func (e *engine) fillStats(s *Stats) (at bucketTime, tat int64) {
 	s.FramesOtherLimiter, s.KeysDropped = rs.otherLimiter.Load()+hs.otherLimiter.Load(), rs.keysDropped.Load()
 	s.FramesNotMember, s.SendFailures = rs.notMember.Load(), ss.sendFailures.Load()
 	s.FramesOtherVersion, s.DatagramsSent = hs.ofVersion.Load(), hs.datagramsSent.Load()
+	s.DatagramsToPeers, s.BytesToPeers = hs.peerDatagrams.Load(), hs.peerBytes.Load()
+	s.FramesRelayed, s.RelayDropped = hs.relayed.Load(), hs.relayDropped.Load()
 	s.TokensReported, s.TokensCharged = ss.tokensReported.Load(), rs.tokensCharged.Load()
 	s.HotKeysRefused = e.hotKeys.tableFull.Load()
 	e.mu.Lock()

@@ -39,6 +39,32 @@ type Transport interface {
 	Close() error
 }
 
+// Unicaster is a Transport that can also send to one member. In a large
+// cluster (groupsFrom nodes or more) the limiters of a transport that is
+// one send each datagram to the few peers of their group and relay the
+// rest, instead of broadcasting it to every peer (groups.go,
+// docs/design.md "Groups"); over a Transport that is not, every frame
+// goes to every peer.
+type Unicaster interface {
+	// SendTo sends datagram to the member named member alone, with
+	// Broadcast's guarantees (best effort, never blocking, not keeping
+	// datagram). A name that is not a member is no error: the datagram is
+	// lost.
+	SendTo(member string, datagram []byte) error
+}
+
+// Zoner is a Transport that knows each member's zone (or region, or
+// rack): a label such as the Kubernetes topology.kubernetes.io/zone. When
+// the cluster spans two zones or more, the groups of a Unicaster follow
+// the zones (each zone a group, or several once it holds groupsFrom
+// nodes), so that a frame crosses from one zone to another once, to one
+// node that spreads it there, instead of once per node of the other zone.
+type Zoner interface {
+	// Zone is the zone of the member named member (this node's own name
+	// included), or "" when it is not known.
+	Zone(member string) string
+}
+
 type realClock struct{}
 
 func (realClock) Now() time.Time { return time.Now() }

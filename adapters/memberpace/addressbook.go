@@ -14,15 +14,17 @@ import (
 type addressBook struct {
 	mu    sync.RWMutex
 	addrs map[string]memberlist.Address
+	zones map[string]string        // each member's zone, from its metadata
 	next  memberlist.EventDelegate // the configuration's own, if any
 }
 
 func (b *addressBook) set(n *memberlist.Node) {
 	b.mu.Lock()
 	if b.addrs == nil {
-		b.addrs = make(map[string]memberlist.Address)
+		b.addrs, b.zones = make(map[string]memberlist.Address), make(map[string]string)
 	}
 	b.addrs[n.Name] = n.FullAddress()
+	b.zones[n.Name] = zoneOf(n.Meta)
 	b.mu.Unlock()
 }
 
@@ -43,6 +45,7 @@ func (b *addressBook) NotifyUpdate(n *memberlist.Node) {
 func (b *addressBook) NotifyLeave(n *memberlist.Node) {
 	b.mu.Lock()
 	delete(b.addrs, n.Name)
+	delete(b.zones, n.Name)
 	b.mu.Unlock()
 	if b.next != nil {
 		b.next.NotifyLeave(n)
@@ -59,4 +62,19 @@ func (b *addressBook) appendPeers(dst []memberlist.Address, self string) []membe
 		}
 	}
 	return dst
+}
+
+// address is the address of the member named name, if the book has it.
+func (b *addressBook) address(name string) (memberlist.Address, bool) {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	a, ok := b.addrs[name]
+	return a, ok
+}
+
+// zone is the zone of the member named name, "" if the book has none.
+func (b *addressBook) zone(name string) string {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	return b.zones[name]
 }

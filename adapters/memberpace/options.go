@@ -45,6 +45,7 @@ type config struct {
 	keys          [][]byte
 	plaintext     bool
 	label         string
+	zone          string
 	logger        *slog.Logger
 	seeds         seeds.Provider
 	rejoin        time.Duration
@@ -174,6 +175,22 @@ func WithLabel(label string) Option {
 			c.fail("label longer than 255 bytes")
 		}
 		c.label = label
+	}
+}
+
+// WithZone sets this node's zone (or region, or rack), which memberlist
+// announces to every member: for example the node's
+// topology.kubernetes.io/zone label, passed in an environment variable.
+// When the cluster spans two zones or more, the limiters' frames cross
+// between zones once, to one node that spreads them inside its zone,
+// instead of once per node of the other zone (docs/design.md, "Groups").
+// Default none: every node in one zone.
+func WithZone(zone string) Option {
+	return func(c *config) {
+		if len(zone) > 255 {
+			c.fail("zone longer than 255 bytes")
+		}
+		c.zone = zone
 	}
 }
 

@@ -55,7 +55,11 @@ type inbound struct {
 	frame []byte
 }
 
-var _ gopherpace.Transport = (*Transport)(nil)
+var (
+	_ gopherpace.Transport = (*Transport)(nil)
+	_ gopherpace.Unicaster = (*Transport)(nil)
+	_ gopherpace.Zoner     = (*Transport)(nil)
+)
 
 // New starts memberlist, makes a first attempt to join the seeds (bounded
 // by the join timeout; a failure is logged and retried, not returned), and
@@ -201,13 +205,10 @@ func (t *Transport) MaxFrameSize() int { return MaxDatagram - 1 - len(t.name) }
 // Broadcast sends frame to every other member in one UDP datagram each.
 // It never blocks on a peer: UDP sends do not wait for anyone.
 func (t *Transport) Broadcast(frame []byte) error {
-	if len(frame) > t.MaxFrameSize() {
-		return fmt.Errorf("memberpace: frame of %d bytes exceeds %d", len(frame), t.MaxFrameSize())
+	msg, err := t.message(frame)
+	if err != nil {
+		return err
 	}
-	msg := make([]byte, 0, 1+len(t.name)+len(frame))
-	msg = append(msg, byte(len(t.name)))
-	msg = append(msg, t.name...)
-	msg = append(msg, frame...)
 	var firstErr error
 	var buf [16]memberlist.Address
 	for _, a := range t.book.appendPeers(buf[:0], t.name) {
@@ -221,6 +222,39 @@ func (t *Transport) Broadcast(frame []byte) error {
 		t.stats.sent.Add(1)
 	}
 	return firstErr
+}
+
+// SendTo sends frame to the member named member alone, in one UDP
+// datagram; a name memberlist does not know is no error (the frame is
+// lost, as a datagram to a node that just left would be). The limiters
+// of a large cluster send through groups with it (docs/design.md,
+// "Groups").
+func (t *Transport) SendTo(member string, frame []byte) error {
+	msg, err := t.message(frame)
+	if err != nil {
+		return err
+	}
+	a, ok := t.book.address(member)
+	if !ok || member == t.name {
+		return nil
+	}
+	if err := t.ml.SendToAddress(a, msg); err != nil {
+		t.stats.sendErrors.Add(1)
+		return err
+	}
+	t.stats.sent.Add(1)
+	return nil
+}
+
+// message is frame behind this node's name, as peers read it.
+func (t *Transport) message(frame []byte) ([]byte, error) {
+	if len(frame) > t.MaxFrameSize() {
+		return nil, fmt.Errorf("memberpace: frame of %d bytes exceeds %d", len(frame), t.MaxFrameSize())
+	}
+	msg := make([]byte, 0, 1+len(t.name)+len(frame))
+	msg = append(msg, byte(len(t.name)))
+	msg = append(msg, t.name...)
+	return append(msg, frame...), nil
 }
 
 // Subscribe registers a receiver for frames from peers.
@@ -314,7 +348,38 @@ func (t *Transport) dispatch() {
 // delegate receives memberlist's user messages.
 type delegate struct{ t *Transport }
 
-func (delegate) NodeMeta(int) []byte                 { return nil }
+// NodeMeta announces this node's zone (WithZone) to every member.
+func (d delegate) NodeMeta(limit int) []byte {
+	if d.t.cfg.zone == "" {
+		return nil
+	}
+	meta := append([]byte(metaZone), d.t.cfg.zone...)
+	if len(meta) > limit {
+		return nil // cannot happen: the zone is at most 255 bytes, the limit 512
+	}
+	return meta
+}
+
+// metaZone starts a node's metadata when it carries a zone, so that
+// metadata of another kind (another release's) is not taken for one.
+const metaZone = "gpz1:"
+
+// zoneOf reads a zone from a node's metadata.
+func zoneOf(meta []byte) string {
+	if len(meta) <= len(metaZone) || string(meta[:len(metaZone)]) != metaZone {
+		return ""
+	}
+	return string(meta[len(metaZone):])
+}
+
+// Zone is the zone of the member named member as it announced it
+// (WithZone), this node's own included; "" when it announced none.
+func (t *Transport) Zone(member string) string {
+	if member == t.name {
+		return t.cfg.zone
+	}
+	return t.book.zone(member)
+}
 func (delegate) GetBroadcasts(int, int) [][]byte     { return nil }
 func (delegate) LocalState(bool) []byte              { return nil }
 func (delegate) MergeRemoteState(buf []byte, _ bool) {}

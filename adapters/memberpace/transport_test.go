@@ -124,6 +124,73 @@ func TestJoinDeliveryAndSenderName(t *testing.T) {
 	}
 }
 
+// SendTo reaches the one member it names, with this node's name as the
+// sender, and no other; a name that is no member is lost without error,
+// and an oversized frame is refused.
+func TestSendToReachesOneMember(t *testing.T) {
+	nodes := threeNodes(t)
+	var mu sync.Mutex
+	got := map[string][]string{}
+	for _, n := range nodes {
+		n.Subscribe(func(from string, frame []byte) {
+			mu.Lock()
+			got[n.Name()] = append(got[n.Name()], from+":"+string(frame))
+			mu.Unlock()
+		})
+	}
+	if err := nodes[0].SendTo("n2", []byte("to n2")); err != nil {
+		t.Fatal(err)
+	}
+	if err := nodes[0].SendTo("n1", []byte("to n1")); err != nil {
+		t.Fatal(err)
+	}
+	if err := nodes[0].SendTo("nobody", []byte("lost")); err != nil {
+		t.Fatalf("a name that is no member: %v", err)
+	}
+	eventually(t, 2*time.Second, "each named member receives its frame", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(got["n1"]) == 1 && len(got["n2"]) == 1
+	})
+	// A frame sent after the others from the same node arrives after them
+	// on loopback: once it is in, nothing else is on its way.
+	if err := nodes[0].SendTo("n1", []byte("last")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 2*time.Second, "the last frame arrives", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(got["n1"]) == 2
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if got["n1"][0] != "n0:to n1" || got["n2"][0] != "n0:to n2" || len(got["n2"]) != 1 || len(got["n0"]) != 0 {
+		t.Fatalf("received %v", got)
+	}
+	if err := nodes[0].SendTo("n1", make([]byte, nodes[0].MaxFrameSize()+1)); err == nil {
+		t.Fatal("an oversized frame was sent")
+	}
+}
+
+// Each node's zone (WithZone) reaches every member through memberlist's
+// metadata; a node that set none has none, and a zone too long is refused.
+func TestZonesAreAnnounced(t *testing.T) {
+	a := node(t, "za", WithZone("eu-west-1a"))
+	s := WithSeeds(seeds.Static{a.GossipAddr()})
+	b := node(t, "zb", s, WithZone("eu-west-1b"))
+	c := node(t, "zc", s)
+	eventually(t, 5*time.Second, "every zone known everywhere", func() bool {
+		return a.Zone("zb") == "eu-west-1b" && b.Zone("za") == "eu-west-1a" && c.Zone("za") == "eu-west-1a" && c.Zone("zb") == "eu-west-1b"
+	})
+	if a.Zone("za") != "eu-west-1a" || a.Zone("zc") != "" || b.Zone("zc") != "" || a.Zone("nobody") != "" {
+		t.Fatalf("zones: own %q, of a node without one %q and %q, of a stranger %q", a.Zone("za"), a.Zone("zc"), b.Zone("zc"), a.Zone("nobody"))
+	}
+	if tr, err := New(WithZone(strings.Repeat("z", 256))); err == nil {
+		tr.Close()
+		t.Fatal("a zone of 256 bytes was accepted")
+	}
+}
+
 func TestEncryptedClusterAndLabel(t *testing.T) {
 	key := []byte("0123456789abcdef")
 	a := node(t, "e0", WithSecretKeys(key), WithLabel("prod"))

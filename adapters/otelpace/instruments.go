@@ -14,7 +14,7 @@ type instruments struct {
 	limitPeriod                                                     metric.Float64ObservableGauge
 	peers, partitioned                                              metric.Int64ObservableGauge
 	frames, bytes, dropped, missing, sendFailures, tokensGossip     metric.Int64ObservableCounter
-	keysDropped, hotKeysRefused                                     metric.Int64ObservableCounter
+	keysDropped, hotKeysRefused, relayed                            metric.Int64ObservableCounter
 	hotKeys                                                         metric.Int64ObservableGauge
 }
 
@@ -64,6 +64,8 @@ func newInstruments(m metric.Meter) (in instruments, err error) {
 	in.hotKeys = gauge("gopherpace.cluster.hot_keys", "{key}", "Keys shared by offered load now: a peer uses them while this node's copy is empty.")
 	in.hotKeysRefused = counter("gopherpace.cluster.hot_keys.refused", "{key}",
 		"Keys not shared by offered load because 4,096 already were: they race for their tokens.")
+	in.relayed = counter("gopherpace.gossip.frames.relayed", "{frame}",
+		"Other nodes' frames this node passed on in a grouped cluster (outcome relayed), or could not for want of room (dropped); shared by the limiters of a transport.")
 	return in, err
 }
 
@@ -71,7 +73,7 @@ func (in *instruments) all() []metric.Observable {
 	return []metric.Observable{
 		in.requests, in.tokensAllowed, in.globalTokens, in.liveKeys, in.overflow, in.limitTokens, in.limitPeriod,
 		in.limitBucketSize, in.clustered, in.peers, in.partitioned, in.frames, in.bytes, in.dropped, in.missing,
-		in.sendFailures, in.tokensGossip, in.keysDropped, in.hotKeys, in.hotKeysRefused,
+		in.sendFailures, in.tokensGossip, in.keysDropped, in.hotKeys, in.hotKeysRefused, in.relayed,
 	}
 }
 
@@ -118,6 +120,8 @@ func (in *instruments) observe(o metric.Observer, name string, l *gopherpace.Lim
 	o.ObserveInt64(in.keysDropped, clamp(s.KeysDropped), one)
 	o.ObserveInt64(in.hotKeys, s.HotKeys, one)
 	o.ObserveInt64(in.hotKeysRefused, clamp(s.HotKeysRefused), one)
+	o.ObserveInt64(in.relayed, clamp(s.FramesRelayed), by("outcome", "relayed"))
+	o.ObserveInt64(in.relayed, clamp(s.RelayDropped), by("outcome", "dropped"))
 }
 
 func b2i(b bool) int64 {

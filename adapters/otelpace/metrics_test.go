@@ -268,6 +268,7 @@ func TestPrometheusExporterScrape(t *testing.T) {
 		`gopherpace_cluster_peers\{[^}]*state="known"`,
 		`gopherpace_cluster_hot_keys\{[^}]*limiter=`,
 		`gopherpace_cluster_hot_keys_refused_total\{[^}]*limiter=`,
+		`gopherpace_gossip_frames_relayed_total\{[^}]*outcome="dropped"`,
 		`gopherpace_gossip_io_bytes_total\{[^}]*direction="sent"`,
 		`gopherpace_gossip_frames_dropped_total\{[^}]*reason="malformed"`,
 	} {

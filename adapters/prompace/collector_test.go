@@ -87,6 +87,8 @@ func TestScrape(t *testing.T) {
 		`gopherpace_cluster_partitioned{limiter="api"} 0`,
 		`gopherpace_cluster_hot_keys{limiter="api"} 0`,
 		`gopherpace_cluster_hot_keys_refused_total{limiter="api"} 0`,
+		`gopherpace_gossip_frames_relayed_total{limiter="api",outcome="relayed"} 0`,
+		`gopherpace_gossip_frames_relayed_total{limiter="api",outcome="dropped"} 0`,
 		`gopherpace_gossip_bytes_total{direction="sent",limiter="api"}`,
 		`gopherpace_clustered{limiter="login"} 0`,
 		`gopherpace_limit_tokens{limiter="login"} 1`,

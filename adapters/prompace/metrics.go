@@ -48,6 +48,9 @@ var (
 		"Peers' keyed counts dropped because the key cap was reached.", []string{"limiter"}, nil)
 	hotKeys = prometheus.NewDesc("gopherpace_cluster_hot_keys",
 		"Keys shared by offered load now: a peer uses them while this node's copy is empty.", []string{"limiter"}, nil)
+	relayed = prometheus.NewDesc("gopherpace_gossip_frames_relayed_total",
+		"Other nodes' frames this node passed on in a grouped cluster (outcome relayed), or could not for want of room (dropped); shared by the limiters of a transport.",
+		[]string{"limiter", "outcome"}, nil)
 	hotKeysRefused = prometheus.NewDesc("gopherpace_cluster_hot_keys_refused_total",
 		"Keys not shared by offered load because 4,096 already were: they race for their tokens.", []string{"limiter"}, nil)
 )
@@ -95,6 +98,8 @@ func collectLimiter(ch chan<- prometheus.Metric, name string, l *gopherpace.Limi
 	counter(keysDropped, s.KeysDropped)
 	gauge(hotKeys, float64(s.HotKeys))
 	counter(hotKeysRefused, s.HotKeysRefused)
+	counter(relayed, s.FramesRelayed, "relayed")
+	counter(relayed, s.RelayDropped, "dropped")
 }
 
 func b2f(b bool) float64 {

@@ -25,6 +25,8 @@ type Network struct {
 	latency  time.Duration
 	jitter   time.Duration
 	linkLag  func(from, to string) time.Duration
+	zone     func(name string) string
+	observe  func(from, to string, size int)
 	loss     float64
 	dup      float64
 	cut      map[link]time.Time // when each cut link was cut
@@ -55,6 +57,20 @@ func WithLatency(base, jitter time.Duration) Option {
 // of WithLatency's: regions, for example, with a long way between them.
 func WithLinkLatency(lag func(from, to string) time.Duration) Option {
 	return func(n *Network) { n.linkLag = lag }
+}
+
+// WithZones gives every node the zone zone(name): each Transport is a
+// gopherpace.Zoner, so that the limiters' groups follow the zones.
+func WithZones(zone func(name string) string) Option {
+	return func(n *Network) { n.zone = zone }
+}
+
+// WithObserver calls observe with every datagram put on a link (each
+// peer of a broadcast, each copy of a duplicate; not those lost or cut),
+// for tests that count traffic by link: between regions, say. It runs
+// with the network's lock held and must not call the network.
+func WithObserver(observe func(from, to string, size int)) Option {
+	return func(n *Network) { n.observe = observe }
 }
 
 // WithLoss drops each delivery with probability p.
@@ -211,41 +227,73 @@ func (n *Network) Heal() {
 	n.cut = make(map[link]time.Time)
 }
 
-// deliver schedules frame from one node to every other live one.
+// broadcast schedules frame from one node to every other live one.
 func (n *Network) broadcast(from *Transport, frame []byte) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	if err := n.checkSendLocked(from, frame); err != nil {
+		return err
+	}
+	for _, to := range n.sortedNodesLocked() {
+		if to != from {
+			n.sendLocked(from, to, frame)
+		}
+	}
+	return nil
+}
+
+// sendTo schedules frame from one node to the node named to, if it is in
+// the network; a node that is not is a frame lost, as UDP loses it.
+func (n *Network) sendTo(from *Transport, to string, frame []byte) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if err := n.checkSendLocked(from, frame); err != nil {
+		return err
+	}
+	if dst := n.nodes[to]; dst != nil && dst != from {
+		n.sendLocked(from, dst, frame)
+	}
+	return nil
+}
+
+func (n *Network) checkSendLocked(from *Transport, frame []byte) error {
 	if !from.alive {
 		return errors.New("memtransport: transport is closed")
 	}
 	if len(frame) > n.maxFrame {
 		return fmt.Errorf("memtransport: frame of %d bytes exceeds the %d-byte limit", len(frame), n.maxFrame)
 	}
-	for _, to := range n.sortedNodesLocked() {
-		if to == from || !to.alive || n.isCut(from.name, to.name) {
+	return nil
+}
+
+// sendLocked schedules one copy of frame (or two, or none) from one node
+// to another, subject to the links' latency, loss, duplication and cuts.
+func (n *Network) sendLocked(from, to *Transport, frame []byte) {
+	if !to.alive || n.isCut(from.name, to.name) {
+		return
+	}
+	copies := 1
+	if n.dup > 0 && n.rng.Float64() < n.dup {
+		copies = 2
+	}
+	for range copies {
+		if n.loss > 0 && n.rng.Float64() < n.loss {
 			continue
 		}
-		copies := 1
-		if n.dup > 0 && n.rng.Float64() < n.dup {
-			copies = 2
+		delay := n.latency
+		if n.jitter > 0 {
+			delay += time.Duration(n.rng.Int64N(int64(n.jitter)))
 		}
-		for range copies {
-			if n.loss > 0 && n.rng.Float64() < n.loss {
-				continue
-			}
-			delay := n.latency
-			if n.jitter > 0 {
-				delay += time.Duration(n.rng.Int64N(int64(n.jitter)))
-			}
-			if n.linkLag != nil {
-				delay += n.linkLag(from.name, to.name)
-			}
-			data := append([]byte(nil), frame...)
-			dst, src := to, from.name
-			n.scheduleLocked(delay, func() { dst.deliver(src, data) })
+		if n.linkLag != nil {
+			delay += n.linkLag(from.name, to.name)
 		}
+		if n.observe != nil {
+			n.observe(from.name, to.name, len(frame))
+		}
+		data := append([]byte(nil), frame...)
+		dst, src := to, from.name
+		n.scheduleLocked(delay, func() { dst.deliver(src, data) })
 	}
-	return nil
 }
 
 // sortedNodesLocked lists nodes in name order, so that a seed always draws

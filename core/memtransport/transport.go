@@ -21,6 +21,8 @@ type Transport struct {
 
 var (
 	_ gopherpace.Transport = (*Transport)(nil)
+	_ gopherpace.Unicaster = (*Transport)(nil)
+	_ gopherpace.Zoner     = (*Transport)(nil)
 	_ transportkit.Clock   = (*Transport)(nil)
 )
 
@@ -31,6 +33,18 @@ func (t *Transport) Name() string { return t.name }
 // to the network's latency, loss, duplication and cuts. It never delivers
 // synchronously.
 func (t *Transport) Broadcast(frame []byte) error { return t.net.broadcast(t, frame) }
+
+// SendTo schedules frame for delivery to the node named member alone,
+// subject to the same latency, loss, duplication and cuts as Broadcast.
+func (t *Transport) SendTo(member string, frame []byte) error { return t.net.sendTo(t, member, frame) }
+
+// Zone is member's zone, as the network's WithZones gives it ("" without).
+func (t *Transport) Zone(member string) string {
+	if t.net.zone == nil {
+		return ""
+	}
+	return t.net.zone(member)
+}
 
 // Subscribe registers a receiver for frames from peers.
 func (t *Transport) Subscribe(receive func(from string, frame []byte)) func() {

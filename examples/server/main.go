@@ -10,6 +10,9 @@
 //	GOPHERPACE_BIND_ADDR       gossip bind address (default 0.0.0.0)
 //	GOPHERPACE_ADVERTISE_ADDR  address peers should use (the pod IP)
 //	GOPHERPACE_NODE_NAME       unique node name (default host name + random suffix)
+//	GOPHERPACE_ZONE            this replica's zone or region (for example its node's
+//	                           topology.kubernetes.io/zone): limiter frames cross
+//	                           between zones once, not once per replica (default none)
 //	GOPHERPACE_SECRET_KEY      base64 AES key (16, 24 or 32 bytes) to encrypt gossip
 //	                           (required unless the bind address is loopback, or:)
 //	GOPHERPACE_PLAINTEXT       "true": gossip unencrypted on purpose (trusted network only)
@@ -107,6 +110,9 @@ func loadConfig(getenv func(string) string) (config, error) {
 	}
 	if v := getenv("GOPHERPACE_NODE_NAME"); v != "" {
 		c.gossip = append(c.gossip, memberpace.WithNodeName(v))
+	}
+	if v := getenv("GOPHERPACE_ZONE"); v != "" {
+		c.gossip = append(c.gossip, memberpace.WithZone(v))
 	}
 	if v := getenv("GOPHERPACE_PLAINTEXT"); v == "true" || v == "1" {
 		c.gossip = append(c.gossip, memberpace.WithPlaintext())

@@ -7,10 +7,12 @@
 // receiver, and how far a lying sender can move it, is the engine's
 // business (docs/security.md).
 //
-// Version 5. A datagram holds one or more frames back to back, each
+// Version 6. A datagram holds one or more frames back to back, each
 // complete with its own magic and version, so that the limiters sharing a
 // transport send one datagram per peer, not one each (Next splits them).
-// One frame; integers are little-endian or unsigned varints (uv):
+// In a large cluster a datagram may also hold relay envelopes: another
+// node's frames, passed on (see Relay below). One frame; integers are
+// little-endian or unsigned varints (uv):
 //
 //	magic       2 bytes  "gp"
 //	version     1 byte   5
@@ -19,6 +21,7 @@
 //	                     until it admits or is refused again
 //	                     bit 2: some member is out of the sender's sight
 //	                     (idle receivers wake, so that it hears them)
+//	                     bit 7: not a frame but a relay envelope (below)
 //	limiter     8 bytes  hash of the limiter ID, so limiters can share a transport
 //	incarnation 8 bytes  the sender's start time; a restart gets a new one
 //	seq         uv       per-sender sequence number of frames with keyed
@@ -49,7 +52,20 @@
 // A keyed entry takes 11 bytes while its counts and level are small (the
 // level below 64 either way).
 //
-// Version 4 had no refused count and no level in an entry, version 3 no idle flag, and
+// A relay envelope carries frames of one origin that a node passes on to
+// others (the groups of a large cluster, docs/design.md):
+//
+//	magic       2 bytes  "gp"
+//	version     1 byte   6
+//	flags       1 byte   bit 7 set; bit 6: the last hop (spread inside the
+//	                     receiver's group, not to be passed on again)
+//	origin      1 byte n (1 to 255), then n bytes: the origin's node name
+//	length      uv       of the frames that follow
+//	frames      the origin's frames, back to back, exactly as it sent them
+//	            (at least one; never an envelope)
+//
+// Version 6 added relay envelopes; version 5 is otherwise the same.
+// Version 5 had no envelopes, version 4 no refused count and no level in an entry, version 3 no idle flag, and
 // version 2 had the frame alone in its datagram. A node refuses the frames of every other version
 // (ErrVersion), and a node of another refuses its frames, so a cluster runs
 // one version at a time: a version-3 node would take an idle peer's silence
@@ -66,10 +82,14 @@ const (
 	magic1 = 'p'
 	// Version is the frame format's version; a frame of another is refused
 	// (ErrVersion), never misread.
-	Version     = 5
+	Version     = 6
 	flagLeaving = 1 << 0
 	flagIdle    = 1 << 1
 	flagPartial = 1 << 2
+	flagSpread  = 1 << 6
+	flagRelay   = 1 << 7
+	// MaxOrigin is the longest origin name an envelope carries.
+	MaxOrigin = 255
 	// HeaderFixed is the header's fixed part: magic, version, flags,
 	// limiter and incarnation.
 	HeaderFixed = 2 + 1 + 1 + 8 + 8
@@ -123,6 +143,7 @@ var (
 	ErrTokens     = errors.New("gopherpace: token count out of range")
 	ErrTrailing   = errors.New("gopherpace: trailing bytes in frame")
 	ErrEntryCount = errors.New("gopherpace: entry count exceeds frame size")
+	ErrRelay      = errors.New("gopherpace: malformed relay envelope")
 )
 
 // AppendHeader encodes every field of f but the entries; the caller appends
@@ -200,6 +221,9 @@ func Next(b []byte) (frame, rest []byte, err error) {
 	if b[2] != Version {
 		return nil, nil, ErrVersion
 	}
+	if b[3]&flagRelay != 0 {
+		return nextRelay(b)
+	}
 	at := HeaderFixed
 	var count uint64
 	for i := range 7 { // seq, globalSum, global, demandSum, level, withheld, count
@@ -252,6 +276,9 @@ func Decode(b []byte, f *Frame) error {
 	}
 	if b[2] != Version {
 		return ErrVersion
+	}
+	if b[3]&flagRelay != 0 {
+		return ErrRelay // an envelope, not a frame: OpenRelay reads it
 	}
 	f.Leaving = b[3]&flagLeaving != 0
 	f.Idle = b[3]&flagIdle != 0
@@ -341,4 +368,92 @@ func uvarint(b []byte) (uint64, []byte, error) {
 		return 0, nil, ErrVarint
 	}
 	return v, b[n:], nil
+}
+
+// Relay is one relay envelope, opened: frames of Origin's, passed on by
+// another node. Its slices point into the envelope.
+type Relay struct {
+	Origin []byte
+	// Spread marks the last hop: the receiver passes it on to no one.
+	Spread bool
+	// Frames are the origin's frames, back to back; Next splits them.
+	Frames []byte
+}
+
+// relayFixed is an envelope's fixed part: magic, version, flags and the
+// origin's length.
+const relayFixed = 2 + 1 + 1 + 1
+
+// AppendRelay appends an envelope of frames (one or more whole frames of
+// origin's, none an envelope) to b. origin must be 1 to MaxOrigin bytes.
+func AppendRelay(b []byte, origin string, spread bool, frames []byte) []byte {
+	flags := byte(flagRelay)
+	if spread {
+		flags |= flagSpread
+	}
+	b = append(b, magic0, magic1, Version, flags, byte(len(origin)))
+	b = append(b, origin...)
+	b = binary.AppendUvarint(b, uint64(len(frames)))
+	return append(b, frames...)
+}
+
+// RelaySize is the size of an envelope of n bytes of frames from origin.
+func RelaySize(origin string, n int) int {
+	size := relayFixed + len(origin) + 1 + n
+	for v := uint64(n); v >= 0x80; v >>= 7 {
+		size++
+	}
+	return size
+}
+
+// IsRelay reports whether a piece that Next split off is an envelope.
+func IsRelay(piece []byte) bool { return len(piece) > 3 && piece[3]&flagRelay != 0 }
+
+// nextRelay is Next for an envelope: it finds the envelope's end.
+func nextRelay(b []byte) (frame, rest []byte, err error) {
+	n := int(b[4])
+	at := relayFixed + n
+	if n == 0 || len(b) < at {
+		return nil, nil, ErrRelay
+	}
+	size, k := binary.Uvarint(b[at:])
+	if k <= 0 || size < HeaderFixed || size > uint64(len(b)-at-k) {
+		return nil, nil, ErrRelay
+	}
+	end := at + k + int(size)
+	return b[:end], b[end:], nil
+}
+
+// OpenRelay reads one envelope (as Next split it off): its origin, its
+// hop and its frames, each of which Next can split off (and Decode must
+// still check). It refuses an envelope inside an envelope, an unknown
+// flag and trailing bytes.
+func OpenRelay(env []byte) (Relay, error) {
+	if len(env) < relayFixed || env[0] != magic0 || env[1] != magic1 {
+		return Relay{}, ErrMagic
+	}
+	if env[2] != Version {
+		return Relay{}, ErrVersion
+	}
+	if env[3]&^(flagRelay|flagSpread) != 0 || env[3]&flagRelay == 0 {
+		return Relay{}, ErrRelay
+	}
+	piece, rest, err := nextRelay(env)
+	if err != nil || len(rest) != 0 || len(piece) != len(env) {
+		return Relay{}, ErrRelay
+	}
+	n := int(env[4])
+	r := Relay{Origin: env[relayFixed : relayFixed+n], Spread: env[3]&flagSpread != 0}
+	_, k := binary.Uvarint(env[relayFixed+n:])
+	r.Frames = env[relayFixed+n+k:]
+	for b := r.Frames; len(b) > 0; {
+		var f []byte
+		if f, b, err = Next(b); err != nil {
+			return Relay{}, err
+		}
+		if IsRelay(f) {
+			return Relay{}, ErrRelay
+		}
+	}
+	return r, nil
 }

@@ -69,7 +69,9 @@ func TestDecodeRejects(t *testing.T) {
 		{"version 2", mutate(func(b []byte) []byte { b[2] = 2; return b }), ErrVersion},
 		{"version 3", mutate(func(b []byte) []byte { b[2] = 3; return b }), ErrVersion},
 		{"version 4", mutate(func(b []byte) []byte { b[2] = 4; return b }), ErrVersion},
-		{"version 6", mutate(func(b []byte) []byte { b[2] = 6; return b }), ErrVersion},
+		{"version 5", mutate(func(b []byte) []byte { b[2] = 5; return b }), ErrVersion},
+		{"version 7", mutate(func(b []byte) []byte { b[2] = 7; return b }), ErrVersion},
+		{"an envelope", AppendRelay(nil, "n", false, good), ErrRelay},
 		{"trailing byte", append(append([]byte(nil), good...), 0), ErrTrailing},
 		{"entry count past the end", mutate(func(b []byte) []byte { b[len(b)-12] = 100; return b }), ErrEntryCount},
 		{"delta above the running total", Encode(nil, &Frame{GlobalSum: 3, Global: 4}), ErrTokens},
@@ -136,7 +138,7 @@ func FuzzDecodeFrame(f *testing.F) {
 	f.Add(Encode(nil, &Frame{Limiter: 1, Incarnation: 2, Seq: 3, GlobalSum: 10, Global: 4, Keys: []KeyCount{{5, 6, 0, 1}, {7, 300, 2, -5}, {9, 0, 1, 0}}}))
 	f.Add(Encode(nil, &Frame{Leaving: true}))
 	f.Add(Encode(nil, &Frame{Idle: true, GlobalSum: 3}))
-	f.Add([]byte("gp\x05\x00"))
+	f.Add([]byte("gp\x06\x00"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if frame, rest, err := Next(b); err == nil && (len(frame)+len(rest) != len(b) || !bytes.Equal(frame, b[:len(frame)])) {
 			t.Fatalf("Next split %d bytes into %d and %d", len(b), len(frame), len(rest))
@@ -197,4 +199,103 @@ func BenchmarkDecode1000Keys(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/1000, "ns/key")
+}
+
+// An envelope carries an origin's frames exactly: it opens to the same
+// origin, hop and bytes, splits off a datagram like a frame, and its
+// frames split and decode as sent.
+func TestRelayRoundTrip(t *testing.T) {
+	a := Encode(nil, &Frame{Limiter: 1, Incarnation: 2, GlobalSum: 5, Global: 5, Level: -3})
+	b := Encode(nil, &Frame{Limiter: 7, Incarnation: 2, Seq: 9, Keys: []KeyCount{{5, 6, 0, 1}}})
+	frames := append(append([]byte(nil), a...), b...)
+	for _, spread := range []bool{false, true} {
+		env := AppendRelay(nil, "node-7", spread, frames)
+		if len(env) != RelaySize("node-7", len(frames)) {
+			t.Fatalf("RelaySize %d, encoded %d", RelaySize("node-7", len(frames)), len(env))
+		}
+		datagram := append(append(append([]byte(nil), a...), env...), b...)
+		first, rest, err := Next(datagram)
+		if err != nil || !bytes.Equal(first, a) || IsRelay(first) {
+			t.Fatalf("first piece: %x, %v", first, err)
+		}
+		piece, rest, err := Next(rest)
+		if err != nil || !bytes.Equal(piece, env) || !IsRelay(piece) {
+			t.Fatalf("envelope piece: %x, %v", piece, err)
+		}
+		if last, rest, err := Next(rest); err != nil || !bytes.Equal(last, b) || len(rest) != 0 {
+			t.Fatalf("last piece: %x, %v", last, err)
+		}
+		r, err := OpenRelay(piece)
+		if err != nil || string(r.Origin) != "node-7" || r.Spread != spread || !bytes.Equal(r.Frames, frames) {
+			t.Fatalf("opened %q %v %x, %v", r.Origin, r.Spread, r.Frames, err)
+		}
+		var f Frame
+		if err := Decode(piece, &f); !errors.Is(err, ErrRelay) {
+			t.Fatalf("Decode of an envelope: %v, want ErrRelay", err)
+		}
+		for cut := 1; cut < len(env); cut++ {
+			if _, err := OpenRelay(env[:cut]); err == nil {
+				t.Fatalf("an envelope cut at %d of %d bytes opened", cut, len(env))
+			}
+			if p, _, err := Next(env[:cut]); err == nil {
+				t.Fatalf("an envelope cut at %d of %d bytes split off %d bytes", cut, len(env), len(p))
+			}
+		}
+	}
+}
+
+// Envelopes that are not exactly an origin and its frames are refused.
+func TestOpenRelayRejects(t *testing.T) {
+	frame := Encode(nil, &Frame{Limiter: 1, Incarnation: 2, GlobalSum: 5, Global: 5})
+	good := AppendRelay(nil, "n", false, frame)
+	nested := AppendRelay(nil, "n", false, good)
+	noOrigin := AppendRelay(nil, "", false, frame)
+	unknownFlag := append([]byte(nil), good...)
+	unknownFlag[3] |= 1
+	trailing := append(append([]byte(nil), good...), 0)
+	garbage := AppendRelay(nil, "n", false, []byte("not a frame at all, but long enough"))
+	oldVersion := append([]byte(nil), good...)
+	oldVersion[2] = 5
+	for _, tc := range []struct {
+		name string
+		b    []byte
+	}{
+		{"nested", nested}, {"no origin", noOrigin}, {"unknown flag", unknownFlag}, {"trailing", trailing},
+		{"garbage frames", garbage}, {"old version", oldVersion}, {"empty", nil},
+	} {
+		if _, err := OpenRelay(tc.b); err == nil {
+			t.Errorf("%s: opened", tc.name)
+		}
+	}
+	if _, err := OpenRelay(good); err != nil {
+		t.Fatalf("the good envelope: %v", err)
+	}
+}
+
+// FuzzOpenRelay: no input panics Next or OpenRelay, an envelope that
+// opens is one whole piece to Next, and re-encoding it opens the same.
+func FuzzOpenRelay(f *testing.F) {
+	frame := Encode(nil, &Frame{Limiter: 1, Incarnation: 2, Seq: 3, GlobalSum: 10, Global: 4, Keys: []KeyCount{{5, 6, 0, 1}}})
+	f.Add(AppendRelay(nil, "node-1", false, frame))
+	f.Add(AppendRelay(nil, "n", true, append(append([]byte(nil), frame...), frame...)))
+	f.Add([]byte("gp\x06\x80\x01n\x00"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if piece, rest, err := Next(b); err == nil && (len(piece)+len(rest) != len(b) || !bytes.Equal(piece, b[:len(piece)])) {
+			t.Fatalf("Next split %d bytes into %d and %d", len(b), len(piece), len(rest))
+		}
+		r, err := OpenRelay(b)
+		if err != nil {
+			return
+		}
+		if piece, rest, err := Next(b); err != nil || len(rest) != 0 || len(piece) != len(b) {
+			t.Fatalf("OpenRelay accepts an envelope that Next splits into %d and %d bytes (%v)", len(piece), len(rest), err)
+		}
+		if len(r.Origin) == 0 || len(r.Origin) > MaxOrigin || len(r.Frames) < HeaderFixed {
+			t.Fatalf("opened origin %q, %d bytes of frames", r.Origin, len(r.Frames))
+		}
+		again, err := OpenRelay(AppendRelay(nil, string(r.Origin), r.Spread, r.Frames))
+		if err != nil || !bytes.Equal(again.Origin, r.Origin) || again.Spread != r.Spread || !bytes.Equal(again.Frames, r.Frames) {
+			t.Fatalf("re-encoding an opened envelope: %v", err)
+		}
+	})
 }
