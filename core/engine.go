@@ -137,7 +137,13 @@ func newEngine(parts engineParts, c *config) *engine {
 	if e.floor {
 		e.send.flushDelay = e.tick // the reference design reports on its ticks only
 	}
-	e.recv = receiver{engineEnv: env, word: &e.global, view: &e.view, fair: &e.fair, keyFair: &e.hotKeys, join: &e.join}
+	e.recv = receiver{engineEnv: env, word: &e.global, view: &e.view, fair: &e.fair, keyFair: &e.hotKeys, join: &e.join,
+		// A newcomer to a contended cluster would otherwise race freely
+		// until its first tick: half a gossip interval at most.
+		onJoinedRunning: func(now int64) {
+			e.fair.joinedRunning(now)
+			e.fair.rebalance(now, e.send.globalSum)
+		}}
 	e.view = newPeerView(env, &e.mode, e.recv.afterRefresh)
 	e.fair = fairShares{engineEnv: env, word: &e.global, view: &e.view, denied: newProcCounter()}
 	e.fair.share.setGate(parts.rules.dflt())

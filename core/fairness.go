@@ -49,7 +49,14 @@ type fairShares struct {
 	denied procCounter // tokens refused for want of tokens (deniedDemand)
 
 	own load // this node's admit and demand rates; under the engine's lock
+	// newcomerUntil is the end of the time in which this node, having
+	// joined a running cluster, counts the peers it has not heard yet
+	// (rebalance); under the engine's lock.
+	newcomerUntil int64
 }
+
+// joinedRunning notes that this node has just joined a running cluster.
+func (fs *fairShares) joinedRunning(now int64) { fs.newcomerUntil = now + fairWindow }
 
 // peerShare is what fairness keeps of one stream of a peer; under the
 // engine's lock.
@@ -232,6 +239,22 @@ func (fs *fairShares) rebalance(now int64, reported uint64) {
 		demand += pd
 		emptiest = min(emptiest, s.fair.level)
 	})
+	// A newcomer to a running cluster, for its first fairWindow, takes the
+	// listed peers it has not heard yet as offered what it is and as
+	// admitting at most their part of the rate: joining a grouped cluster
+	// it hears its own group at once, the others through relays a few
+	// ticks later. Taken to admit what it admits (all it is offered, in
+	// its first ticks), they made a contended cluster look uncontended,
+	// and it raced freely until the other groups' reports emptied its
+	// replica: 2.5 times its share in its first quarter second (10
+	// newcomers to 100 nodes: up to 1.42 of the cluster's ratio over their
+	// stay). Not at a cold start, where every node starts at once: there
+	// it held shares back from nodes that had not heard each other yet
+	// (300 nodes: one at 1.15 of the cluster's ratio, against 1.07).
+	if n := float64(fs.view.unheard(now)); n > 0 && now < fs.newcomerUntil {
+		admits += min(a, p.perSecond()/float64(max(1, fs.view.stats.known.Load()))) * n
+		demand += d * n
+	}
 	if fs.floor || demand <= 0 || d <= 0 || admits >= contendedRatio*demand {
 		q.on.Store(false)
 		return

@@ -422,7 +422,12 @@ func (h *hub) receiveRelay(env []byte) {
 	if string(r.Origin) == h.name {
 		return
 	}
-	origin := string(r.Origin)
+	h.mu.Lock()
+	origin, known := h.rel.names[string(r.Origin)] // a member's name, without a copy
+	h.mu.Unlock()
+	if !known {
+		origin = string(r.Origin)
+	}
 	frames := uint64(0)
 	for b := r.Frames; len(b) > 0; frames++ {
 		var f []byte

@@ -29,8 +29,9 @@ func (j *joining) tick(now int64) {
 	}
 }
 
-// contact runs on every fresh frame. The first one ends the pre-contact
-// share; a peer that has been up for a while tells this node that it joined
+// contact runs on every fresh frame, and reports whether this node has
+// just learned that it joined a running cluster. The first one ends the
+// pre-contact share; a peer that has been up for a while tells this node that it joined
 // a running cluster, whose buckets may be spent: its own replica of the
 // global bucket comes down to the level the peer reports (never below
 // empty), instead of bringing a fresh full bucket. Its keyed replicas come
@@ -41,7 +42,7 @@ func (j *joining) tick(now int64) {
 // buckets, so its first burst is not refused (before, a node that joined a
 // second after the first emptied its bucket and refused a burst of B at
 // the rate's pace).
-func (j *joining) contact(now int64, peerInc uint64, level int64) {
+func (j *joining) contact(now int64, peerInc uint64, level int64) (joined bool) {
 	if !j.contacted {
 		j.contacted = true
 		if j.mode.get() == modePreContact {
@@ -49,12 +50,14 @@ func (j *joining) contact(now int64, peerInc uint64, level int64) {
 		}
 	}
 	if j.learned || j.floor {
-		return
+		return false
 	}
 	if peerInc+uint64(2*j.interval) < j.inc {
 		j.learned = true
 		j.log.Info("joined a running cluster: starting from its level", "node", j.name, "tokens", max(level, 0))
 		b := j.view.bucketTime(now)
 		j.word.lowerTo(j.rules.dflt(), b, level)
+		return true
 	}
+	return false
 }

@@ -48,6 +48,9 @@ type peer struct {
 	// from the peer itself: a peer of another group in a grouped cluster
 	// (groups.go), heard relaySlack later than one of this node's own.
 	relayed bool
+	// owed reports that the slack a relayed peer's silence was given has
+	// been withheld, once it turned out to be silence (slowClock).
+	owed bool
 }
 
 // stream is the frames of one incarnation of a peer.

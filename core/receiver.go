@@ -27,6 +27,9 @@ type receiver struct {
 	join *joining
 	// keyFair learns the peers' load of hot keys.
 	keyFair *keyShares
+	// onJoinedRunning runs when this node learns that it joined a running
+	// cluster (engine.go).
+	onJoinedRunning func(now int64)
 
 	stats receiverStats
 
@@ -163,7 +166,9 @@ func (r *receiver) apply(from string, b []byte, keep, relayed bool) {
 	// level outside that range is a lie: clamped, it can only claim an
 	// emptier replica, which lowers this one by at most a bucket's debt.
 	level := min(max(f.Level, -r.rules.dflt().burst), r.rules.dflt().burst)
-	r.join.contact(now, f.Incarnation, level)
+	if r.join.contact(now, f.Incarnation, level) && r.onJoinedRunning != nil {
+		r.onJoinedRunning(now)
+	}
 	global := r.globalCharge(s, f, wasVisible)
 	if predicted := r.view.takePredicted(p); predicted > 0 && wasVisible {
 		// Part of this peer's count was withheld while it was silent: if

@@ -25,6 +25,9 @@ type relays struct {
 	turn    uint64
 	scratch wire.Frame
 	batch   []byte
+	// names holds each member's name, by itself: an envelope's origin
+	// finds its string here instead of being copied into a new one.
+	names map[string]string
 	// heard is when each member's frames last arrived, a mate's from it,
 	// another's through relays: a mate silent for longer than mateSilence
 	// covers no group (groupView.cover), and a member of another group
@@ -104,6 +107,15 @@ func (r *relays) refresh(t Transport, self string, now int64, groups bool) {
 	r.viewAt = now
 	members := t.Members()
 	r.listed = len(members)
+	if groups {
+		clear(r.names)
+		if r.names == nil {
+			r.names = make(map[string]string, len(members))
+		}
+		for _, m := range members {
+			r.names[m] = m
+		}
+	}
 	if groups {
 		var zone func(string) string
 		if z, ok := t.(Zoner); ok {

@@ -34,3 +34,24 @@ func ExampleNew() {
 	fmt.Println("peers of replica-b:", second.Members())
 	// Output: peers of replica-b: [replica-a]
 }
+
+// Replicas tell the cluster their zone; a cluster that spans zones sends
+// limiter frames across zones once, not once per replica.
+func ExampleWithZone() {
+	east, err := memberpace.New(memberpace.WithBindAddr("127.0.0.1"), memberpace.WithBindPort(0),
+		memberpace.WithNodeName("replica-east"), memberpace.WithZone("eu-west-1a"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer east.Close()
+	west, err := memberpace.New(memberpace.WithBindAddr("127.0.0.1"), memberpace.WithBindPort(0),
+		memberpace.WithNodeName("replica-west"), memberpace.WithZone("eu-west-1b"),
+		memberpace.WithSeeds(seeds.Static{east.GossipAddr()}))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer west.Close()
+
+	fmt.Println("replica-west sees replica-east in", west.Zone("replica-east"))
+	// Output: replica-west sees replica-east in eu-west-1a
+}

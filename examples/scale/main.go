@@ -104,7 +104,7 @@ func run(n int, rate int64, mult float64, d, interval time.Duration) error {
 		r := float64(admitted[i]) / float64(offered[i]) / cluster
 		lo, hi = min(lo, r), max(hi, r)
 		datagrams += float64(transports[i].Stats().DatagramsSent - sentBefore[i])
-		bytes += float64(l.Stats().BytesSent-before[i].BytesSent) * float64(n-1)
+		bytes += float64(l.Stats().BytesToPeers - before[i].BytesToPeers) // each datagram's bytes once per peer it went to
 	}
 	secs := d.Seconds() * float64(n)
 	var dropped, malformed, missing uint64
