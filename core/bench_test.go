@@ -191,16 +191,28 @@ func (*crowdTransport) AfterFunc(time.Duration, func()) func() bool {
 // crowdLimiter is a clustered limiter (R = 1000) on a crowdTransport
 // that lists peers members; it closes when the benchmark ends.
 func crowdLimiter(b *testing.B, peers int) (*Limiter, *crowdTransport) {
+	tr := newCrowd(peers)
+	return crowdLimiterOn(b, tr), tr
+}
+
+// newCrowd is a crowdTransport listing peers members.
+func newCrowd(peers int) *crowdTransport {
 	tr := &crowdTransport{now: time.Unix(1_700_000_000, 0)}
 	for i := range peers {
 		tr.members = append(tr.members, "peer-"+strconv.Itoa(i))
 	}
+	return tr
+}
+
+// crowdLimiterOn is a clustered limiter (R = 1000) on tr, closed when the
+// benchmark ends.
+func crowdLimiterOn(b *testing.B, tr Transport) *Limiter {
 	l, err := New(WithRefillRate(1000), WithTransport(tr), WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { l.Close() })
-	return l, tr
+	return l
 }
 
 // BenchmarkReceive is the receiving side at N = 1,000: datagrams of one
@@ -287,15 +299,8 @@ func (*crowdUnicaster) SendTo(string, []byte) error { return nil }
 // (accuracy.md#scale). %core is what that rate costs one core.
 func BenchmarkReceiveRelayed(b *testing.B) {
 	const peers, rate = 999, 7_000
-	tr := &crowdUnicaster{crowdTransport{now: time.Unix(1_700_000_000, 0)}}
-	for i := range peers {
-		tr.members = append(tr.members, "peer-"+strconv.Itoa(i))
-	}
-	l, err := New(WithRefillRate(1000), WithTransport(tr), WithLogger(slog.New(slog.DiscardHandler)))
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { l.Close() })
+	tr := &crowdUnicaster{*newCrowd(peers)}
+	l := crowdLimiterOn(b, tr)
 	h := engineOf(l).hub
 	h.flush() // reads the member list: grouped
 	if !h.rel.view.grouped() || len(h.rel.view.mates) == 0 {

@@ -115,29 +115,16 @@ func TestGroupedCluster(t *testing.T) {
 // admits (a bounded stall, never an extra admit).
 func TestHostileRelays(t *testing.T) {
 	t.Parallel()
-	const n = gopherpace.GroupsFrom
 	net := memtransport.New(memtransport.WithRandom(3), memtransport.WithLatency(500*time.Microsecond, 0))
-	var trs []*memtransport.Transport
-	for i := range n {
-		tr, err := net.Join(fmt.Sprintf("n%d", i))
-		if err != nil {
+	// Limiters on 8 nodes, n0 to n7; the rest of the members run none (the
+	// cluster is grouped by its member list), which keeps this test quick.
+	for i := range gopherpace.GroupsFrom - 8 {
+		if _, err := net.Join(fmt.Sprintf("idle-%d", i)); err != nil {
 			t.Fatal(err)
 		}
-		trs = append(trs, tr)
 	}
 	evil, _ := net.Join("evil")
-	// Limiters on 8 of them: the rest are members that run none (the
-	// cluster is grouped by its member list), which keeps this test quick.
-	var lims []*gopherpace.Limiter
-	for _, tr := range trs[:8] {
-		l, err := gopherpace.New(gopherpace.WithTransport(tr), gopherpace.WithNodeName(tr.Name()), gopherpace.WithLogger(discardLogger),
-			gopherpace.WithRefillRate(100), gopherpace.WithBucketSize(100))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { l.Close() })
-		lims = append(lims, l)
-	}
+	lims, _ := cluster(t, net, 8, gopherpace.WithRefillRate(100), gopherpace.WithBucketSize(100))
 	net.Advance(time.Second)
 	id := gopherpace.WireLimiterID(gopherpace.DefaultLimiterID)
 	frame := func(sum uint64) []byte {

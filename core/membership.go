@@ -68,8 +68,9 @@ type peerView struct {
 	// withheld is the share of the refill this node withheld over its
 	// last evaluation for peers out of its own sight.
 	withheld float64
-	// lastRelayed is when a relayed frame last arrived (slackFor).
-	lastRelayed int64
+	// lastFrame is when a fresh frame last arrived, from anyone, directly
+	// or relayed (slackFor).
+	lastFrame int64
 }
 
 type viewStats struct {
@@ -178,9 +179,7 @@ func (v *peerView) heard(p *peer, s *stream, now int64, leaving, idle, news, rel
 	wasVisible = s.charge.synced && now-s.lastHeard <= isolation
 	v.arrived = v.arrived || news || !wasVisible
 	s.lastHeard, p.lastHeard, p.heard, p.departed, p.relayed, p.owed = now, now, true, leaving, relayed, false
-	if relayed {
-		v.lastRelayed = now
-	}
+	v.lastFrame = now
 	s.withheld, s.idle, p.idle = withheld, idle, idle
 	return wasVisible
 }
@@ -339,14 +338,17 @@ func (v *peerView) suspectOf(p *peer, now int64) int64 { return v.suspectAfter()
 func (v *peerView) isolationOf(p *peer, now int64) int64 { return v.isolation + v.slackFor(p, now) }
 
 // slackFor is how much longer than a peer of its own group a peer heard
-// through relays may be silent: relaySlack while relayed frames keep
-// arriving from anyone, none once they stop for suspectAfter. A node cut
-// off from the cluster hears no relays at all, and so counts everyone out
+// through relays may be silent: relaySlack while frames keep arriving
+// from anyone, none once nothing at all has arrived for suspectAfter. A
+// node cut off from the cluster hears nobody, and so counts everyone out
 // of sight as soon as it would with every frame sent to every peer
-// (waiting out the slack, a cut-off node of 100 admitted 77 a second for
-// a second, not 10).
+// (waiting out the slack, a node cut off from 100 admitted 77 a second
+// for a second, not 10). Relayed frames alone are no sign: in a lightly
+// used cluster, where most nodes are idle, they come seldom, and 64
+// replicas over real memberlist took their peers for gone every few
+// seconds.
 func (v *peerView) slackFor(p *peer, now int64) int64 {
-	if !p.relayed || now-v.lastRelayed > v.suspectAfter() {
+	if !p.relayed || now-v.lastFrame > v.suspectAfter() {
 		return 0
 	}
 	return relaySlack(v.tick)
