@@ -8,8 +8,11 @@
 //	limiter, err := gopherpace.New(gopherpace.WithRefillRate(1000), gopherpace.WithTransport(tr))
 //	defer limiter.Close() // before tr.Close
 //
-// Frames go to every member with SendBestEffort, one datagram each, never
-// blocking on a dead or slow peer. memberlist's own partition handling never
+// Frames go to every member, one datagram each, never blocking on a dead
+// or slow peer; from 64 members the limiters send to their group only and
+// relay between groups, through SendTo. Give each replica its zone
+// (WithZone) when a cluster spans zones or regions: frames then cross
+// between zones once, not once per replica. memberlist's own partition handling never
 // re-merges a split cluster, so a background loop asks the seed provider
 // again and re-joins every RejoinInterval, and every second while this node
 // hears no peer. A node whose first join fails starts anyway and keeps trying.
