@@ -140,7 +140,7 @@ func (h *hub) leave(e *engine) {
 	last := len(h.engines) == 0
 	if last {
 		h.flushLocked()
-		if h.stopRelay != nil { // frames of others held for later: no one will send them now
+		if h.stopRelay != nil { // frames of others kept for later: no one will send them now
 			h.stopRelay()
 			h.stopRelay = nil
 		}
@@ -226,7 +226,7 @@ func (h *hub) flushLocked() {
 	}
 	now := h.sinceBegan()
 	h.rel.refresh(h.t, h.name, now, h.uni != nil)
-	if len(h.pending) == 0 && !h.rel.pending() && !h.rel.holding() {
+	if len(h.pending) == 0 && !h.rel.pending() && !h.rel.latestWaiting() {
 		return
 	}
 	var err error
@@ -268,12 +268,12 @@ func (h *hub) sinceBegan() int64 { return int64(h.clock.Now().Sub(h.began)) }
 // envelopes (the pending frames among them) to the covered groups. It
 // returns the first error, if any.
 func (h *hub) sendGrouped(now int64) error {
-	h.rel.recover(h.name, now, h.tick)
+	h.rel.redeal(h.name, now, h.tick)
 	if len(h.pending) > 0 {
 		_, dropped := h.rel.forGroups(h.name, h.pending, now, h.maxFrame)
 		h.stats.relayDropped.Add(dropped)
 	}
-	queued, dropped, waiting := h.rel.dueFrames(h.name, now, quietEvery(h.tick))
+	queued, dropped, waiting := h.rel.dueLatest(h.name, now, quietEvery(h.tick))
 	h.stats.relayed.Add(queued)
 	h.stats.relayDropped.Add(dropped)
 	var first error
@@ -442,7 +442,9 @@ func (h *hub) receiveRelay(env []byte) {
 	if !h.rel.view.grouped() {
 		return
 	}
-	h.rel.heardFrom(origin, h.sinceBegan())
+	if known {
+		h.rel.heardFrom(origin, h.sinceBegan()) // an invented name is not kept
+	}
 	if r.Spread {
 		return
 	}
@@ -470,7 +472,7 @@ func (h *hub) deliver(from string, f []byte, relayed bool) {
 // within relayDelay, with the next datagram this node sends or on their
 // own.
 func (h *hub) armRelayLocked() {
-	if h.stopRelay == nil && (h.rel.pending() || h.rel.holding()) {
+	if h.stopRelay == nil && (h.rel.pending() || h.rel.latestWaiting()) {
 		h.stopRelay = h.clock.AfterFunc(time.Duration(relayDelay(h.tick)), h.flush)
 	}
 }

@@ -18,13 +18,13 @@ type relays struct {
 
 	toGroups []byte // envelopes of this group's frames, for the covered groups
 	toMates  []byte // envelopes from other groups, for this node's mates
-	// held are the latest frames of running totals of this group's
-	// origins, by stream, waiting to go to other groups (dueFrames).
-	held    []heldFrame
-	heldAt  map[relayStream]int
-	turn    uint64
-	scratch wire.Frame
-	batch   []byte
+	// latest are the latest frames of running totals of this group's
+	// origins, by stream, waiting to go to other groups (dueLatest).
+	latest   []latestFrame
+	latestAt map[relayStream]int
+	turn     uint64
+	scratch  wire.Frame
+	batch    []byte
 	// names holds each member's name, by itself: an envelope's origin
 	// finds its string here instead of being copied into a new one.
 	names map[string]string
@@ -47,8 +47,8 @@ func (r *relays) heardFrom(name string, now int64) {
 	r.heard[name] = now
 }
 
-// recover deals the groups again among the mates heard lately.
-func (r *relays) recover(self string, now, tick int64) {
+// redeal deals the groups again among the mates heard lately.
+func (r *relays) redeal(self string, now, tick int64) {
 	if !r.view.grouped() {
 		return
 	}
@@ -124,7 +124,7 @@ func (r *relays) refresh(t Transport, self string, now int64, groups bool) {
 		r.view = newGroupView(self, members, zone)
 	}
 	if !r.view.grouped() {
-		r.toGroups, r.toMates, r.held, r.heldAt = r.toGroups[:0], r.toMates[:0], nil, nil
+		r.toGroups, r.toMates, r.latest, r.latestAt = r.toGroups[:0], r.toMates[:0], nil, nil
 		return
 	}
 	for m := range r.heard {
@@ -133,18 +133,18 @@ func (r *relays) refresh(t Transport, self string, now int64, groups bool) {
 		}
 	}
 	// Forget the streams of nodes no longer in this group.
-	kept := r.held[:0]
-	for _, h := range r.held {
+	kept := r.latest[:0]
+	for _, h := range r.latest {
 		if h.stream.origin == self || r.view.isMate(h.stream.origin) {
 			kept = append(kept, h)
 		}
 	}
-	if len(kept) != len(r.held) {
-		clear(r.held[len(kept):])
-		r.held = kept
-		clear(r.heldAt)
-		for i, h := range r.held {
-			r.heldAt[h.stream] = i
+	if len(kept) != len(r.latest) {
+		clear(r.latest[len(kept):])
+		r.latest = kept
+		clear(r.latestAt)
+		for i, h := range r.latest {
+			r.latestAt[h.stream] = i
 		}
 	}
 }
@@ -154,7 +154,7 @@ func (r *relays) refresh(t Transport, self string, now int64, groups bool) {
 // frame with keyed counts (deltas) or a flag goes at once; a frame of
 // running totals only (a report of global admits, a heartbeat) replaces
 // the origin's last one still waiting, and goes at most every quiet
-// (dueFrames): its totals hold every earlier frame's. It reports how many
+// (dueLatest): its totals include every earlier frame's. It reports how many
 // frames it queued, and how many it dropped for want of room.
 func (r *relays) forGroups(origin string, b []byte, now int64, maxDatagram int) (queued, dropped uint64) {
 	if len(r.view.covered) == 0 {
@@ -172,11 +172,11 @@ func (r *relays) forGroups(origin string, b []byte, now int64, maxDatagram int) 
 			continue // the engines dropped it too
 		}
 		if f.Global == 0 && f.Seq == 0 && !f.Leaving && !f.Idle && !f.Partial {
-			r.hold(relayStream{origin, f.Limiter}, frame)
+			r.keepLatest(relayStream{origin, f.Limiter}, frame)
 			continue
 		}
 		if f.Seq == 0 {
-			r.drop(relayStream{origin, f.Limiter}) // this frame's totals hold the waiting one's
+			r.forgetLatest(relayStream{origin, f.Limiter}) // this frame's totals include the waiting one's
 		}
 		if wire.RelaySize(origin, len(batch)+len(frame)) > maxDatagram {
 			q, d := r.emit(origin, batch, n)
@@ -201,44 +201,44 @@ func (r *relays) emit(origin string, frames []byte, n uint64) (queued, dropped u
 	return n, 0
 }
 
-// heldFrame is the latest frame of running totals of one origin's
+// latestFrame is the latest frame of running totals of one origin's
 // limiter, waiting for its turn to go to other groups.
-type heldFrame struct {
+type latestFrame struct {
 	stream   relayStream
 	frame    []byte // empty: none waiting
 	lastSent int64  // when the stream's last frame went
 	sent     bool
 }
 
-// hold keeps frame as s's latest frame of running totals.
-func (r *relays) hold(s relayStream, frame []byte) {
-	i, ok := r.heldAt[s]
+// keepLatest keeps frame as s's latest frame of running totals.
+func (r *relays) keepLatest(s relayStream, frame []byte) {
+	i, ok := r.latestAt[s]
 	if !ok {
-		if r.heldAt == nil {
-			r.heldAt = make(map[relayStream]int)
+		if r.latestAt == nil {
+			r.latestAt = make(map[relayStream]int)
 		}
-		i = len(r.held)
-		r.heldAt[s] = i
-		r.held = append(r.held, heldFrame{stream: s})
+		i = len(r.latest)
+		r.latestAt[s] = i
+		r.latest = append(r.latest, latestFrame{stream: s})
 	}
-	h := &r.held[i]
+	h := &r.latest[i]
 	h.frame = append(h.frame[:0], frame...)
 }
 
-// drop forgets s's waiting frame, if any: a later frame of s went at once.
-func (r *relays) drop(s relayStream) {
-	if i, ok := r.heldAt[s]; ok {
-		r.held[i].frame = r.held[i].frame[:0]
+// forgetLatest forgets s's waiting frame, if any: a later frame of s went at once.
+func (r *relays) forgetLatest(s relayStream) {
+	if i, ok := r.latestAt[s]; ok {
+		r.latest[i].frame = r.latest[i].frame[:0]
 	}
 }
 
-// dueFrames queues, for other groups, every held frame whose stream's
-// last went at least quiet ago, in the order the streams were first
-// held (so that simulations repeat). It reports how many of other nodes'
+// dueLatest queues, for other groups, every waiting latest frame whose
+// stream's last went at least quiet ago, in the order the streams were
+// first kept (so that simulations repeat). It reports how many of other nodes'
 // it queued, how many it dropped, and whether frames still wait.
-func (r *relays) dueFrames(self string, now, quiet int64) (queued, dropped uint64, waiting bool) {
-	for i := range r.held {
-		h := &r.held[i]
+func (r *relays) dueLatest(self string, now, quiet int64) (queued, dropped uint64, waiting bool) {
+	for i := range r.latest {
+		h := &r.latest[i]
 		if len(h.frame) == 0 {
 			continue
 		}
@@ -272,10 +272,10 @@ func (r *relays) forMates(origin []byte, frames []byte) bool {
 // pending reports whether envelopes wait to be sent.
 func (r *relays) pending() bool { return len(r.toGroups) > 0 || len(r.toMates) > 0 }
 
-// holding reports whether frames wait for their turn (dueFrames).
-func (r *relays) holding() bool {
-	for i := range r.held {
-		if len(r.held[i].frame) > 0 {
+// latestWaiting reports whether frames wait for their turn (dueLatest).
+func (r *relays) latestWaiting() bool {
+	for i := range r.latest {
+		if len(r.latest[i].frame) > 0 {
 			return true
 		}
 	}
