@@ -12,17 +12,18 @@ import (
 //
 // From groupsFrom nodes on, over a transport that can send to one member
 // (Unicaster), the nodes fall into about √N groups by a hash of their
-// names. A node sends its frames to the members of its own group only.
-// Each member passes the frames it hears from its group on to other
-// groups: the groups are shared out among the members by rank, so that
-// every other group gets one datagram of the group's frames from one
-// member, and the member of that group who receives it spreads it inside
-// its group. A frame thus reaches every node in at most three hops, and a
-// node sends about 2√N datagrams a tick instead of N − 1. A frame that
-// says nothing new (a heartbeat with no admits, refusals of note, keys or
-// flags) is passed on to other groups at most every relayEvery, so that
-// the bytes a node sends shrink too; peers heard only through relays are
-// given that much longer before their silence counts (peerView).
+// names; over a transport that knows its members' zones (Zoner), a
+// cluster that spans zones is grouped by zone. A node sends its frames to
+// the members of its own group only. Each member passes the frames it
+// hears from its group on to other groups: the groups are dealt among the
+// members by rank, so that every other group gets the group's frames from
+// one member, and the member of that group who receives them spreads them
+// inside its group. A frame thus reaches every node in at most three
+// hops, and a node sends about 2√N datagrams a tick instead of N − 1. A
+// frame of running totals only (no keyed counts, no flag) waits up to
+// quietEvery to be passed on, replaced by its origin's next, so that the
+// bytes a node sends shrink too; peers heard only through relays are
+// given relaySlack longer before their silence counts (peerView).
 //
 // Every frame still reaches the engines exactly as its origin sent it, so
 // nothing a relay does can make a frame count twice: running totals and
