@@ -251,9 +251,11 @@ func (fs *fairShares) rebalance(now int64, reported uint64) {
 	// stay). Not at a cold start, where every node starts at once: there
 	// it held shares back from nodes that had not heard each other yet
 	// (300 nodes: one at 1.15 of the cluster's ratio, against 1.07).
-	if n := float64(fs.view.unheard(now)); n > 0 && now < fs.newcomerUntil {
-		admits += min(a, p.perSecond()/float64(max(1, fs.view.stats.known.Load()))) * n
-		demand += d * n
+	if now < fs.newcomerUntil { // checked first: unheard reads every peer
+		if n := float64(fs.view.unheard(now)); n > 0 {
+			admits += min(a, p.perSecond()/float64(max(1, fs.view.stats.known.Load()))) * n
+			demand += d * n
+		}
 	}
 	if fs.floor || demand <= 0 || d <= 0 || admits >= contendedRatio*demand {
 		q.on.Store(false)

@@ -388,23 +388,9 @@ func (h *hub) receive(from string, b []byte) {
 
 // queueForGroupsLocked queues a mate's frames (the envelopes among them
 // are skipped) for the covered groups, and makes sure a datagram takes
-// them within a tick.
+// them within relayDelay.
 func (h *hub) queueForGroupsLocked(from string, b []byte) {
-	var frames []byte
-	for len(b) > 0 {
-		f, rest, err := wire.Next(b)
-		if err != nil {
-			break
-		}
-		b = rest
-		if !wire.IsRelay(f) {
-			frames = append(frames, f...)
-		}
-	}
-	if len(frames) == 0 {
-		return
-	}
-	queued, dropped := h.rel.forGroups(from, frames, h.sinceBegan(), h.maxFrame)
+	queued, dropped := h.rel.forGroups(from, b, h.sinceBegan(), h.maxFrame)
 	h.stats.relayed.Add(queued)
 	h.stats.relayDropped.Add(dropped)
 	h.armRelayLocked()

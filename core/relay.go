@@ -149,8 +149,9 @@ func (r *relays) refresh(t Transport, self string, now int64, groups bool) {
 	}
 }
 
-// forGroups takes the frames of b (whole frames, none an envelope), sent
-// by origin of this node's group, for the groups this node covers. A
+// forGroups takes the frames of b (a datagram; its envelopes are
+// skipped), sent by origin of this node's group, for the groups this node
+// covers. A
 // frame with keyed counts (deltas) or a flag goes at once; a frame of
 // running totals only (a report of global admits, a heartbeat) replaces
 // the origin's last one still waiting, and goes at most every quiet
@@ -163,10 +164,13 @@ func (r *relays) forGroups(origin string, b []byte, now int64, maxDatagram int) 
 	batch, n := r.batch[:0], uint64(0)
 	for len(b) > 0 {
 		frame, rest, err := wire.Next(b)
-		if err != nil || wire.IsRelay(frame) {
+		if err != nil {
 			break
 		}
 		b = rest
+		if wire.IsRelay(frame) {
+			continue // another group's, passed on to the mates apart
+		}
 		f := &r.scratch
 		if wire.Decode(frame, f) != nil {
 			continue // the engines dropped it too
