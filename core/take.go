@@ -20,10 +20,11 @@ func (l *Limiter) Take(key string, n int64) (d Decision, err error) {
 // limiter's creation time plus the monotonic time since, so it does not
 // follow steps of the wall clock made after New.
 func (l *Limiter) TakeTimed(key string, n int64) (d Decision, at time.Time, err error) {
-	if at, err = l.decideNow(&d, key, n); err == nil {
+	now, err := l.decideNow(&d, key, n)
+	if err == nil {
 		l.counts.take(&d, n)
 	}
-	return
+	return d, l.epoch.Add(time.Duration(now)), err
 }
 
 // TakeAt is Take at the given time. It never waits.
@@ -41,10 +42,10 @@ func (l *Limiter) TakeAt(now time.Time, key string, n int64) (d Decision, err er
 // shadow mode. The public forms then count the outcome. Allow runs the
 // same steps on its own lean types (allow.go).
 
-// decideNow is the pipeline on the real clock. It returns the time of the
-// decision: the limiter's epoch plus the monotonic time since, which
-// costs one clock read where time.Now costs two.
-func (l *Limiter) decideNow(d *Decision, key string, n int64) (time.Time, error) {
+// decideNow is the pipeline on the real clock. It returns the limiter's
+// time of the decision (nanoseconds since the epoch, the monotonic time
+// since New): one clock read where time.Now costs two.
+func (l *Limiter) decideNow(d *Decision, key string, n int64) (int64, error) {
 	now := int64(time.Since(l.epoch))
 	waits, err := l.take(d, now, key, n)
 	if waits {
@@ -56,7 +57,7 @@ func (l *Limiter) decideNow(d *Decision, key string, n int64) (time.Time, error)
 	if err == nil {
 		l.shadowed(d)
 	}
-	return l.epoch.Add(time.Duration(now)), err
+	return now, err
 }
 
 // decide is the pipeline at a caller's time: it never waits, and reports

@@ -17,24 +17,31 @@ func (d *discard) Header() http.Header       { return d.h }
 func (*discard) Write(p []byte) (int, error) { return len(p), nil }
 func (*discard) WriteHeader(int)             {}
 
-func benchEcho(b *testing.B, mw echo.MiddlewareFunc) {
+// echoRequest serves one GET through an Echo server with mw, from one
+// client address, and counts the requests that reached the handler.
+func echoRequest(mw echo.MiddlewareFunc) (serve func(), served *int) {
 	e := echo.New()
 	if mw != nil {
 		e.Use(mw)
 	}
-	served := 0
-	e.GET("/", func(c echo.Context) error { served++; return c.NoContent(http.StatusOK) })
+	served = new(int)
+	e.GET("/", func(c echo.Context) error { *served++; return c.NoContent(http.StatusOK) })
 	w := &discard{h: http.Header{}}
 	req, _ := http.NewRequest(http.MethodGet, "/", nil)
 	req.RemoteAddr = "192.0.2.1:1234"
+	return func() { e.ServeHTTP(w, req) }, served
+}
+
+func benchEcho(b *testing.B, mw echo.MiddlewareFunc) {
+	serve, served := echoRequest(mw)
 	b.ReportAllocs()
 	loops := 0
 	for b.Loop() {
-		e.ServeHTTP(w, req)
+		serve()
 		loops++
 	}
-	if served != loops {
-		b.Fatalf("%d of %d requests reached the handler", served, loops)
+	if *served != loops {
+		b.Fatalf("%d of %d requests reached the handler", *served, loops)
 	}
 }
 
@@ -48,6 +55,35 @@ func BenchmarkEcho(b *testing.B) {
 	newLimiter := conformance.BenchLimiter
 	b.Run("bare", func(b *testing.B) { benchEcho(b, nil) })
 	b.Run("take-same-key", func(b *testing.B) { conformance.BenchTake(b, "192.0.2.1") })
+	// The floor, a bare Take and ours with and without fields, batch by
+	// batch in turn: the ratios docs/performance.md states.
+	b.Run("interleaved", func(b *testing.B) {
+		part := func(name string, mw echo.MiddlewareFunc) conformance.Part {
+			serve, _ := echoRequest(mw)
+			return conformance.Part{Name: name, Serve: serve}
+		}
+		conformance.Interleave(b,
+			part("floor", func(next echo.HandlerFunc) echo.HandlerFunc {
+				return func(c echo.Context) error { return next(c) }
+			}),
+			conformance.TakePart(b, "192.0.2.1"),
+			part("no-fields", RateLimiter(newLimiter(b), WithHeaders(headers.None))),
+			part("draft-fields", RateLimiter(newLimiter(b))),
+		)
+	})
+	// The framework's own limiter and ours like for like, in turn on
+	// their own: each allocates, and its collections would land on the
+	// parts above.
+	b.Run("interleaved/own", func(b *testing.B) {
+		part := func(name string, mw echo.MiddlewareFunc) conformance.Part {
+			serve, _ := echoRequest(mw)
+			return conformance.Part{Name: name, Serve: serve}
+		}
+		conformance.Interleave(b,
+			part("own", middleware.RateLimiter(middleware.NewRateLimiterMemoryStoreWithConfig(middleware.RateLimiterMemoryStoreConfig{Rate: rate.Limit(1e9), Burst: 1e9}))),
+			part("own-ours", RateLimiter(newLimiter(b), WithHeaders(headers.None))),
+		)
+	})
 	// Echo v4 applies middleware per request, so any middleware allocates
 	// its handler closure: this no-op one is the floor for every limiter.
 	b.Run("noop-middleware", func(b *testing.B) {

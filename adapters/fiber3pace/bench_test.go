@@ -12,30 +12,37 @@ import (
 	"github.com/valyala/fasthttp"
 )
 
-// benchFiber serves one GET through app and mw, from one client address,
-// on the admit path, and checks every request reached the handler and
-// carried the fields wanted.
-func benchFiber(b *testing.B, mw fiber.Handler, field string) {
+// fiberRequest serves one GET through a Fiber app with mw, from one
+// client address, and counts the requests that reached the handler.
+func fiberRequest(mw fiber.Handler) (serve func(), served *int, ctx *fasthttp.RequestCtx) {
 	app := fiber.New()
 	if mw != nil {
 		app.Use(mw)
 	}
-	served := 0
-	app.Get("/", func(c fiber.Ctx) error { served++; return c.SendStatus(fiber.StatusOK) })
+	served = new(int)
+	app.Get("/", func(c fiber.Ctx) error { *served++; return c.SendStatus(fiber.StatusOK) })
 	h := app.Handler()
-	var req fasthttp.Request
+	req := new(fasthttp.Request)
 	req.SetRequestURI("/")
 	req.Header.SetMethod(fiber.MethodGet)
-	var ctx fasthttp.RequestCtx
-	ctx.Init(&req, &net.TCPAddr{IP: net.IPv4(192, 0, 2, 1), Port: 1234}, nil)
+	ctx = new(fasthttp.RequestCtx)
+	ctx.Init(req, &net.TCPAddr{IP: net.IPv4(192, 0, 2, 1), Port: 1234}, nil)
+	return func() { h(ctx) }, served, ctx
+}
+
+// benchFiber serves one GET through app and mw, from one client address,
+// on the admit path, and checks every request reached the handler and
+// carried the fields wanted.
+func benchFiber(b *testing.B, mw fiber.Handler, field string) {
+	serve, served, ctx := fiberRequest(mw)
 	b.ReportAllocs()
 	loops := 0
 	for b.Loop() {
-		h(&ctx)
+		serve()
 		loops++
 	}
-	if served != loops {
-		b.Fatalf("%d of %d requests reached the handler", served, loops)
+	if *served != loops {
+		b.Fatalf("%d of %d requests reached the handler", *served, loops)
 	}
 	if field != "" && len(ctx.Response.Header.Peek(field)) == 0 {
 		b.Fatalf("response lacks %s", field)
@@ -56,6 +63,33 @@ func BenchmarkFiber(b *testing.B) {
 	// of every limiter.
 	b.Run("noop-middleware", func(b *testing.B) { benchFiber(b, func(c fiber.Ctx) error { return c.Next() }, "") })
 	b.Run("take-same-key", func(b *testing.B) { conformance.BenchTake(b, "192.0.2.1") })
+	// The floor, a bare Take and ours with and without fields, batch by
+	// batch in turn: the ratios docs/performance.md states.
+	b.Run("interleaved", func(b *testing.B) {
+		part := func(name string, mw fiber.Handler) conformance.Part {
+			serve, _, _ := fiberRequest(mw)
+			return conformance.Part{Name: name, Serve: serve}
+		}
+		conformance.Interleave(b,
+			part("floor", func(c fiber.Ctx) error { return c.Next() }),
+			conformance.TakePart(b, "192.0.2.1"),
+			part("no-fields", New(newLimiter(b), WithHeaders(headers.None))),
+			part("draft-fields", New(newLimiter(b))),
+		)
+	})
+	// The framework's own limiter and ours like for like, in turn on
+	// their own: each allocates, and its collections would land on the
+	// parts above.
+	b.Run("interleaved/own", func(b *testing.B) {
+		part := func(name string, mw fiber.Handler) conformance.Part {
+			serve, _, _ := fiberRequest(mw)
+			return conformance.Part{Name: name, Serve: serve}
+		}
+		conformance.Interleave(b,
+			part("own", fiberlimiter.New(fiberlimiter.Config{Max: 1 << 30, Expiration: time.Hour})),
+			part("own-ours", New(newLimiter(b), WithHeaders(headers.Legacy))),
+		)
+	})
 	b.Run("fiber-limiter/per-ip/legacy-fields", func(b *testing.B) {
 		benchFiber(b, fiberlimiter.New(fiberlimiter.Config{Max: 1 << 30, Expiration: time.Hour}), "X-RateLimit-Remaining")
 	})

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"sync"
 	"unsafe"
 
 	"github.com/gofiber/fiber/v3"
@@ -76,17 +75,13 @@ func (m *middleware) serve(c fiber.Ctx) error {
 	}
 	g, d := m.gate, req.Decision()
 	if g.HasFields(d) {
-		// fasthttp v1.69's setters copy the values but leak them to the
-		// escape analysis, which would move a Fields on the stack (640
-		// bytes) to the heap on every request: one from a pool instead.
-		f := fieldsPool.Get().(*adapter.Fields)
-		g.RenderRequest(f, &req)
+		var f adapter.Fields
+		g.RenderRequest(&f, &req)
 		h := &c.Response().Header
 		for i := range f.Len() {
 			// The names are canonical already; fasthttp copies both.
 			h.SetCanonical(unsafeBytes(f.Name(i)), unsafeBytes(f.Value(i)))
 		}
-		fieldsPool.Put(f)
 	}
 	if g.DecisionInContext() {
 		c.Locals(ContextKey, d)
@@ -103,8 +98,6 @@ func (m *middleware) serve(c fiber.Ctx) error {
 	}
 	return err
 }
-
-var fieldsPool = sync.Pool{New: func() any { return new(adapter.Fields) }}
 
 // unsafeBytes is s as bytes, for fasthttp's setters, which copy them.
 func unsafeBytes(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }

@@ -17,24 +17,31 @@ func (d *discard) Header() http.Header       { return d.h }
 func (*discard) Write(p []byte) (int, error) { return len(p), nil }
 func (*discard) WriteHeader(int)             {}
 
-func benchEngine(b *testing.B, use gin.HandlerFunc) {
+// ginRequest serves one GET through a Gin engine with use, from one
+// client address, and counts the requests that reached the handler.
+func ginRequest(use gin.HandlerFunc) (serve func(), served *int) {
 	r := gin.New()
 	if use != nil {
 		r.Use(use)
 	}
-	served := 0
-	r.GET("/", func(c *gin.Context) { served++; c.Status(http.StatusOK) })
+	served = new(int)
+	r.GET("/", func(c *gin.Context) { *served++; c.Status(http.StatusOK) })
 	w := &discard{h: http.Header{}}
 	req, _ := http.NewRequest(http.MethodGet, "/", nil)
 	req.RemoteAddr = "192.0.2.1:1234"
+	return func() { r.ServeHTTP(w, req) }, served
+}
+
+func benchEngine(b *testing.B, use gin.HandlerFunc) {
+	serve, served := ginRequest(use)
 	b.ReportAllocs()
 	loops := 0
 	for b.Loop() {
-		r.ServeHTTP(w, req)
+		serve()
 		loops++
 	}
-	if served != loops {
-		b.Fatalf("%d of %d requests reached the handler", served, loops)
+	if *served != loops {
+		b.Fatalf("%d of %d requests reached the handler", *served, loops)
 	}
 }
 
@@ -52,6 +59,20 @@ func BenchmarkGin(b *testing.B) {
 	// limiter.
 	b.Run("noop-middleware", func(b *testing.B) { benchEngine(b, func(c *gin.Context) { c.Next() }) })
 	b.Run("take-same-key", func(b *testing.B) { conformance.BenchTake(b, "192.0.2.1") })
+	// The floor, a bare Take and ginpace with and without fields, batch by
+	// batch in turn: the ratios docs/performance.md states.
+	b.Run("interleaved", func(b *testing.B) {
+		part := func(name string, use gin.HandlerFunc) conformance.Part {
+			serve, _ := ginRequest(use)
+			return conformance.Part{Name: name, Serve: serve}
+		}
+		conformance.Interleave(b,
+			part("floor", func(c *gin.Context) { c.Next() }),
+			conformance.TakePart(b, "192.0.2.1"),
+			part("no-fields", New(newLimiter(b), WithHeaders(headers.None))),
+			part("draft-fields", New(newLimiter(b))),
+		)
+	})
 	b.Run("ginpace/per-ip/draft-fields", func(b *testing.B) { benchEngine(b, New(newLimiter(b))) })
 	b.Run("ginpace/per-ip/no-fields", func(b *testing.B) { benchEngine(b, New(newLimiter(b), WithHeaders(headers.None))) })
 	b.Run("ginpace/global/no-fields", func(b *testing.B) {

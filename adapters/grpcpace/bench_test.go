@@ -39,6 +39,20 @@ func BenchmarkUnaryServer(b *testing.B) {
 		})
 	})
 	b.Run("take-same-key", func(b *testing.B) { conformance.BenchTake(b, "192.0.2.1") })
+	// The floor, a bare Take and grpcpace per peer, call by call batch in
+	// turn: the ratio docs/performance.md states.
+	b.Run("interleaved", func(b *testing.B) {
+		part := func(name string, icpt grpc.UnaryServerInterceptor) conformance.Part {
+			return conformance.Part{Name: name, Serve: func() { icpt(ctx, nil, info, handler) }}
+		}
+		conformance.Interleave(b,
+			part("floor", func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+				return h(ctx, req)
+			}),
+			conformance.TakePart(b, "192.0.2.1"),
+			part("no-fields", UnaryServerInterceptor(conformance.BenchLimiter(b))),
+		)
+	})
 	b.Run("grpcpace/global", func(b *testing.B) {
 		run(b, UnaryServerInterceptor(conformance.BenchLimiter(b), WithKeyFunc(GlobalKey)))
 	})

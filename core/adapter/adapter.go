@@ -88,6 +88,7 @@ type Gate struct {
 	name     string
 	refund   func(int) bool
 	inCtx    bool
+	absolute bool // the fields state an absolute time (X-RateLimit-Reset)
 }
 
 // New checks s and returns the Gate for l. Its errors say what is wrong
@@ -112,6 +113,7 @@ func New(l *gopherpace.Limiter, s Settings) (*Gate, error) {
 	g := &Gate{
 		l: l, ip: s.ClientIP, policy: render.NewPolicy(render.Style(s.Headers), name), style: s.Headers,
 		name: name, refund: s.Refund, inCtx: s.DecisionInContext,
+		absolute: s.Headers == headers.Legacy || s.Headers == headers.Both,
 	}
 	if len(s.Also) > 0 {
 		if len(s.Also) >= MaxLimits {
@@ -174,9 +176,9 @@ func (g *Gate) HasFields(d gopherpace.Decision) bool {
 	return !d.Allowed || g.style != headers.None
 }
 
-// Fields holds one response's fields, rendered without allocating: for
-// frameworks whose headers are not an http.Header. Declare it on the
-// stack and fill it with Gate.RenderRequest.
+// Fields holds one response's fields: for frameworks whose headers are
+// not an http.Header. Declare it on the stack and fill it with
+// Gate.RenderRequest; values sent before cost no allocation.
 type Fields struct{ f render.Fields }
 
 // Len is the number of fields.
@@ -185,9 +187,8 @@ func (f *Fields) Len() int { return f.f.Len() }
 // Name is field i's canonical name ("Ratelimit-Policy").
 func (f *Fields) Name(i int) string { return f.f.Name(i) }
 
-// Value is field i's value. It may point into f: valid until f is
-// rendered again or goes away, so a framework must copy it, as
-// fasthttp's header setters do.
+// Value is field i's value. It is shared with other responses: a
+// framework may keep it, and must never write into its bytes.
 func (f *Fields) Value(i int) string { return f.f.Value(i) }
 
 // Status is the HTTP status that answers an error from a key function or

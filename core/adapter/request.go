@@ -20,7 +20,7 @@ type Request struct {
 	// Cost is the tokens the request spends from each limit.
 	Cost int64
 	d    gopherpace.Decision
-	at   time.Time
+	at   time.Time                      // when it was decided, for fields that state an absolute time
 	all  [MaxLimits]gopherpace.Decision // each limit's, with Also
 	err  error
 	// A client key a Flow built is kept in buf, not in Keys: a string
@@ -84,7 +84,11 @@ func (g *Gate) DeniedBy(r *Request) string {
 func (g *Gate) Decide(r *Request) error {
 	var err error
 	if g.limits == nil {
-		r.d, r.at, err = g.l.TakeTimed(r.Key(0), r.Cost)
+		if g.absolute {
+			r.d, r.at, err = g.l.TakeTimed(r.Key(0), r.Cost)
+		} else {
+			r.d, err = g.l.Take(r.Key(0), r.Cost)
+		}
 		return err
 	}
 	n := len(g.policies)
@@ -94,7 +98,9 @@ func (g *Gate) Decide(r *Request) error {
 }
 
 // SetHeaders writes the request's fields into h, replacing earlier values:
-// with further limits, the draft fields list every policy. One allocation.
+// with further limits, the draft fields list every policy. Values sent
+// before, and their []string, are shared (see headers.Renderer.Set): no
+// allocation, but for the draft values of several policies (two).
 func (g *Gate) SetHeaders(h http.Header, r *Request) {
 	if g.limits == nil {
 		g.policy.SetHeader(h, render.Decision(r.d), r.at)

@@ -92,13 +92,17 @@ func (r Renderer) Style() Style { return Style(r.p.Style) }
 
 // Append appends d's fields to dst. now is read only for the legacy
 // X-RateLimit-Reset, an absolute time: pass the time the decision was
-// made at (as given to TakeAt), so a request reads the clock once. All the
-// values share one allocation.
+// made at (as given to TakeAt), so a request reads the clock once. The
+// renderer keeps the values it has rendered: values sent before cost no
+// allocation.
 func (r Renderer) Append(dst []Field, d gopherpace.Decision, now time.Time) []Field {
 	return render.Append(dst, r.p, render.Decision(d), now)
 }
 
-// Set writes d's fields into h, replacing earlier values.
+// Set writes d's fields into h, replacing earlier values. The []string of
+// each field is shared with every response that sends the same value, so
+// that Set allocates nothing once a value was sent: change a field by
+// replacing it (h.Set, h.Add, h.Del), never by writing into its slice.
 func (r Renderer) Set(h http.Header, d gopherpace.Decision, now time.Time) {
 	r.p.SetHeader(h, render.Decision(d), now)
 }

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"testing"
 
+	gopherpace "github.com/pedreviljoen/gopherpace/core"
 	"github.com/pedreviljoen/gopherpace/core/conformance"
 	"github.com/pedreviljoen/gopherpace/core/headers"
 )
@@ -35,20 +36,49 @@ func BenchmarkMiddleware(b *testing.B) {
 		}
 	})
 	b.Run("take-same-key", func(b *testing.B) { conformance.BenchTake(b, "192.0.2.1") })
+	// The floor, a bare Take and the middleware with and without fields,
+	// batch by batch in turn: the ratios docs/performance.md states.
+	b.Run("interleaved", func(b *testing.B) {
+		serve := func(h http.Handler) func() {
+			w := &discardWriter{h: http.Header{}}
+			r, _ := http.NewRequest(http.MethodGet, "http://example.test/", nil)
+			r.RemoteAddr = "192.0.2.1:1234"
+			return func() { h.ServeHTTP(w, r) }
+		}
+		handler := http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
+		conformance.Interleave(b,
+			conformance.Part{Name: "floor", Serve: serve(handler)},
+			conformance.TakePart(b, "192.0.2.1"),
+			conformance.Part{Name: "no-fields", Serve: serve(New(conformance.BenchLimiter(b), WithHeaders(headers.None))(handler))},
+			conformance.Part{Name: "draft-fields", Serve: serve(New(conformance.BenchLimiter(b))(handler))},
+		)
+	})
+	// The worst case for the fields' values: every response's remaining
+	// tokens are new (a bucket that only drains), so each RateLimit value
+	// is rendered and kept, where the other rows find theirs.
+	draining := func(b *testing.B) *gopherpace.Limiter {
+		l, err := gopherpace.New(gopherpace.WithRefillRate(1000), gopherpace.WithBucketSize(1_000_000_000))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { l.Close() })
+		return l
+	}
 	for _, tc := range []struct {
-		name string
-		opts []Option
+		name    string
+		opts    []Option
+		limiter func(*testing.B) *gopherpace.Limiter
 	}{
-		{"per-ip/no-fields", []Option{WithHeaders(headers.None)}},
-		{"per-ip/draft-fields", nil},
-		{"per-ip/legacy-fields", []Option{WithHeaders(headers.Legacy)}},
-		{"per-ip/both", []Option{WithHeaders(headers.Both)}},
-		{"global/no-fields", []Option{WithHeaders(headers.None), WithKeyFunc(GlobalKey)}},
+		{"per-ip/no-fields", []Option{WithHeaders(headers.None)}, conformance.BenchLimiter},
+		{"per-ip/draft-fields", nil, conformance.BenchLimiter},
+		{"per-ip/draft-fields/new-values", nil, draining},
+		{"per-ip/legacy-fields", []Option{WithHeaders(headers.Legacy)}, conformance.BenchLimiter},
+		{"per-ip/both", []Option{WithHeaders(headers.Both)}, conformance.BenchLimiter},
+		{"global/no-fields", []Option{WithHeaders(headers.None), WithKeyFunc(GlobalKey)}, conformance.BenchLimiter},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
-			l := conformance.BenchLimiter(b)
 			served := 0
-			h := New(l, tc.opts...)(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { served++ }))
+			h := New(tc.limiter(b), tc.opts...)(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { served++ }))
 			w := &discardWriter{h: http.Header{}}
 			r, _ := http.NewRequest(http.MethodGet, "http://example.test/", nil)
 			r.RemoteAddr = "192.0.2.1:1234"

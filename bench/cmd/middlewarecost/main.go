@@ -14,9 +14,13 @@
 //     closure aside, which its no-op middleware pays too).
 //
 // It builds each adapter's test binary once and runs them in turn, round
-// after round, so that a busy moment of the shared machine lands on every
-// adapter alike; the table shows medians over the rounds. Run it from the
-// bench directory (make bench does).
+// after round. The ratios come from each adapter's interleaved benchmark
+// (conformance.Interleave: the parts serve batches in turn, so they run
+// at the same moments), as the median over rounds of each round's ratio;
+// for a tree without one, from the separate rows' medians. With -base (a
+// second checkout, such as git archive of an earlier commit), both trees
+// run in the same rounds and each gets its table: before and after, like
+// for like. Run it from the bench directory (make bench does).
 package main
 
 import (
@@ -59,10 +63,21 @@ var adapters = []adapter{
 // A sample is one benchmark line.
 type sample struct{ ns, allocs float64 }
 
+// part is one part's figure on an interleaved line (conformance.Interleave).
+var part = regexp.MustCompile(`([\d.]+) (\S+)-ns/op`)
+
 var line = regexp.MustCompile(`^(Benchmark\S+?)(?:-\d+)?\s+\d+\s+([\d.]+) ns/op(?:\s+[\d.]+ B/op\s+([\d.]+) allocs/op)?`)
+
+// A tree is one checkout's benchmark binaries and what they measured.
+type tree struct {
+	root    string
+	bins    []string
+	samples []map[string][]sample
+}
 
 func main() {
 	root := flag.String("root", "..", "the repository's root")
+	base := flag.String("base", "", "a second checkout (a git worktree of an earlier commit, say), measured in the same rounds for a before/after table")
 	rounds := flag.Int("rounds", 5, "rounds; the table shows medians")
 	benchtime := flag.String("benchtime", "400ms", "each benchmark's -test.benchtime")
 	only := flag.String("only", "", "measure only the adapters whose name contains this")
@@ -83,91 +98,149 @@ func main() {
 			picked = append(picked, a)
 		}
 	}
-	bins := make([]string, len(picked))
-	for i, a := range picked {
-		bins[i] = filepath.Join(tmp, strconv.Itoa(i)+".test")
-		build := exec.Command("go", "test", "-c", "-o", bins[i], ".")
-		build.Dir = filepath.Join(*root, a.dir)
-		build.Env = append(os.Environ(), "GOWORK=off")
-		if out, err := build.CombinedOutput(); err != nil {
-			fail(fmt.Errorf("building %s: %v\n%s", a.dir, err, out))
+	roots := []string{*root}
+	if *base != "" {
+		roots = []string{*base, *root}
+	}
+	trees := make([]*tree, len(roots))
+	for t, r := range roots {
+		tr := &tree{root: r, bins: make([]string, len(picked)), samples: make([]map[string][]sample, len(picked))}
+		for i, a := range picked {
+			tr.bins[i] = filepath.Join(tmp, fmt.Sprintf("%d-%d.test", t, i))
+			tr.samples[i] = map[string][]sample{}
+			build := exec.Command("go", "test", "-c", "-o", tr.bins[i], ".")
+			build.Dir = filepath.Join(r, a.dir)
+			build.Env = append(os.Environ(), "GOWORK=off")
+			if out, err := build.CombinedOutput(); err != nil {
+				fail(fmt.Errorf("building %s in %s: %v\n%s", a.dir, r, err, out))
+			}
 		}
+		trees[t] = tr
 	}
 
-	samples := make([]map[string][]sample, len(picked))
-	for i := range samples {
-		samples[i] = map[string][]sample{}
-	}
+	// Each round runs every adapter in every tree, the trees one after the
+	// other per adapter, so that a busy moment lands on both alike.
 	for r := range *rounds {
 		fmt.Fprintf(os.Stderr, "round %d of %d\n", r+1, *rounds)
 		for i, a := range picked {
-			run := exec.Command(bins[i], "-test.run", "^$", "-test.bench", "^"+a.bench+"$", "-test.benchtime", *benchtime, "-test.benchmem")
-			run.Dir = filepath.Join(*root, a.dir)
-			out, err := run.CombinedOutput()
-			if err != nil {
-				fail(fmt.Errorf("%s: %v\n%s", a.dir, err, out))
-			}
-			sc := bufio.NewScanner(bytes.NewReader(out))
-			for sc.Scan() {
-				m := line.FindStringSubmatch(sc.Text())
-				if m == nil {
-					continue
-				}
-				name := strings.TrimPrefix(m[1], a.bench+"/")
-				ns, _ := strconv.ParseFloat(m[2], 64)
-				allocs, _ := strconv.ParseFloat(m[3], 64)
-				samples[i][name] = append(samples[i][name], sample{ns, allocs})
+			for _, tr := range trees {
+				tr.run(i, a, *benchtime)
 			}
 		}
 	}
 
-	fmt.Printf("medians of %d rounds of %s each\n\n", *rounds, *benchtime)
-	fmt.Printf("| adapter | floor | Take | per IP, no fields | added ÷ Take (≤ 1.3×) | draft fields add ÷ Take (≤ 0.5×) | allocs, no fields / draft (0) | ours ÷ own limiter (≤ 0.8×) |\n")
-	fmt.Printf("|---|---|---|---|---|---|---|---|\n")
+	fmt.Printf("medians of %d rounds of %s each\n", *rounds, *benchtime)
 	missed := 0
+	for _, tr := range trees {
+		if len(trees) > 1 {
+			fmt.Printf("\n%s\n", tr.root)
+		}
+		missed = tr.table(picked)
+	}
+	if missed > 0 {
+		fmt.Printf("\n%d targets missed (✗)\n", missed)
+	}
+}
+
+// run runs adapter i's benchmarks once and keeps their lines.
+func (tr *tree) run(i int, a adapter, benchtime string) {
+	run := exec.Command(tr.bins[i], "-test.run", "^$", "-test.bench", "^"+a.bench+"$", "-test.benchtime", benchtime, "-test.benchmem")
+	run.Dir = filepath.Join(tr.root, a.dir)
+	out, err := run.CombinedOutput()
+	if err != nil {
+		fail(fmt.Errorf("%s: %v\n%s", a.dir, err, out))
+	}
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		if strings.HasPrefix(sc.Text(), a.bench+"/interleaved") {
+			for _, m := range part.FindAllStringSubmatch(sc.Text(), -1) {
+				ns, _ := strconv.ParseFloat(m[1], 64)
+				tr.samples[i]["@"+m[2]] = append(tr.samples[i]["@"+m[2]], sample{ns: ns})
+			}
+			continue
+		}
+		m := line.FindStringSubmatch(sc.Text())
+		if m == nil {
+			continue
+		}
+		name := strings.TrimPrefix(m[1], a.bench+"/")
+		ns, _ := strconv.ParseFloat(m[2], 64)
+		allocs, _ := strconv.ParseFloat(m[3], 64)
+		tr.samples[i][name] = append(tr.samples[i][name], sample{ns, allocs})
+	}
+}
+
+// table prints the tree's table and returns how many targets it missed.
+// Where an adapter's benchmark has an interleaved row (every part batch
+// by batch in turn), its ratios are the medians of each round's ratios
+// of parts measured at the same moments; otherwise (an older tree) they
+// come from the separate rows' medians.
+func (tr *tree) table(picked []adapter) (missed int) {
+	fmt.Printf("\n| adapter | floor | Take | per IP, no fields | added ÷ Take (≤ 1.3×) | draft fields add ÷ Take (≤ 0.5×) | allocs, no fields / draft (0) | ours ÷ own limiter (≤ 0.8×) |\n")
+	fmt.Printf("|---|---|---|---|---|---|---|---|\n")
+	mark := func(ok bool) string {
+		if ok {
+			return ""
+		}
+		missed++
+		return " ✗"
+	}
 	for i, a := range picked {
-		s := samples[i]
-		med := func(name string) (float64, float64) {
-			ns, allocs := median(s[name], func(x sample) float64 { return x.ns }), median(s[name], func(x sample) float64 { return x.allocs })
-			if ns == 0 {
+		s := tr.samples[i]
+		allocs := func(name string) float64 {
+			if len(s[name]) == 0 {
 				fail(fmt.Errorf("%s: no benchmark %s/%s", a.dir, a.bench, name))
 			}
-			return ns, allocs
+			return median(s[name], func(x sample) float64 { return x.allocs })
 		}
-		floor, _ := med(a.floor)
-		floorAllocs := a.closureAllocs
-		take, _ := med("take-same-key")
-		ours, oursAllocs := med(a.noFields)
-		added := (ours - floor) / take
-		mark := func(ok bool) string {
-			if ok {
-				return ""
+		// fig is a part's median ns; ratio the median over rounds of f of
+		// the parts' figures in each round.
+		interleaved := len(s["@take"]) > 0
+		fig := func(part, row string) float64 {
+			if interleaved {
+				return median(s["@"+part], func(x sample) float64 { return x.ns })
 			}
-			missed++
-			return " ✗"
+			if len(s[row]) == 0 {
+				fail(fmt.Errorf("%s: no benchmark %s/%s", a.dir, a.bench, row))
+			}
+			return median(s[row], func(x sample) float64 { return x.ns })
 		}
+		ratio := func(f func(at func(part, row string) float64) float64) float64 {
+			if !interleaved {
+				return f(fig)
+			}
+			var rs []sample
+			for k := range s["@take"] {
+				rs = append(rs, sample{ns: f(func(part, _ string) float64 { return s["@"+part][k].ns })})
+			}
+			return median(rs, func(x sample) float64 { return x.ns })
+		}
+		floor, take, ours := fig("floor", a.floor), fig("take", "take-same-key"), fig("no-fields", a.noFields)
+		added := ratio(func(at func(part, row string) float64) float64 {
+			return (at("no-fields", a.noFields) - at("floor", a.floor)) / at("take", "take-same-key")
+		})
+		floorAllocs := a.closureAllocs
+		oursAllocs := allocs(a.noFields)
 		draftCol, allocCol := "off by default", fmt.Sprintf("%.0f", oursAllocs-floorAllocs)
 		allocOK := oursAllocs <= floorAllocs
 		if a.draft != "" {
-			draft, draftAllocs := med(a.draft)
-			d := (draft - ours) / take
-			draftCol = fmt.Sprintf("%.2f× (%.1f ns)%s", d, draft-ours, mark(d <= 0.5))
+			d := ratio(func(at func(part, row string) float64) float64 {
+				return (at("draft-fields", a.draft) - at("no-fields", a.noFields)) / at("take", "take-same-key")
+			})
+			draftCol = fmt.Sprintf("%.2f× (%.1f ns)%s", d, fig("draft-fields", a.draft)-ours, mark(d <= 0.5))
+			draftAllocs := allocs(a.draft)
 			allocCol += fmt.Sprintf(" / %.0f", draftAllocs-floorAllocs)
 			allocOK = allocOK && draftAllocs <= floorAllocs
 		}
 		ownCol := "—"
 		if a.own != "" {
-			own, _ := med(a.own)
-			theirs, _ := med(a.ownOurs)
-			o := theirs / own
-			ownCol = fmt.Sprintf("%.2f× (%.1f / %.1f ns)%s", o, theirs, own, mark(o <= 0.8))
+			o := ratio(func(at func(part, row string) float64) float64 { return at("own-ours", a.ownOurs) / at("own", a.own) })
+			ownCol = fmt.Sprintf("%.2f× (%.1f / %.1f ns)%s", o, fig("own-ours", a.ownOurs), fig("own", a.own), mark(o <= 0.8))
 		}
 		fmt.Printf("| %s | %.1f ns | %.1f ns | %.1f ns | %.2f× (%.1f ns)%s | %s | %s%s | %s |\n",
 			a.name, floor, take, ours, added, ours-floor, mark(added <= 1.3), draftCol, allocCol, mark(allocOK), ownCol)
 	}
-	if missed > 0 {
-		fmt.Printf("\n%d targets missed (✗)\n", missed)
-	}
+	return missed
 }
 
 func median(xs []sample, f func(sample) float64) float64 {

@@ -6,7 +6,6 @@ package render
 import (
 	"net/http"
 	"strconv"
-	"sync/atomic"
 	"time"
 )
 
@@ -72,24 +71,18 @@ type Field struct{ Name, Value string }
 type fieldType interface{ ~struct{ Name, Value string } }
 
 // Policy is a style and a policy name, with the name's sf-string quoted
-// once rather than on every request, and the RateLimit-Policy value of the
-// last (limit, window) rendered kept for the next request: for one limiter
-// it never changes.
+// once rather than on every request, and the values its fields sent
+// kept for the next requests (values.go). The zero Policy is the draft
+// fields of DefaultName.
 type Policy struct {
 	Style  Style
 	quoted string // the name as an RFC 8941 sf-string
-	memo   *atomic.Pointer[policyValue]
-}
-
-type policyValue struct {
-	limit  int64
-	window time.Duration
-	value  string
+	t      *tables
 }
 
 // NewPolicy prepares style and name; name must already be valid.
 func NewPolicy(style Style, name string) Policy {
-	return Policy{Style: style, quoted: string(appendSFString(nil, name)), memo: new(atomic.Pointer[policyValue])}
+	return Policy{Style: style, quoted: string(appendSFString(nil, name)), t: newTables(style)}
 }
 
 // DefaultName names a policy that was given no name.
@@ -119,14 +112,14 @@ func appendPolicyField(b []byte, quoted string, q Decision) []byte {
 }
 
 // appendLimitField renders `"name";r=<remaining>;t=<seconds until more
-// quota>`; t is left out when the bucket is full.
-func appendLimitField(b []byte, quoted string, q Decision) []byte {
+// quota>`; t is left out when it is 0 (the bucket is full).
+func appendLimitField(b []byte, quoted string, remaining, seconds int64) []byte {
 	b = append(b, quoted...)
 	b = append(b, ";r="...)
-	b = strconv.AppendInt(b, q.Remaining, 10)
-	if t := NextTokenSeconds(q); t > 0 {
+	b = strconv.AppendInt(b, remaining, 10)
+	if seconds > 0 {
 		b = append(b, ";t="...)
-		b = strconv.AppendInt(b, t, 10)
+		b = strconv.AppendInt(b, seconds, 10)
 	}
 	return b
 }

@@ -1,6 +1,11 @@
 package render
 
 import (
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"sync"
 	"testing"
 	"time"
 )
@@ -56,5 +61,101 @@ func TestRenderMany(t *testing.T) {
 	f.SetHeader(h)
 	if h[RateLimit][0] != want[RateLimit] {
 		t.Fatalf("SetHeader: %v", h)
+	}
+}
+
+// reference renders q's fields from scratch, as the draft and legacy
+// formats define them, for checking the values the tables hand out.
+func reference(name string, style Style, q Decision, now time.Time) map[string]string {
+	quoted := string(appendSFString(nil, name))
+	m := map[string]string{}
+	if !q.Allowed {
+		m[RetryAfter] = strconv.FormatInt(RetryAfterSeconds(q.RetryAfter), 10)
+	}
+	if style == Draft || style == Both {
+		m[RateLimitPolicy] = quoted + ";q=" + strconv.FormatInt(q.BucketSize, 10) + ";w=" + strconv.FormatInt(max(1, CeilSeconds(q.Window)), 10)
+		v := quoted + ";r=" + strconv.FormatInt(q.Remaining, 10)
+		if t := CeilSeconds(q.NextTokenAfter()); t > 0 {
+			v += ";t=" + strconv.FormatInt(t, 10)
+		}
+		m[RateLimit] = v
+	}
+	if style == Legacy || style == Both {
+		m[XLimit] = strconv.FormatInt(q.BucketSize, 10)
+		m[XRemaining] = strconv.FormatInt(q.Remaining, 10)
+		m[XReset] = strconv.FormatInt(now.Add(q.ResetAfter+time.Second-1).Unix(), 10)
+	}
+	return m
+}
+
+// randomDecision is a decision a bucket could make: sizes, remaining
+// tokens, windows and times across their ranges, so that values collide
+// in the tables' slots.
+func randomDecision(rng *rand.Rand) Decision {
+	size := []int64{1, 7, 100, 1000, 5000, 1 << 34}[rng.IntN(6)]
+	window := time.Duration(min(size, 100_000)) * []time.Duration{time.Millisecond, time.Second, time.Minute}[rng.IntN(3)]
+	q := Decision{Allowed: rng.IntN(4) > 0, BucketSize: size, Remaining: rng.Int64N(size + 1), Window: window}
+	q.ResetAfter = time.Duration(rng.Int64N(int64(window) + 1))
+	if !q.Allowed {
+		q.Remaining = 0
+		q.RetryAfter = time.Duration(rng.Int64N(int64(3 * time.Minute)))
+	}
+	return q
+}
+
+// Every value found in a table is the one rendering from scratch gives,
+// whatever was kept in its slot before, from many goroutines at once.
+func TestKeptValuesAreTheRenderedOnes(t *testing.T) {
+	for _, style := range []Style{Draft, Legacy, Both, None} {
+		p := NewPolicy(style, `a "quoted" name`)
+		var wg sync.WaitGroup
+		errs := make(chan string, 4)
+		for g := range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				rng := rand.New(rand.NewPCG(uint64(g), uint64(style)))
+				for range 5000 {
+					q := randomDecision(rng)
+					now := time.Unix(1_700_000_000+rng.Int64N(200), rng.Int64N(1e9))
+					var f Fields
+					f.Render(p, q, now)
+					want := reference(`a "quoted" name`, style, q, now)
+					if f.Len() != len(want) {
+						errs <- fmt.Sprintf("style %d, %+v: %d fields, want %v", style, q, f.Len(), want)
+						return
+					}
+					for i := range f.Len() {
+						if f.Value(i) != want[f.Name(i)] {
+							errs <- fmt.Sprintf("style %d, %+v: %s = %q, want %q", style, q, f.Name(i), f.Value(i), want[f.Name(i)])
+							return
+						}
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for e := range errs {
+			t.Fatal(e)
+		}
+	}
+}
+
+// Responses share a field's []string: a handler that adds to it, or sets
+// it anew, changes its own response only.
+func TestSharedValuesStayPut(t *testing.T) {
+	p := NewPolicy(Draft, "p")
+	q := Decision{Allowed: true, BucketSize: 10, Remaining: 3, ResetAfter: time.Second, Window: 2 * time.Second}
+	a, b := http.Header{}, http.Header{}
+	p.SetHeader(a, q, time.Time{})
+	p.SetHeader(b, q, time.Time{})
+	a.Add(RateLimit, "extra")
+	a.Set(RateLimitPolicy, "other")
+	if got := b.Values(RateLimit); len(got) != 1 || got[0] != `"p";r=3;t=1` {
+		t.Fatalf("the other response's RateLimit became %q", got)
+	}
+	if got := b.Get(RateLimitPolicy); got != `"p";q=10;w=2` {
+		t.Fatalf("the other response's RateLimit-Policy became %q", got)
 	}
 }
