@@ -14,6 +14,10 @@ import (
 // with its parameters.
 const fieldBytes = 192
 
+// manyPolicies is how many policies RenderMany renders on the stack (the
+// adapters combine at most four); more render on the heap.
+const manyPolicies = 4
+
 // Fields is one decision's fields. It is small enough for the stack, and
 // holds only pointers to shared values.
 type Fields struct {
@@ -62,7 +66,7 @@ func (p Policy) each(q Decision, now time.Time, add func(name string, v *value))
 // decided together: the draft fields list every policy, in order, with
 // its own quota (qs[i] for ps[i]); Retry-After and the legacy fields
 // describe q, the decision of them all. The style is ps[0]'s. The draft
-// values, one of a kind, cost two allocations.
+// values, one of a kind, cost two allocations (their text, and the pair).
 func (f *Fields) RenderMany(ps []Policy, qs []Decision, q Decision, now time.Time) {
 	if len(ps) == 1 {
 		f.Render(ps[0], qs[0], now)
@@ -75,7 +79,8 @@ func (f *Fields) RenderMany(ps []Policy, qs []Decision, q Decision, now time.Tim
 		f.add(RetryAfter, t.retryAfter.integer(RetryAfterSeconds(q.RetryAfter)))
 	}
 	if p.Style == Draft || p.Style == Both {
-		b := make([]byte, 0, 2*fieldBytes*len(ps))
+		var buf [2 * fieldBytes * manyPolicies]byte
+		b := buf[:0]
 		for i, p := range ps {
 			if i > 0 {
 				b = append(b, ", "...)

@@ -62,6 +62,21 @@ func TestRenderMany(t *testing.T) {
 	if h[RateLimit][0] != want[RateLimit] {
 		t.Fatalf("SetHeader: %v", h)
 	}
+	if n := testing.AllocsPerRun(100, func() {
+		f.RenderMany([]Policy{perIP, perKey}, []Decision{qIP, qKey}, qIP, time.Unix(0, 0))
+	}); n > 2 {
+		t.Errorf("RenderMany allocates %.0f times, want at most 2", n)
+	}
+	// A value rendered for the first time costs one allocation.
+	p := NewPolicy(Draft, "p")
+	r := int64(0)
+	if n := testing.AllocsPerRun(100, func() {
+		r++
+		var f Fields
+		f.Render(p, Decision{Allowed: true, BucketSize: 1 << 40, Remaining: r, ResetAfter: time.Second, Window: time.Hour}, time.Time{})
+	}); n != 1 {
+		t.Errorf("a new value costs %.0f allocations, want 1", n)
+	}
 }
 
 // reference renders q's fields from scratch, as the draft and legacy

@@ -1,6 +1,9 @@
 package render
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+	"unsafe"
+)
 
 // Field values are kept once rendered, and responses share them: a
 // client's fields repeat (the bucket's size, its remaining tokens, the
@@ -15,7 +18,13 @@ import "sync/atomic"
 type value struct {
 	a, b  int64 // what it renders (a field's numbers)
 	field [1]string
+	// The text itself, when it fits: a value is then one allocation.
+	bytes [inlineBytes]byte
 }
+
+// inlineBytes holds the RateLimit value of a policy name of up to about
+// 16 bytes, and every other field's value.
+const inlineBytes = 40
 
 // text is the value.
 func (v *value) text() string { return v.field[0] }
@@ -23,17 +32,23 @@ func (v *value) text() string { return v.field[0] }
 // header is the value as an http.Header holds it.
 func (v *value) header() []string { return v.field[:] }
 
-// newValue keeps text as a value of its own.
-func newValue(a, b int64, text string) *value {
+// newValue keeps text as a value of its own: one allocation, or two for
+// a text longer than inlineBytes.
+func newValue(a, b int64, text []byte) *value {
 	v := &value{a: a, b: b}
-	v.field[0] = text
+	if len(text) <= len(v.bytes) {
+		n := copy(v.bytes[:], text)
+		v.field[0] = unsafe.String(&v.bytes[0], n)
+	} else {
+		v.field[0] = string(text)
+	}
 	return v
 }
 
 // A valueTable keeps one field's values, direct-mapped by what they
 // render: a slot holds the value rendered last for its index, and a
-// value found in the wrong slot is rendered again. A miss costs two
-// allocations (the text and the value); a hit none.
+// value found in the wrong slot is rendered again. A miss costs one
+// allocation (two for a text longer than inlineBytes); a hit none.
 type valueTable struct {
 	slots []atomic.Pointer[value]
 }
@@ -60,7 +75,7 @@ func (t *valueTable) find(a, b int64) *value {
 
 // keep makes text the value kept for (a, b), and returns it.
 func (t *valueTable) keep(a, b int64, text []byte) *value {
-	v := newValue(a, b, string(text))
+	v := newValue(a, b, text)
 	t.slot(a, b).Store(v)
 	return v
 }
