@@ -298,20 +298,8 @@ func (*crowdUnicaster) SendTo(string, []byte) error { return nil }
 // 1,000 in groups, about 274 KB/s of 40-byte relayed frames
 // (accuracy.md#scale). %core is what that rate costs one core.
 func BenchmarkReceiveRelayed(b *testing.B) {
-	const peers, rate = 999, 7_000
-	tr := &crowdUnicaster{*newCrowd(peers)}
-	l := crowdLimiterOn(b, tr)
-	h := engineOf(l).hub
-	h.flush() // reads the member list: grouped
-	if !h.rel.view.grouped() || len(h.rel.view.mates) == 0 {
-		b.Fatal("the crowd is not grouped")
-	}
-	var others []string // origins outside this node's group, and their relay
-	for _, m := range tr.members {
-		if !h.rel.view.isMate(m) {
-			others = append(others, m)
-		}
-	}
+	const rate = 7_000
+	l, tr, h, others := groupedCrowd(b)
 	inc := uint64(tr.now.UnixNano())
 	sums := make([]uint64, len(others))
 	frame, env := make([]byte, 0, 64), make([]byte, 0, 128)
@@ -335,5 +323,65 @@ func BenchmarkReceiveRelayed(b *testing.B) {
 	b.ReportMetric(perFrame*rate/1e7, "%core")
 	if st := l.Stats(); st.FramesReceived != uint64(b.N) || st.FramesMalformed+st.FramesNotMember != 0 || st.RelayDropped != 0 {
 		b.Fatalf("%d of %d frames received, %d malformed, %d from non-members, %d not relayed", st.FramesReceived, b.N, st.FramesMalformed, st.FramesNotMember, st.RelayDropped)
+	}
+}
+
+// groupedCrowd is a limiter among 999 listed peers, in groups, with the
+// peers outside its group: the origins a relay brings it frames of.
+func groupedCrowd(b *testing.B) (*Limiter, *crowdUnicaster, *hub, []string) {
+	tr := &crowdUnicaster{*newCrowd(999)}
+	l := crowdLimiterOn(b, tr)
+	h := engineOf(l).hub
+	h.flush() // reads the member list: grouped
+	if !h.rel.view.grouped() || len(h.rel.view.mates) == 0 {
+		b.Fatal("the crowd is not grouped")
+	}
+	var others []string
+	for _, m := range tr.members {
+		if !h.rel.view.isMate(m) {
+			others = append(others, m)
+		}
+	}
+	return l, tr, h, others
+}
+
+// BenchmarkReceiveDigest is BenchmarkReceiveRelayed with the reports in
+// digests, as relays pass running totals on since wire version 7: each
+// datagram one digest of 8 entries (origins of another group), each entry
+// turned back into its frame and taken as BenchmarkReceive counts, the
+// digest queued to be spread to this node's 31 mates, with the spreading
+// flush every 16 digests. The figures are per entry; the clock moves
+// 1/7,000 s an entry, about what a node receives at N = 1,000
+// (accuracy.md#scale).
+func BenchmarkReceiveDigest(b *testing.B) {
+	const rate, perDigest = 7_000, 8
+	l, tr, h, others := groupedCrowd(b)
+	inc := uint64(tr.now.UnixNano())
+	id := hashKey(0, DefaultLimiterID)
+	sums := make([]uint64, len(others))
+	entries, digest := make([]byte, 0, perDigest*wire.DigestEntryMax), make([]byte, 0, 512)
+	step := time.Second / rate
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		p := i % len(others)
+		i++
+		sums[p]++
+		entries = wire.AppendDigestEntry(entries, wire.OriginHash(others[p]), &wire.Frame{Incarnation: inc,
+			GlobalSum: sums[p], Global: 1, DemandSum: 2 * sums[p], Level: int64(p % 100)})
+		tr.now = tr.now.Add(step)
+		if i%perDigest == 0 {
+			digest = wire.AppendDigest(digest[:0], false, id, entries)
+			tr.receive(others[(p+1)%len(others)], digest)
+			entries = entries[:0]
+		}
+		if i%(16*perDigest) == 0 {
+			h.flush()
+		}
+	}
+	perEntry := float64(b.Elapsed().Nanoseconds()) / float64(b.N)
+	b.ReportMetric(perEntry*rate/1e7, "%core")
+	if st := l.Stats(); st.FramesReceived != uint64(b.N/perDigest*perDigest) || st.FramesMalformed+st.FramesNotMember != 0 || st.RelayDropped != 0 {
+		b.Fatalf("%d of %d entries received, %d malformed, %d from non-members, %d not relayed", st.FramesReceived, b.N, st.FramesMalformed, st.FramesNotMember, st.RelayDropped)
 	}
 }

@@ -3,6 +3,7 @@ package gopherpace
 import (
 	"bytes"
 	"encoding/hex"
+	"reflect"
 	"testing"
 
 	"github.com/pedreviljoen/gopherpace/core/internal/wire"
@@ -51,12 +52,20 @@ var (
 )
 
 const (
-	goldenBytesLiteral = "67700607961c565c8abd14cb15cd853dfe9c9717ac02f0a2048101c0843d53808001024a69c276eccbcb240100c60175fbf4ac2a0a32d2c801030d"
+	goldenBytesLiteral = "67700707961c565c8abd14cb15cd853dfe9c9717ac02f0a2048101c0843d53808001024a69c276eccbcb240100c60175fbf4ac2a0a32d2c801030d"
 )
 
 // goldenRelay is the golden frame relayed, on its last hop, for node-7,
 // and its bytes: the envelope's header, then the frame's bytes unchanged.
-const goldenRelay = "677006c0066e6f64652d373b" + goldenBytesLiteral
+const goldenRelay = "677007c0066e6f64652d373b" + goldenBytesLiteral
+
+// goldenDigest is the golden frame's running totals in a digest, on its
+// last hop, from node-7: the digest's header ("gp", 7, the relay, digest
+// and last-hop flags), then its length, limiter and the entry.
+const (
+	goldenDigest      = "677007e0"
+	goldenDigestBytes = "677007e025961c565c8abd14cbf5837820c2f296e60715cd853dfe9c9717f0a2048101c0843d53808001"
+)
 
 func TestRelayGolden(t *testing.T) {
 	want, err := hex.DecodeString(goldenRelay)
@@ -91,4 +100,40 @@ func TestWireGolden(t *testing.T) {
 		len(f.Keys) != 2 || f.Keys[0] != g.Keys[0] || f.Keys[1] != g.Keys[1] {
 		t.Fatalf("decoded %+v, want %+v", f, g)
 	}
+}
+
+// TestDigestGolden pins a digest: the golden frame's entry from node-7,
+// and what it reads back as (the frame without its number and keyed
+// entries).
+func TestDigestGolden(t *testing.T) {
+	entry := wire.AppendDigestEntry(nil, wire.OriginHash("node-7"), &goldenFrame)
+	got := wire.AppendDigest(nil, true, goldenFrame.Limiter, entry)
+	want, err := hex.DecodeString(goldenDigestBytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) || !bytes.HasPrefix(want, mustHex(t, goldenDigest)) {
+		t.Fatalf("encoded\n%x\nwant\n%x", got, want)
+	}
+	d, err := wire.OpenDigest(want)
+	if err != nil || !d.Spread || d.Limiter != goldenFrame.Limiter {
+		t.Fatalf("opened %+v, %v", d, err)
+	}
+	var f wire.Frame
+	f.Limiter = d.Limiter
+	origin, rest, err := wire.NextEntry(d.Entries, &f)
+	g := goldenFrame
+	g.Seq, g.Keys, f.Keys = 0, nil, nil
+	if err != nil || origin != wire.OriginHash("node-7") || len(rest) != 0 || !reflect.DeepEqual(f, g) {
+		t.Fatalf("read %x %+v, %v; want %+v", origin, f, err, g)
+	}
+}
+
+func mustHex(t *testing.T, s string) []byte {
+	t.Helper()
+	b, err := hex.DecodeString(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

@@ -130,6 +130,10 @@ func TestHostileRelays(t *testing.T) {
 	frame := func(sum uint64) []byte {
 		return wire.Encode(nil, &wire.Frame{Limiter: id, Incarnation: uint64(net.Now().UnixNano()) - uint64(time.Minute), GlobalSum: sum, Global: int64(min(sum, 5))})
 	}
+	entry := func(origin string, sum uint64) []byte {
+		f := wire.Frame{Incarnation: uint64(net.Now().UnixNano()) - uint64(time.Minute), GlobalSum: sum, Global: int64(min(sum, 5))}
+		return wire.AppendDigestEntry(nil, wire.OriginHash(origin), &f)
+	}
 	var flood []byte
 	for len(flood) < 1200 {
 		flood = wire.AppendRelay(flood, "n3", false, frame(0))
@@ -138,14 +142,20 @@ func TestHostileRelays(t *testing.T) {
 		wire.AppendRelay(nil, "n0", false, frame(1)),                                    // n0's "own" frame, sent back to it
 		wire.AppendRelay(nil, "nobody", false, frame(1)),                                // a stranger's
 		wire.AppendRelay(nil, "n1", false, wire.AppendRelay(nil, "n2", true, frame(1))), // nested
-		[]byte("gp\x06\x80\x05n1"),                                                      // truncated
+		[]byte("gp\x07\x80\x05n1"),                                                      // truncated
+		wire.AppendDigest(nil, false, id, append(entry("n1", 1), 0xff)),                 // a digest with a broken entry
+		wire.AppendDigest(nil, false, id, entry("nobody", 1)),                           // a stranger's entry
+		wire.AppendDigest(nil, false, id, entry("n0", 1)),                               // n0's "own" entry
 	} {
 		evil.Broadcast(d)
 	}
 	net.Advance(100 * time.Millisecond)
 	malformed := lims[0].Stats().FramesMalformed
-	if malformed < 2 {
-		t.Errorf("malformed envelopes counted %d, want the nested and the truncated", malformed)
+	if malformed < 3 {
+		t.Errorf("malformed envelopes and digests counted %d, want the nested, the truncated and the broken digest", malformed)
+	}
+	if n := lims[0].Stats().FramesNotMember; n < 1 {
+		t.Errorf("a digest entry of a stranger was not counted as from a non-member (%d)", n)
 	}
 	for range 200 {
 		evil.Broadcast(flood)
@@ -158,10 +168,12 @@ func TestHostileRelays(t *testing.T) {
 	if dropped == 0 {
 		t.Error("a flood of envelopes to pass on was never dropped: the backlog is not bounded")
 	}
-	// The lie: n5 admitted a billion, says the evil member. It charges a
-	// bounded debt; n5's true later reports are charged again once the
-	// lie is found out. The cluster never admits more than R·t + B.
+	// The lie: n5 admitted a billion, and n6 too (in a digest), says the
+	// evil member. Each charges a bounded debt; their true later reports
+	// are charged again once the lie is found out. The cluster never
+	// admits more than R·t + B.
 	evil.Broadcast(wire.AppendRelay(nil, "n5", false, frame(1_000_000_000)))
+	evil.Broadcast(wire.AppendDigest(nil, false, id, entry("n6", 1_000_000_000)))
 	start := net.Now()
 	admitted := 0
 	for range 2000 {

@@ -70,6 +70,8 @@ type hubStats struct {
 	// Frames of others passed on (to other groups or to mates), and those
 	// dropped for want of room.
 	relayed, relayDropped atomic.Uint64
+	// Digest entries whose origin is no member listed.
+	notMember atomic.Uint64
 }
 
 // bundleDelay is how long a frame that need not go at once waits for the
@@ -273,7 +275,7 @@ func (h *hub) sendGrouped(now int64) error {
 		_, dropped := h.rel.forGroups(h.name, h.pending, now, h.maxFrame)
 		h.stats.relayDropped.Add(dropped)
 	}
-	queued, dropped, waiting := h.rel.dueLatest(h.name, now, quietEvery(h.tick))
+	queued, dropped, waiting := h.rel.dueLatest(h.name, now, quietEvery(h.tick), h.maxFrame)
 	h.stats.relayed.Add(queued)
 	h.stats.relayDropped.Add(dropped)
 	var first error
@@ -400,6 +402,10 @@ func (h *hub) queueForGroupsLocked(from string, b []byte) {
 // the origin's, and queues it for this node's mates unless it is on its
 // last hop. A node's own frames relayed back to it are dropped.
 func (h *hub) receiveRelay(env []byte) {
+	if wire.IsDigest(env) {
+		h.receiveDigest(env)
+		return
+	}
 	r, err := wire.OpenRelay(env)
 	if err != nil {
 		h.stats.malformed.Add(1)
@@ -439,6 +445,56 @@ func (h *hub) receiveRelay(env []byte) {
 		h.armRelayLocked()
 	} else {
 		h.stats.relayDropped.Add(frames)
+	}
+}
+
+// receiveDigest opens a digest and hands each entry, as the frame it
+// stands for, to the digest's limiter as its origin's; it queues the
+// digest for this node's mates unless it is on its last hop. An entry
+// whose origin is no member this node lists is dropped (counted as from
+// a non-member): it brings running totals only, and the next entry after
+// the member list has the origin brings them all. A node's own entries
+// are dropped.
+func (h *hub) receiveDigest(piece []byte) {
+	d, err := wire.OpenDigest(piece)
+	if err != nil {
+		h.stats.malformed.Add(1)
+		return
+	}
+	var f wire.Frame
+	var buf [wire.HeaderMax]byte
+	now, entries := h.sinceBegan(), uint64(0)
+	for b := d.Entries; len(b) > 0; entries++ {
+		f.Limiter = d.Limiter
+		var origin uint64
+		origin, b, _ = wire.NextEntry(b, &f) // OpenDigest has read them all
+		h.mu.Lock()
+		name := h.rel.byHash[origin]
+		known := name != ""
+		if known && name != h.name && h.rel.view.grouped() {
+			h.rel.heardFrom(name, now)
+		}
+		h.mu.Unlock()
+		switch {
+		case !known:
+			h.stats.notMember.Add(1)
+		case name != h.name:
+			h.deliver(name, wire.Encode(buf[:0], &f), true)
+		}
+	}
+	if h.uni == nil || d.Spread {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.rel.view.grouped() {
+		return
+	}
+	if h.rel.digestForMates(piece) {
+		h.stats.relayed.Add(entries)
+		h.armRelayLocked()
+	} else {
+		h.stats.relayDropped.Add(entries)
 	}
 }
 

@@ -33,8 +33,13 @@ func (n *fuzzNet) Name() string           { return "self" }
 func (n *fuzzNet) Members() []string      { return n.members }
 func (n *fuzzNet) MaxFrameSize() int      { return 1350 }
 func (n *fuzzNet) Broadcast([]byte) error { return nil }
-func (n *fuzzNet) Close() error           { return nil }
-func (n *fuzzNet) Now() time.Time         { return n.now }
+
+// SendTo makes the fuzz transport a Unicaster, so that the hub reads
+// digest entries' origins from the member list (the cluster is too small
+// to be grouped; the node relays nothing).
+func (n *fuzzNet) SendTo(string, []byte) error { return nil }
+func (n *fuzzNet) Close() error                { return nil }
+func (n *fuzzNet) Now() time.Time              { return n.now }
 func (n *fuzzNet) Subscribe(f func(string, []byte)) func() {
 	n.recv = f
 	return func() { n.recv = nil }
@@ -173,9 +178,15 @@ func FuzzReceive(f *testing.F) {
 				b = hdr
 				if byteAt(i+5)&2 != 0 {
 					// Relayed, by from, as the frame of any origin: a
-					// member, a stranger, or this node itself.
+					// member, a stranger, or this node itself; a frame
+					// without keyed counts in an envelope or as a
+					// digest's entry.
 					origin := []string{"m1", "m2", "stranger", "self"}[byteAt(i+5)>>2%4]
-					b = wire.AppendRelay(nil, origin, byteAt(i+5)&0x20 != 0, b)
+					if byteAt(i+5)&0x10 != 0 && !(seq != 0 && op == 1) {
+						b = wire.AppendDigest(nil, byteAt(i+5)&0x20 != 0, fr.Limiter, wire.AppendDigestEntry(nil, wire.OriginHash(origin), &fr))
+					} else {
+						b = wire.AppendRelay(nil, origin, byteAt(i+5)&0x20 != 0, b)
+					}
 					relayed = true
 				}
 				i += 16

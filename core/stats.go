@@ -134,7 +134,7 @@ func (e *engine) fillStats(s *Stats) (at bucketTime, tat int64) {
 	hs := &e.hub.stats
 	s.FramesMalformed, s.FramesDuplicate = rs.malformed.Load()+hs.malformed.Load(), rs.duplicate.Load()
 	s.FramesOtherLimiter, s.KeysDropped = rs.otherLimiter.Load()+hs.otherLimiter.Load(), rs.keysDropped.Load()
-	s.FramesNotMember, s.SendFailures = rs.notMember.Load(), ss.sendFailures.Load()
+	s.FramesNotMember, s.SendFailures = rs.notMember.Load()+hs.notMember.Load(), ss.sendFailures.Load()
 	s.FramesOtherVersion, s.DatagramsSent = hs.ofVersion.Load(), hs.datagramsSent.Load()
 	s.DatagramsToPeers, s.BytesToPeers = hs.peerDatagrams.Load(), hs.peerBytes.Load()
 	s.FramesRelayed, s.RelayDropped = hs.relayed.Load(), hs.relayDropped.Load()

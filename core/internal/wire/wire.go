@@ -7,21 +7,23 @@
 // receiver, and how far a lying sender can move it, is the engine's
 // business (docs/security.md).
 //
-// Version 6. A datagram holds one or more frames back to back, each
+// Version 7. A datagram holds one or more frames back to back, each
 // complete with its own magic and version, so that the limiters sharing a
 // transport send one datagram per peer, not one each (Next splits them).
-// In a large cluster a datagram may also hold relay envelopes: another
-// node's frames, passed on (see Relay below). One frame; integers are
+// In a large cluster a datagram may also hold relay envelopes (another
+// node's frames, passed on; see Relay below) and digests (several nodes'
+// running totals, passed on; see Digest). One frame; integers are
 // little-endian or unsigned varints (uv):
 //
 //	magic       2 bytes  "gp"
-//	version     1 byte   5
+//	version     1 byte   7
 //	flags       1 byte   bit 0: the sender is leaving the cluster
 //	                     bit 1: the sender is idle, and sends nothing more
 //	                     until it admits or is refused again
 //	                     bit 2: some member is out of the sender's sight
 //	                     (idle receivers wake, so that it hears them)
-//	                     bit 7: not a frame but a relay envelope (below)
+//	                     bit 7: not a frame but a relay envelope or,
+//	                     with bit 5, a digest (below)
 //	limiter     8 bytes  hash of the limiter ID, so limiters can share a transport
 //	incarnation 8 bytes  the sender's start time; a restart gets a new one
 //	seq         uv       per-sender sequence number of frames with keyed
@@ -56,7 +58,7 @@
 // others (the groups of a large cluster, docs/design.md):
 //
 //	magic       2 bytes  "gp"
-//	version     1 byte   6
+//	version     1 byte   7
 //	flags       1 byte   bit 7 set; bit 6: the last hop (spread inside the
 //	                     receiver's group, not to be passed on again)
 //	origin      1 byte n (1 to 255), then n bytes: the origin's node name
@@ -64,8 +66,9 @@
 //	frames      the origin's frames, back to back, exactly as it sent them
 //	            (at least one; never an envelope)
 //
-// Version 6 added relay envelopes; version 5 is otherwise the same.
-// Version 5 had no envelopes, version 4 no refused count and no level in an entry, version 3 no idle flag, and
+// Version 7 added digests; version 6 is otherwise the same, and passed
+// every frame on in an envelope. Version 6 added relay envelopes;
+// version 5 had no envelopes, version 4 no refused count and no level in an entry, version 3 no idle flag, and
 // version 2 had the frame alone in its datagram. A node refuses the frames of every other version
 // (ErrVersion), and a node of another refuses its frames, so a cluster runs
 // one version at a time: a version-3 node would take an idle peer's silence
@@ -82,10 +85,11 @@ const (
 	magic1 = 'p'
 	// Version is the frame format's version; a frame of another is refused
 	// (ErrVersion), never misread.
-	Version     = 6
+	Version     = 7
 	flagLeaving = 1 << 0
 	flagIdle    = 1 << 1
 	flagPartial = 1 << 2
+	flagDigest  = 1 << 5
 	flagSpread  = 1 << 6
 	flagRelay   = 1 << 7
 	// MaxOrigin is the longest origin name an envelope carries.
@@ -144,11 +148,26 @@ var (
 	ErrTrailing   = errors.New("gopherpace: trailing bytes in frame")
 	ErrEntryCount = errors.New("gopherpace: entry count exceeds frame size")
 	ErrRelay      = errors.New("gopherpace: malformed relay envelope")
+	ErrDigest     = errors.New("gopherpace: malformed digest")
 )
 
 // AppendHeader encodes every field of f but the entries; the caller appends
 // count entries with AppendEntry.
 func AppendHeader(b []byte, f *Frame, count int) []byte {
+	b = append(b, magic0, magic1, Version, frameFlags(f))
+	b = binary.LittleEndian.AppendUint64(b, f.Limiter)
+	b = binary.LittleEndian.AppendUint64(b, f.Incarnation)
+	b = binary.AppendUvarint(b, f.Seq)
+	b = binary.AppendUvarint(b, f.GlobalSum)
+	b = binary.AppendUvarint(b, uint64(f.Global))
+	b = binary.AppendUvarint(b, f.DemandSum)
+	b = binary.AppendVarint(b, f.Level)
+	b = binary.AppendUvarint(b, f.Withheld)
+	return binary.AppendUvarint(b, uint64(count))
+}
+
+// frameFlags is f's flags byte, the same in a frame and a digest entry.
+func frameFlags(f *Frame) byte {
 	flags := byte(0)
 	if f.Leaving {
 		flags |= flagLeaving
@@ -159,16 +178,7 @@ func AppendHeader(b []byte, f *Frame, count int) []byte {
 	if f.Partial {
 		flags |= flagPartial
 	}
-	b = append(b, magic0, magic1, Version, flags)
-	b = binary.LittleEndian.AppendUint64(b, f.Limiter)
-	b = binary.LittleEndian.AppendUint64(b, f.Incarnation)
-	b = binary.AppendUvarint(b, f.Seq)
-	b = binary.AppendUvarint(b, f.GlobalSum)
-	b = binary.AppendUvarint(b, uint64(f.Global))
-	b = binary.AppendUvarint(b, f.DemandSum)
-	b = binary.AppendVarint(b, f.Level)
-	b = binary.AppendUvarint(b, f.Withheld)
-	return binary.AppendUvarint(b, uint64(count))
+	return flags
 }
 
 // AppendEntry encodes one keyed entry.
@@ -409,8 +419,11 @@ func RelaySize(origin string, n int) int {
 // IsRelay reports whether a piece that Next split off is an envelope.
 func IsRelay(piece []byte) bool { return len(piece) > 3 && piece[3]&flagRelay != 0 }
 
-// nextRelay is Next for an envelope: it finds the envelope's end.
+// nextRelay is Next for an envelope or a digest: it finds its end.
 func nextRelay(b []byte) (frame, rest []byte, err error) {
+	if b[3]&flagDigest != 0 {
+		return nextDigest(b)
+	}
 	n := int(b[4])
 	at := relayFixed + n
 	if n == 0 || len(b) < at {
@@ -456,4 +469,184 @@ func OpenRelay(env []byte) (Relay, error) {
 		}
 	}
 	return r, nil
+}
+
+// A digest carries the running totals of several origins of one limiter,
+// one entry each, in place of their frames: what a relay passes on to
+// other groups of the frames that carry no keyed counts (those travel in
+// envelopes, whole). An entry is a frame's fields without the magic, the
+// version, the limiter (the digest's) and the keyed entries, after the
+// origin's name as a hash (OriginHash), which every member can work out
+// from its member list:
+//
+//	magic       2 bytes  "gp"
+//	version     1 byte   7
+//	flags       1 byte   bits 7 and 5 set; bit 6: the last hop
+//	length      uv       of what follows
+//	limiter     8 bytes
+//	entries, to the end, each:
+//	  origin      8 bytes  OriginHash of the origin's node name
+//	  flags       1 byte   a frame's bits 0 to 2 (leaving, idle, partial)
+//	  incarnation 8 bytes
+//	  globalSum, global, demandSum (uv), level (sv), withheld (uv): as in
+//	  a frame
+//
+// An entry takes about 23 bytes where the frame in an envelope took 43.
+
+// Digest is one digest, opened. Its slice points into the digest.
+type Digest struct {
+	Limiter uint64
+	// Spread marks the last hop: the receiver passes it on to no one.
+	Spread bool
+	// Entries are the entries, back to back; NextEntry splits them.
+	Entries []byte
+}
+
+// digestFixed is a digest's fixed part bar its length: magic, version,
+// flags.
+const digestFixed = 2 + 1 + 1
+
+// entryFixed is an entry's fixed part: origin, flags, incarnation.
+const entryFixed = 8 + 1 + 8
+
+// DigestEntryMax is the largest encoded entry.
+const DigestEntryMax = entryFixed + 5*binary.MaxVarintLen64
+
+// OriginHash is the hash that names a node in a digest: FNV-1a, 64 bits,
+// of its name.
+func OriginHash(name string) uint64 {
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(name); i++ {
+		h ^= uint64(name[i])
+		h *= 1099511628211
+	}
+	return h
+}
+
+// AppendDigestEntry appends the entry of f (its keyed entries, sequence
+// number and limiter are not part of it) from origin.
+func AppendDigestEntry(b []byte, origin uint64, f *Frame) []byte {
+	b = binary.LittleEndian.AppendUint64(b, origin)
+	b = append(b, frameFlags(f))
+	b = binary.LittleEndian.AppendUint64(b, f.Incarnation)
+	b = binary.AppendUvarint(b, f.GlobalSum)
+	b = binary.AppendUvarint(b, uint64(f.Global))
+	b = binary.AppendUvarint(b, f.DemandSum)
+	b = binary.AppendVarint(b, f.Level)
+	return binary.AppendUvarint(b, f.Withheld)
+}
+
+// AppendDigest appends a digest of limiter's entries (one or more, as
+// AppendDigestEntry wrote them) to b.
+func AppendDigest(b []byte, spread bool, limiter uint64, entries []byte) []byte {
+	flags := byte(flagRelay | flagDigest)
+	if spread {
+		flags |= flagSpread
+	}
+	b = append(b, magic0, magic1, Version, flags)
+	b = binary.AppendUvarint(b, uint64(8+len(entries)))
+	b = binary.LittleEndian.AppendUint64(b, limiter)
+	return append(b, entries...)
+}
+
+// DigestSize is the size of a digest of n bytes of entries.
+func DigestSize(n int) int {
+	size := digestFixed + 1 + 8 + n
+	for v := uint64(8 + n); v >= 0x80; v >>= 7 {
+		size++
+	}
+	return size
+}
+
+// IsDigest reports whether a piece that Next split off is a digest.
+func IsDigest(piece []byte) bool {
+	return len(piece) > 3 && piece[3]&(flagRelay|flagDigest) == flagRelay|flagDigest
+}
+
+// Spread returns a copy of digest d (as Next split it off) marked as on
+// its last hop, appended to b.
+func Spread(b []byte, d []byte) []byte {
+	b = append(b, d...)
+	b[len(b)-len(d)+3] |= flagSpread
+	return b
+}
+
+// nextDigest is Next for a digest.
+func nextDigest(b []byte) (frame, rest []byte, err error) {
+	size, k := binary.Uvarint(b[digestFixed:])
+	if k <= 0 || size < 8+entryFixed || size > uint64(len(b)-digestFixed-k) {
+		return nil, nil, ErrDigest
+	}
+	end := digestFixed + k + int(size)
+	return b[:end], b[end:], nil
+}
+
+// OpenDigest reads one digest (as Next split it off): its limiter, its
+// hop and its entries, every one of which it checks, as Decode checks a
+// frame. It refuses an unknown flag and trailing bytes.
+func OpenDigest(d []byte) (Digest, error) {
+	if len(d) < digestFixed+1 || d[0] != magic0 || d[1] != magic1 {
+		return Digest{}, ErrMagic
+	}
+	if d[2] != Version {
+		return Digest{}, ErrVersion
+	}
+	if d[3]&^(flagRelay|flagDigest|flagSpread) != 0 || !IsDigest(d) {
+		return Digest{}, ErrDigest
+	}
+	piece, rest, err := nextDigest(d)
+	if err != nil || len(rest) != 0 || len(piece) != len(d) {
+		return Digest{}, ErrDigest
+	}
+	_, k := binary.Uvarint(d[digestFixed:])
+	body := d[digestFixed+k:]
+	out := Digest{Limiter: binary.LittleEndian.Uint64(body), Spread: d[3]&flagSpread != 0, Entries: body[8:]}
+	var f Frame
+	for b := out.Entries; len(b) > 0; {
+		if _, b, err = NextEntry(b, &f); err != nil {
+			return Digest{}, err
+		}
+	}
+	return out, nil
+}
+
+// NextEntry reads the first entry of b into f (Seq 0, no keyed entries;
+// the caller sets the limiter) and returns its origin and what follows.
+// It refuses what Decode would refuse in a frame.
+func NextEntry(b []byte, f *Frame) (origin uint64, rest []byte, err error) {
+	if len(b) < entryFixed {
+		return 0, nil, ErrShort
+	}
+	origin = binary.LittleEndian.Uint64(b)
+	flags := b[8]
+	if flags&^(flagLeaving|flagIdle|flagPartial) != 0 {
+		return 0, nil, ErrDigest
+	}
+	*f = Frame{Leaving: flags&flagLeaving != 0, Idle: flags&flagIdle != 0, Partial: flags&flagPartial != 0,
+		Limiter: f.Limiter, Incarnation: binary.LittleEndian.Uint64(b[9:]), Keys: f.Keys[:0]}
+	b = b[entryFixed:]
+	if f.GlobalSum, b, err = uvarint(b); err != nil {
+		return 0, nil, err
+	}
+	var g uint64
+	if g, b, err = uvarint(b); err != nil {
+		return 0, nil, err
+	}
+	if g > MaxTokens || g > f.GlobalSum {
+		return 0, nil, ErrTokens
+	}
+	f.Global = int64(g)
+	if f.DemandSum, b, err = uvarint(b); err != nil {
+		return 0, nil, err
+	}
+	if f.Level, b, err = varint(b); err != nil {
+		return 0, nil, err
+	}
+	if f.Withheld, b, err = uvarint(b); err != nil {
+		return 0, nil, err
+	}
+	if f.Withheld > WithheldOne {
+		return 0, nil, ErrTokens
+	}
+	return origin, b, nil
 }

@@ -3,6 +3,8 @@ package wire
 import (
 	"bytes"
 	"errors"
+	"fmt"
+	"reflect"
 	"testing"
 )
 
@@ -70,7 +72,8 @@ func TestDecodeRejects(t *testing.T) {
 		{"version 3", mutate(func(b []byte) []byte { b[2] = 3; return b }), ErrVersion},
 		{"version 4", mutate(func(b []byte) []byte { b[2] = 4; return b }), ErrVersion},
 		{"version 5", mutate(func(b []byte) []byte { b[2] = 5; return b }), ErrVersion},
-		{"version 7", mutate(func(b []byte) []byte { b[2] = 7; return b }), ErrVersion},
+		{"version 6", mutate(func(b []byte) []byte { b[2] = 6; return b }), ErrVersion},
+		{"version 8", mutate(func(b []byte) []byte { b[2] = 8; return b }), ErrVersion},
 		{"an envelope", AppendRelay(nil, "n", false, good), ErrRelay},
 		{"trailing byte", append(append([]byte(nil), good...), 0), ErrTrailing},
 		{"entry count past the end", mutate(func(b []byte) []byte { b[len(b)-12] = 100; return b }), ErrEntryCount},
@@ -138,7 +141,7 @@ func FuzzDecodeFrame(f *testing.F) {
 	f.Add(Encode(nil, &Frame{Limiter: 1, Incarnation: 2, Seq: 3, GlobalSum: 10, Global: 4, Keys: []KeyCount{{5, 6, 0, 1}, {7, 300, 2, -5}, {9, 0, 1, 0}}}))
 	f.Add(Encode(nil, &Frame{Leaving: true}))
 	f.Add(Encode(nil, &Frame{Idle: true, GlobalSum: 3}))
-	f.Add([]byte("gp\x06\x00"))
+	f.Add([]byte("gp\x07\x00"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if frame, rest, err := Next(b); err == nil && (len(frame)+len(rest) != len(b) || !bytes.Equal(frame, b[:len(frame)])) {
 			t.Fatalf("Next split %d bytes into %d and %d", len(b), len(frame), len(rest))
@@ -278,7 +281,7 @@ func FuzzOpenRelay(f *testing.F) {
 	frame := Encode(nil, &Frame{Limiter: 1, Incarnation: 2, Seq: 3, GlobalSum: 10, Global: 4, Keys: []KeyCount{{5, 6, 0, 1}}})
 	f.Add(AppendRelay(nil, "node-1", false, frame))
 	f.Add(AppendRelay(nil, "n", true, append(append([]byte(nil), frame...), frame...)))
-	f.Add([]byte("gp\x06\x80\x01n\x00"))
+	f.Add([]byte("gp\x07\x80\x01n\x00"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if piece, rest, err := Next(b); err == nil && (len(piece)+len(rest) != len(b) || !bytes.Equal(piece, b[:len(piece)])) {
 			t.Fatalf("Next split %d bytes into %d and %d", len(b), len(piece), len(rest))
@@ -296,6 +299,156 @@ func FuzzOpenRelay(f *testing.F) {
 		again, err := OpenRelay(AppendRelay(nil, string(r.Origin), r.Spread, r.Frames))
 		if err != nil || !bytes.Equal(again.Origin, r.Origin) || again.Spread != r.Spread || !bytes.Equal(again.Frames, r.Frames) {
 			t.Fatalf("re-encoding an opened envelope: %v", err)
+		}
+	})
+}
+
+// A digest carries running totals exactly: it splits off a datagram like
+// a frame, opens to the same limiter and hop, and its entries read back
+// as the frames they came from, without their keyed entries and number.
+func TestDigestRoundTrip(t *testing.T) {
+	frames := []Frame{
+		{Limiter: 9, Incarnation: 1 << 60, GlobalSum: 5, Global: 5, DemandSum: 12, Level: -3, Withheld: 100},
+		{Leaving: true, Idle: true, Partial: true, Limiter: 9, Incarnation: 2, GlobalSum: 1 << 40, DemandSum: 1 << 41, Level: 1000, Withheld: WithheldOne},
+		{Limiter: 9, Incarnation: 3, Seq: 4, GlobalSum: 7, Global: 1, Keys: []KeyCount{{5, 6, 0, 1}}},
+	}
+	var entries []byte
+	for i := range frames {
+		before := len(entries)
+		entries = AppendDigestEntry(entries, OriginHash(fmt.Sprint("node-", i)), &frames[i])
+		if n := len(entries) - before; n > DigestEntryMax {
+			t.Fatalf("entry %d took %d bytes, more than DigestEntryMax", i, n)
+		}
+	}
+	lone := Encode(nil, &frames[0])
+	for _, spread := range []bool{false, true} {
+		d := AppendDigest(nil, spread, 9, entries)
+		if len(d) != DigestSize(len(entries)) {
+			t.Fatalf("DigestSize %d, encoded %d", DigestSize(len(entries)), len(d))
+		}
+		datagram := append(append(append([]byte(nil), lone...), d...), lone...)
+		_, rest, _ := Next(datagram)
+		piece, rest, err := Next(rest)
+		if err != nil || !bytes.Equal(piece, d) || !IsDigest(piece) || !IsRelay(piece) {
+			t.Fatalf("digest piece: %x, %v", piece, err)
+		}
+		if last, rest, err := Next(rest); err != nil || !bytes.Equal(last, lone) || len(rest) != 0 {
+			t.Fatalf("last piece: %x, %v", last, err)
+		}
+		got, err := OpenDigest(piece)
+		if err != nil || got.Limiter != 9 || got.Spread != spread || !bytes.Equal(got.Entries, entries) {
+			t.Fatalf("opened %+v, %v", got, err)
+		}
+		if s := Spread(nil, piece); !IsDigest(s) {
+			t.Fatal("Spread made no digest")
+		} else if o, err := OpenDigest(s); err != nil || !o.Spread || !bytes.Equal(o.Entries, entries) {
+			t.Fatalf("spread: %+v, %v", o, err)
+		}
+		b := got.Entries
+		for i, want := range frames {
+			var f Frame
+			f.Limiter = got.Limiter
+			var origin uint64
+			if origin, b, err = NextEntry(b, &f); err != nil || origin != OriginHash(fmt.Sprint("node-", i)) {
+				t.Fatalf("entry %d: origin %x, %v", i, origin, err)
+			}
+			want.Seq, want.Keys = 0, nil
+			f.Keys = nil
+			if !reflect.DeepEqual(f, want) {
+				t.Fatalf("entry %d read %+v, want %+v", i, f, want)
+			}
+		}
+		if len(b) != 0 {
+			t.Fatalf("%d bytes after the entries", len(b))
+		}
+		var f Frame
+		if err := Decode(piece, &f); err == nil {
+			t.Fatal("Decode took a digest for a frame")
+		}
+		if _, err := OpenRelay(piece); err == nil {
+			t.Fatal("OpenRelay took a digest for an envelope")
+		}
+		for cut := 1; cut < len(d); cut++ {
+			if _, err := OpenDigest(d[:cut]); err == nil {
+				t.Fatalf("a digest cut at %d of %d bytes opened", cut, len(d))
+			}
+		}
+	}
+}
+
+// Digests that are not exactly a limiter and well-formed entries are
+// refused: the same bounds as a frame's fields.
+func TestOpenDigestRejects(t *testing.T) {
+	entry := func(f Frame) []byte { return AppendDigestEntry(nil, 1, &f) }
+	good := AppendDigest(nil, false, 1, entry(Frame{Incarnation: 2, GlobalSum: 5, Global: 5}))
+	unknownFlag := append([]byte(nil), good...)
+	unknownFlag[3] |= 1
+	badEntryFlag := AppendDigest(nil, false, 1, entry(Frame{Incarnation: 2, GlobalSum: 5, Global: 5}))
+	badEntryFlag[len(badEntryFlag)-len(entry(Frame{Incarnation: 2, GlobalSum: 5, Global: 5}))+8] |= 0x80
+	trailing := AppendDigest(nil, false, 1, append(entry(Frame{Incarnation: 2, GlobalSum: 5, Global: 5}), 0))
+	for _, tc := range []struct {
+		name string
+		b    []byte
+	}{
+		{"unknown flag", unknownFlag},
+		{"unknown entry flag", badEntryFlag},
+		{"trailing", trailing},
+		{"no entries", AppendDigest(nil, false, 1, nil)},
+		{"global over the sum", AppendDigest(nil, false, 1, entry(Frame{GlobalSum: 5, Global: 6}))},
+		{"withheld over one", AppendDigest(nil, false, 1, entry(Frame{Withheld: WithheldOne + 1}))},
+		{"old version", append([]byte{'g', 'p', 6}, good[3:]...)},
+		{"empty", nil},
+	} {
+		if _, err := OpenDigest(tc.b); err == nil {
+			t.Errorf("%s: opened", tc.name)
+		}
+	}
+	if _, err := OpenDigest(good); err != nil {
+		t.Fatalf("the good digest: %v", err)
+	}
+}
+
+// FuzzOpenDigest: no input panics Next, OpenDigest or NextEntry; a digest
+// that opens is one whole piece to Next, and its entries, re-encoded,
+// read the same.
+func FuzzOpenDigest(f *testing.F) {
+	var entries []byte
+	entries = AppendDigestEntry(entries, 1, &Frame{Incarnation: 2, GlobalSum: 10, Global: 4, DemandSum: 11, Level: -2, Withheld: 3})
+	entries = AppendDigestEntry(entries, 7, &Frame{Leaving: true, Incarnation: 5, GlobalSum: 1 << 33})
+	f.Add(AppendDigest(nil, false, 3, entries))
+	f.Add(AppendDigest(nil, true, 3, entries[:20]))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if piece, rest, err := Next(b); err == nil && (len(piece)+len(rest) != len(b) || !bytes.Equal(piece, b[:len(piece)])) {
+			t.Fatalf("Next split %d bytes into %d and %d", len(b), len(piece), len(rest))
+		}
+		d, err := OpenDigest(b)
+		if err != nil {
+			return
+		}
+		if piece, rest, err := Next(b); err != nil || len(rest) != 0 || len(piece) != len(b) {
+			t.Fatalf("OpenDigest accepts a digest that Next splits into %d and %d bytes (%v)", len(piece), len(rest), err)
+		}
+		// Varints may come longer than needed: compare what they read.
+		read := func(e []byte) (origins []uint64, frames []Frame) {
+			for len(e) > 0 {
+				var fr Frame
+				origin, rest, err := NextEntry(e, &fr)
+				if err != nil {
+					t.Fatalf("an opened digest's entry: %v", err)
+				}
+				e, fr.Keys = rest, nil
+				origins, frames = append(origins, origin), append(frames, fr)
+			}
+			return origins, frames
+		}
+		origins, frames := read(d.Entries)
+		var again []byte
+		for i := range frames {
+			again = AppendDigestEntry(again, origins[i], &frames[i])
+		}
+		o2, f2 := read(again)
+		if !reflect.DeepEqual(o2, origins) || !reflect.DeepEqual(f2, frames) {
+			t.Fatalf("re-encoded entries read %v %+v, want %v %+v", o2, f2, origins, frames)
 		}
 	})
 }
