@@ -190,7 +190,7 @@ func (*crowdTransport) AfterFunc(time.Duration, func()) func() bool {
 
 // crowdLimiter is a clustered limiter (R = 1000) on a crowdTransport
 // that lists peers members; it closes when the benchmark ends.
-func crowdLimiter(b *testing.B, peers int) (*Limiter, *crowdTransport) {
+func crowdLimiter(b testing.TB, peers int) (*Limiter, *crowdTransport) {
 	tr := newCrowd(peers)
 	return crowdLimiterOn(b, tr), tr
 }
@@ -206,7 +206,7 @@ func newCrowd(peers int) *crowdTransport {
 
 // crowdLimiterOn is a clustered limiter (R = 1000) on tr, closed when the
 // benchmark ends.
-func crowdLimiterOn(b *testing.B, tr Transport) *Limiter {
+func crowdLimiterOn(b testing.TB, tr Transport) *Limiter {
 	l, err := New(WithRefillRate(1000), WithTransport(tr), WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		b.Fatal(err)
@@ -328,7 +328,7 @@ func BenchmarkReceiveRelayed(b *testing.B) {
 
 // groupedCrowd is a limiter among 999 listed peers, in groups, with the
 // peers outside its group: the origins a relay brings it frames of.
-func groupedCrowd(b *testing.B) (*Limiter, *crowdUnicaster, *hub, []string) {
+func groupedCrowd(b testing.TB) (*Limiter, *crowdUnicaster, *hub, []string) {
 	tr := &crowdUnicaster{*newCrowd(999)}
 	l := crowdLimiterOn(b, tr)
 	h := engineOf(l).hub
@@ -357,7 +357,7 @@ func BenchmarkReceiveDigest(b *testing.B) {
 	const rate, perDigest = 7_000, 8
 	l, tr, h, others := groupedCrowd(b)
 	inc := uint64(tr.now.UnixNano())
-	id := hashKey(0, DefaultLimiterID)
+	id, tag := hashKey(0, DefaultLimiterID), wire.IncarnationTag(inc)
 	sums := make([]uint64, len(others))
 	entries, digest := make([]byte, 0, perDigest*wire.DigestEntryMax), make([]byte, 0, 512)
 	step := time.Second / rate
@@ -367,7 +367,7 @@ func BenchmarkReceiveDigest(b *testing.B) {
 		p := i % len(others)
 		i++
 		sums[p]++
-		entries = wire.AppendDigestEntry(entries, wire.OriginHash(others[p]), &wire.Frame{Incarnation: inc,
+		entries = wire.AppendDigestEntry(entries, wire.Entry{Origin: wire.OriginHash(others[p]), Tagged: sums[p] > 1, Tag: tag}, &wire.Frame{Incarnation: inc,
 			GlobalSum: sums[p], Global: 1, DemandSum: 2 * sums[p], Level: int64(p % 100)})
 		tr.now = tr.now.Add(step)
 		if i%perDigest == 0 {

@@ -259,6 +259,18 @@ func (e *engine) receive(from string, b []byte, relayed bool) {
 	}
 }
 
+// incarnationTagged finds the incarnation of from's whose tag is tag
+// among those this engine has heard (the freshest, if two share it), for
+// a tagged digest entry.
+func (e *engine) incarnationTagged(from string, tag uint16) (uint64, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if p := e.view.peer(from); p != nil {
+		return p.incarnationTagged(tag)
+	}
+	return 0, false
+}
+
 // stop sends a last frame that says goodbye, with any unsent counts, and
 // stops all timers.
 func (e *engine) stop() {

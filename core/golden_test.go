@@ -52,19 +52,20 @@ var (
 )
 
 const (
-	goldenBytesLiteral = "67700707961c565c8abd14cb15cd853dfe9c9717ac02f0a2048101c0843d53808001024a69c276eccbcb240100c60175fbf4ac2a0a32d2c801030d"
+	goldenBytesLiteral = "67700807961c565c8abd14cb15cd853dfe9c9717ac02f0a2048101c0843d53808001024a69c276eccbcb240100c60175fbf4ac2a0a32d2c801030d"
 )
 
 // goldenRelay is the golden frame relayed, on its last hop, for node-7,
 // and its bytes: the envelope's header, then the frame's bytes unchanged.
-const goldenRelay = "677007c0066e6f64652d373b" + goldenBytesLiteral
+const goldenRelay = "677008c0066e6f64652d373b" + goldenBytesLiteral
 
 // goldenDigest is the golden frame's running totals in a digest, on its
-// last hop, from node-7: the digest's header ("gp", 7, the relay, digest
-// and last-hop flags), then its length, limiter and the entry.
+// last hop, from node-7 whole and from node-8 tagged: the digest's header
+// ("gp", 8, the relay, digest and last-hop flags), then its length,
+// limiter and the entries.
 const (
-	goldenDigest      = "677007e0"
-	goldenDigestBytes = "677007e025961c565c8abd14cbf5837820c2f296e60715cd853dfe9c9717f0a2048101c0843d53808001"
+	goldenDigest      = "677008e0"
+	goldenDigestBytes = "677008e038961c565c8abd14cbf5837820c2f20715cd853dfe9c9717f0a2048101c0843d53808001a8857820c2f30ff97bf0a2048101c0843d53808001"
 )
 
 func TestRelayGolden(t *testing.T) {
@@ -103,11 +104,15 @@ func TestWireGolden(t *testing.T) {
 }
 
 // TestDigestGolden pins a digest: the golden frame's entry from node-7,
-// and what it reads back as (the frame without its number and keyed
-// entries).
+// whole, and from node-8, tagged, and what they read back as (the frame
+// without its number and keyed entries; the tagged one without its
+// incarnation, but its tag).
 func TestDigestGolden(t *testing.T) {
-	entry := wire.AppendDigestEntry(nil, wire.OriginHash("node-7"), &goldenFrame)
-	got := wire.AppendDigest(nil, true, goldenFrame.Limiter, entry)
+	whole := wire.Entry{Origin: wire.OriginHash("node-7")}
+	tagged := wire.Entry{Origin: wire.OriginHash("node-8"), Tagged: true, Tag: wire.IncarnationTag(goldenFrame.Incarnation)}
+	entries := wire.AppendDigestEntry(nil, whole, &goldenFrame)
+	entries = wire.AppendDigestEntry(entries, tagged, &goldenFrame)
+	got := wire.AppendDigest(nil, true, goldenFrame.Limiter, entries)
 	want, err := hex.DecodeString(goldenDigestBytes)
 	if err != nil {
 		t.Fatal(err)
@@ -119,13 +124,23 @@ func TestDigestGolden(t *testing.T) {
 	if err != nil || !d.Spread || d.Limiter != goldenFrame.Limiter {
 		t.Fatalf("opened %+v, %v", d, err)
 	}
-	var f wire.Frame
-	f.Limiter = d.Limiter
-	origin, rest, err := wire.NextEntry(d.Entries, &f)
-	g := goldenFrame
-	g.Seq, g.Keys, f.Keys = 0, nil, nil
-	if err != nil || origin != wire.OriginHash("node-7") || len(rest) != 0 || !reflect.DeepEqual(f, g) {
-		t.Fatalf("read %x %+v, %v; want %+v", origin, f, err, g)
+	rest := d.Entries
+	for _, head := range []wire.Entry{whole, tagged} {
+		var f wire.Frame
+		f.Limiter = d.Limiter
+		var e wire.Entry
+		e, rest, err = wire.NextEntry(rest, &f)
+		g := goldenFrame
+		g.Seq, g.Keys, f.Keys = 0, nil, nil
+		if head.Tagged {
+			g.Incarnation = 0
+		}
+		if err != nil || e != head || !reflect.DeepEqual(f, g) {
+			t.Fatalf("read %+v %+v, %v; want %+v %+v", e, f, err, head, g)
+		}
+	}
+	if len(rest) != 0 {
+		t.Fatalf("%d bytes after the entries", len(rest))
 	}
 }
 

@@ -130,10 +130,12 @@ func TestHostileRelays(t *testing.T) {
 	frame := func(sum uint64) []byte {
 		return wire.Encode(nil, &wire.Frame{Limiter: id, Incarnation: uint64(net.Now().UnixNano()) - uint64(time.Minute), GlobalSum: sum, Global: int64(min(sum, 5))})
 	}
-	entry := func(origin string, sum uint64) []byte {
+	entryOf := func(origin string, sum uint64, tagged bool) []byte {
 		f := wire.Frame{Incarnation: uint64(net.Now().UnixNano()) - uint64(time.Minute), GlobalSum: sum, Global: int64(min(sum, 5))}
-		return wire.AppendDigestEntry(nil, wire.OriginHash(origin), &f)
+		return wire.AppendDigestEntry(nil, wire.Entry{Origin: wire.OriginHash(origin), Tagged: tagged, Tag: wire.IncarnationTag(f.Incarnation)}, &f)
 	}
+	entry := func(origin string, sum uint64) []byte { return entryOf(origin, sum, false) }
+	staleBefore := lims[0].Stats().FramesDuplicate
 	var flood []byte
 	for len(flood) < 1200 {
 		flood = wire.AppendRelay(flood, "n3", false, frame(0))
@@ -142,10 +144,11 @@ func TestHostileRelays(t *testing.T) {
 		wire.AppendRelay(nil, "n0", false, frame(1)),                                    // n0's "own" frame, sent back to it
 		wire.AppendRelay(nil, "nobody", false, frame(1)),                                // a stranger's
 		wire.AppendRelay(nil, "n1", false, wire.AppendRelay(nil, "n2", true, frame(1))), // nested
-		[]byte("gp\x07\x80\x05n1"),                                                      // truncated
+		[]byte("gp\x08\x80\x05n1"),                                                      // truncated
 		wire.AppendDigest(nil, false, id, append(entry("n1", 1), 0xff)),                 // a digest with a broken entry
 		wire.AppendDigest(nil, false, id, entry("nobody", 1)),                           // a stranger's entry
 		wire.AppendDigest(nil, false, id, entry("n0", 1)),                               // n0's "own" entry
+		wire.AppendDigest(nil, false, id, entryOf("n2", 1, true)),                       // a tag of no incarnation n2 has
 	} {
 		evil.Broadcast(d)
 	}
@@ -156,6 +159,9 @@ func TestHostileRelays(t *testing.T) {
 	}
 	if n := lims[0].Stats().FramesNotMember; n < 1 {
 		t.Errorf("a digest entry of a stranger was not counted as from a non-member (%d)", n)
+	}
+	if n := lims[0].Stats().FramesDuplicate - staleBefore; n < 1 {
+		t.Errorf("a tagged entry of an incarnation never heard was not counted as stale (%d)", n)
 	}
 	for range 200 {
 		evil.Broadcast(flood)

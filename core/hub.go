@@ -70,8 +70,9 @@ type hubStats struct {
 	// Frames of others passed on (to other groups or to mates), and those
 	// dropped for want of room.
 	relayed, relayDropped atomic.Uint64
-	// Digest entries whose origin is no member listed.
-	notMember atomic.Uint64
+	// Digest entries whose origin is no member listed, and tagged ones
+	// whose incarnation the limiter has not heard.
+	notMember, untagged atomic.Uint64
 }
 
 // bundleDelay is how long a frame that need not go at once waits for the
@@ -453,8 +454,10 @@ func (h *hub) receiveRelay(env []byte) {
 // digest for this node's mates unless it is on its last hop. An entry
 // whose origin is no member this node lists is dropped (counted as from
 // a non-member): it brings running totals only, and the next entry after
-// the member list has the origin brings them all. A node's own entries
-// are dropped.
+// the member list has the origin brings them all. So is a tagged entry
+// whose tag matches no incarnation of its origin's that the limiter has
+// heard (counted as stale): a whole entry comes within wholeEvery. A
+// node's own entries are dropped.
 func (h *hub) receiveDigest(piece []byte) {
 	d, err := wire.OpenDigest(piece)
 	if err != nil {
@@ -466,21 +469,34 @@ func (h *hub) receiveDigest(piece []byte) {
 	now, entries := h.sinceBegan(), uint64(0)
 	for b := d.Entries; len(b) > 0; entries++ {
 		f.Limiter = d.Limiter
-		var origin uint64
-		origin, b, _ = wire.NextEntry(b, &f) // OpenDigest has read them all
+		var e wire.Entry
+		e, b, _ = wire.NextEntry(b, &f) // OpenDigest has read them all
 		h.mu.Lock()
-		name := h.rel.byHash[origin]
+		name := h.rel.byHash[e.Origin]
 		known := name != ""
 		if known && name != h.name && h.rel.view.grouped() {
 			h.rel.heardFrom(name, now)
 		}
+		eng := h.engines[d.Limiter]
 		h.mu.Unlock()
 		switch {
 		case !known:
 			h.stats.notMember.Add(1)
-		case name != h.name:
-			h.deliver(name, wire.Encode(buf[:0], &f), true)
+			continue
+		case name == h.name:
+			continue
+		case eng == nil:
+			h.stats.otherLimiter.Add(1)
+			continue
+		case e.Tagged:
+			inc, ok := eng.incarnationTagged(name, e.Tag)
+			if !ok {
+				h.stats.untagged.Add(1)
+				continue
+			}
+			f.Incarnation = inc
 		}
+		eng.receive(name, wire.Encode(buf[:0], &f), true)
 	}
 	if h.uni == nil || d.Spread {
 		return

@@ -1,5 +1,7 @@
 package gopherpace
 
+import "github.com/pedreviljoen/gopherpace/core/internal/wire"
+
 // windowSize is how many recent sequence numbers per stream are remembered
 // for de-duplication. Frames are resent for two ticks, so any window that
 // covers a few ticks of a peer's frames is enough; 1024 allows for bursts of
@@ -89,6 +91,21 @@ func (p *peer) stream(inc uint64) (s *stream, lost uint64) {
 	lost = p.streams[oldest].window.missing()
 	p.streams[oldest], p.incs[oldest] = s, inc
 	return s, lost
+}
+
+// incarnationTagged is the incarnation of p's freshest stream whose tag
+// is tag (wire.IncarnationTag), if any.
+func (p *peer) incarnationTagged(tag uint16) (uint64, bool) {
+	var found *stream
+	for _, s := range p.streams {
+		if wire.IncarnationTag(s.incarnation) == tag && (found == nil || s.lastHeard > found.lastHeard) {
+			found = s
+		}
+	}
+	if found == nil {
+		return 0, false
+	}
+	return found.incarnation, true
 }
 
 // vouchFor counts an idle p as heard at now (peerView.vouching).

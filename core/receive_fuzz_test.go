@@ -183,7 +183,7 @@ func FuzzReceive(f *testing.F) {
 					// digest's entry.
 					origin := []string{"m1", "m2", "stranger", "self"}[byteAt(i+5)>>2%4]
 					if byteAt(i+5)&0x10 != 0 && !(seq != 0 && op == 1) {
-						b = wire.AppendDigest(nil, byteAt(i+5)&0x20 != 0, fr.Limiter, wire.AppendDigestEntry(nil, wire.OriginHash(origin), &fr))
+						b = wire.AppendDigest(nil, byteAt(i+5)&0x20 != 0, fr.Limiter, wire.AppendDigestEntry(nil, wire.Entry{Origin: wire.OriginHash(origin), Tagged: byteAt(i+5)&0x40 != 0, Tag: wire.IncarnationTag(fr.Incarnation)}, &fr))
 					} else {
 						b = wire.AppendRelay(nil, origin, byteAt(i+5)&0x20 != 0, b)
 					}

@@ -35,7 +35,9 @@ type Stats struct {
 	FramesSent, BytesSent, FramesReceived, BytesReceived uint64
 	// FramesMalformed counts frames dropped as truncated, oversized,
 	// foreign, or from a sender whose start time is implausibly far ahead
-	// of this node's clock; FramesDuplicate, repeats and stale frames;
+	// of this node's clock; FramesDuplicate, repeats and stale frames
+	// (and relayed entries that name an incarnation by a tag this node has
+	// not heard whole: their totals come again whole);
 	// FramesOtherLimiter, frames for a limiter this node does not run on
 	// the transport; FramesMissing, sequence numbers from peers that never
 	// arrived in any copy (their counts are lost). A datagram that cannot
@@ -132,7 +134,7 @@ func (e *engine) fillStats(s *Stats) (at bucketTime, tat int64) {
 	s.FramesSent, s.BytesSent = ss.framesSent.Load(), ss.bytesSent.Load()
 	s.FramesReceived, s.BytesReceived = rs.framesReceived.Load(), rs.bytesReceived.Load()
 	hs := &e.hub.stats
-	s.FramesMalformed, s.FramesDuplicate = rs.malformed.Load()+hs.malformed.Load(), rs.duplicate.Load()
+	s.FramesMalformed, s.FramesDuplicate = rs.malformed.Load()+hs.malformed.Load(), rs.duplicate.Load()+hs.untagged.Load()
 	s.FramesOtherLimiter, s.KeysDropped = rs.otherLimiter.Load()+hs.otherLimiter.Load(), rs.keysDropped.Load()
 	s.FramesNotMember, s.SendFailures = rs.notMember.Load()+hs.notMember.Load(), ss.sendFailures.Load()
 	s.FramesOtherVersion, s.DatagramsSent = hs.ofVersion.Load(), hs.datagramsSent.Load()

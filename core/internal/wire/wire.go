@@ -7,7 +7,7 @@
 // receiver, and how far a lying sender can move it, is the engine's
 // business (docs/security.md).
 //
-// Version 7. A datagram holds one or more frames back to back, each
+// Version 8. A datagram holds one or more frames back to back, each
 // complete with its own magic and version, so that the limiters sharing a
 // transport send one datagram per peer, not one each (Next splits them).
 // In a large cluster a datagram may also hold relay envelopes (another
@@ -16,7 +16,7 @@
 // little-endian or unsigned varints (uv):
 //
 //	magic       2 bytes  "gp"
-//	version     1 byte   7
+//	version     1 byte   8
 //	flags       1 byte   bit 0: the sender is leaving the cluster
 //	                     bit 1: the sender is idle, and sends nothing more
 //	                     until it admits or is refused again
@@ -58,7 +58,7 @@
 // others (the groups of a large cluster, docs/design.md):
 //
 //	magic       2 bytes  "gp"
-//	version     1 byte   7
+//	version     1 byte   8
 //	flags       1 byte   bit 7 set; bit 6: the last hop (spread inside the
 //	                     receiver's group, not to be passed on again)
 //	origin      1 byte n (1 to 255), then n bytes: the origin's node name
@@ -66,8 +66,9 @@
 //	frames      the origin's frames, back to back, exactly as it sent them
 //	            (at least one; never an envelope)
 //
-// Version 7 added digests; version 6 is otherwise the same, and passed
-// every frame on in an envelope. Version 6 added relay envelopes;
+// Version 8 added tagged digest entries (an incarnation of 2 bytes);
+// version 7 is otherwise the same. Version 7 added digests; version 6
+// passed every frame on in an envelope. Version 6 added relay envelopes;
 // version 5 had no envelopes, version 4 no refused count and no level in an entry, version 3 no idle flag, and
 // version 2 had the frame alone in its datagram. A node refuses the frames of every other version
 // (ErrVersion), and a node of another refuses its frames, so a cluster runs
@@ -85,13 +86,15 @@ const (
 	magic1 = 'p'
 	// Version is the frame format's version; a frame of another is refused
 	// (ErrVersion), never misread.
-	Version     = 7
+	Version     = 8
 	flagLeaving = 1 << 0
 	flagIdle    = 1 << 1
 	flagPartial = 1 << 2
-	flagDigest  = 1 << 5
-	flagSpread  = 1 << 6
-	flagRelay   = 1 << 7
+	// flagTagged marks a digest entry whose incarnation is a tag.
+	flagTagged = 1 << 3
+	flagDigest = 1 << 5
+	flagSpread = 1 << 6
+	flagRelay  = 1 << 7
 	// MaxOrigin is the longest origin name an envelope carries.
 	MaxOrigin = 255
 	// HeaderFixed is the header's fixed part: magic, version, flags,
@@ -480,18 +483,23 @@ func OpenRelay(env []byte) (Relay, error) {
 // from its member list:
 //
 //	magic       2 bytes  "gp"
-//	version     1 byte   7
+//	version     1 byte   8
 //	flags       1 byte   bits 7 and 5 set; bit 6: the last hop
 //	length      uv       of what follows
 //	limiter     8 bytes
 //	entries, to the end, each:
-//	  origin      8 bytes  OriginHash of the origin's node name
-//	  flags       1 byte   a frame's bits 0 to 2 (leaving, idle, partial)
-//	  incarnation 8 bytes
+//	  origin      6 bytes  OriginHash of the origin's node name
+//	  flags       1 byte   a frame's bits 0 to 2 (leaving, idle, partial);
+//	                       bit 3: tagged
+//	  incarnation 8 bytes, or when tagged 2: IncarnationTag of it
 //	  globalSum, global, demandSum (uv), level (sv), withheld (uv): as in
 //	  a frame
 //
-// An entry takes about 23 bytes where the frame in an envelope took 43.
+// An entry takes about 23 bytes, 17 tagged, where the frame in an
+// envelope took 43. A tagged entry stands for the stream of its origin's
+// whose incarnation has that tag: the receiver must have heard the
+// incarnation whole before (the relays send it whole now and then), and
+// drops the entry otherwise; its running totals come again.
 
 // Digest is one digest, opened. Its slice points into the digest.
 type Digest struct {
@@ -506,29 +514,60 @@ type Digest struct {
 // flags.
 const digestFixed = 2 + 1 + 1
 
-// entryFixed is an entry's fixed part: origin, flags, incarnation.
-const entryFixed = 8 + 1 + 8
+// digestEntryFixed is an untagged digest entry's fixed part: origin,
+// flags, incarnation; digestEntryMin a tagged entry's, the least an entry takes.
+const (
+	digestEntryFixed = originSize + 1 + 8
+	digestEntryMin   = originSize + 1 + 2
+)
 
 // DigestEntryMax is the largest encoded entry.
-const DigestEntryMax = entryFixed + 5*binary.MaxVarintLen64
+const DigestEntryMax = digestEntryFixed + 5*binary.MaxVarintLen64
 
-// OriginHash is the hash that names a node in a digest: FNV-1a, 64 bits,
-// of its name.
+// IncarnationTag is the 2-byte tag that stands for incarnation inc in a
+// tagged digest entry: its four 16-bit parts folded together, so that
+// start times a few seconds apart get different tags.
+func IncarnationTag(inc uint64) uint16 {
+	return uint16(inc ^ inc>>16 ^ inc>>32 ^ inc>>48)
+}
+
+// Entry is what a digest entry says besides its frame's fields: its
+// origin, and its incarnation's tag when it is tagged (the frame's
+// Incarnation is then 0).
+type Entry struct {
+	Origin uint64
+	Tagged bool
+	Tag    uint16
+}
+
+// originSize is how many bytes of OriginHash an entry carries: 48 bits,
+// so that two of 1,000 names share a hash with odds of about 2 in a
+// billion (and such names are dropped, not confused: core's relays).
+const originSize = 6
+
+// OriginHash is the hash that names a node in a digest: FNV-1a of its
+// name, its low 48 bits.
 func OriginHash(name string) uint64 {
 	h := uint64(14695981039346656037)
 	for i := 0; i < len(name); i++ {
 		h ^= uint64(name[i])
 		h *= 1099511628211
 	}
-	return h
+	return h & (1<<(8*originSize) - 1)
 }
 
 // AppendDigestEntry appends the entry of f (its keyed entries, sequence
-// number and limiter are not part of it) from origin.
-func AppendDigestEntry(b []byte, origin uint64, f *Frame) []byte {
-	b = binary.LittleEndian.AppendUint64(b, origin)
-	b = append(b, frameFlags(f))
-	b = binary.LittleEndian.AppendUint64(b, f.Incarnation)
+// number and limiter are not part of it) from e.Origin; when e.Tagged,
+// the incarnation goes as e.Tag (f's is not read).
+func AppendDigestEntry(b []byte, e Entry, f *Frame) []byte {
+	b = appendUint48(b, e.Origin)
+	if e.Tagged {
+		b = append(b, frameFlags(f)|flagTagged)
+		b = binary.LittleEndian.AppendUint16(b, e.Tag)
+	} else {
+		b = append(b, frameFlags(f))
+		b = binary.LittleEndian.AppendUint64(b, f.Incarnation)
+	}
 	b = binary.AppendUvarint(b, f.GlobalSum)
 	b = binary.AppendUvarint(b, uint64(f.Global))
 	b = binary.AppendUvarint(b, f.DemandSum)
@@ -574,7 +613,7 @@ func Spread(b []byte, d []byte) []byte {
 // nextDigest is Next for a digest.
 func nextDigest(b []byte) (frame, rest []byte, err error) {
 	size, k := binary.Uvarint(b[digestFixed:])
-	if k <= 0 || size < 8+entryFixed || size > uint64(len(b)-digestFixed-k) {
+	if k <= 0 || size < 8+digestEntryMin || size > uint64(len(b)-digestFixed-k) {
 		return nil, nil, ErrDigest
 	}
 	end := digestFixed + k + int(size)
@@ -611,42 +650,63 @@ func OpenDigest(d []byte) (Digest, error) {
 }
 
 // NextEntry reads the first entry of b into f (Seq 0, no keyed entries;
-// the caller sets the limiter) and returns its origin and what follows.
-// It refuses what Decode would refuse in a frame.
-func NextEntry(b []byte, f *Frame) (origin uint64, rest []byte, err error) {
-	if len(b) < entryFixed {
-		return 0, nil, ErrShort
+// the caller sets the limiter; Incarnation 0 when the entry is tagged) and
+// returns its origin and tag, and what follows. It refuses what Decode
+// would refuse in a frame.
+func NextEntry(b []byte, f *Frame) (e Entry, rest []byte, err error) {
+	if len(b) < digestEntryMin {
+		return Entry{}, nil, ErrShort
 	}
-	origin = binary.LittleEndian.Uint64(b)
-	flags := b[8]
-	if flags&^(flagLeaving|flagIdle|flagPartial) != 0 {
-		return 0, nil, ErrDigest
+	e.Origin = uint48(b)
+	flags := b[originSize]
+	if flags&^(flagLeaving|flagIdle|flagPartial|flagTagged) != 0 {
+		return Entry{}, nil, ErrDigest
 	}
 	*f = Frame{Leaving: flags&flagLeaving != 0, Idle: flags&flagIdle != 0, Partial: flags&flagPartial != 0,
-		Limiter: f.Limiter, Incarnation: binary.LittleEndian.Uint64(b[9:]), Keys: f.Keys[:0]}
-	b = b[entryFixed:]
+		Limiter: f.Limiter, Keys: f.Keys[:0]}
+	if flags&flagTagged != 0 {
+		e.Tagged, e.Tag = true, binary.LittleEndian.Uint16(b[originSize+1:])
+		b = b[digestEntryMin:]
+	} else {
+		if len(b) < digestEntryFixed {
+			return Entry{}, nil, ErrShort
+		}
+		f.Incarnation = binary.LittleEndian.Uint64(b[originSize+1:])
+		b = b[digestEntryFixed:]
+	}
 	if f.GlobalSum, b, err = uvarint(b); err != nil {
-		return 0, nil, err
+		return Entry{}, nil, err
 	}
 	var g uint64
 	if g, b, err = uvarint(b); err != nil {
-		return 0, nil, err
+		return Entry{}, nil, err
 	}
 	if g > MaxTokens || g > f.GlobalSum {
-		return 0, nil, ErrTokens
+		return Entry{}, nil, ErrTokens
 	}
 	f.Global = int64(g)
 	if f.DemandSum, b, err = uvarint(b); err != nil {
-		return 0, nil, err
+		return Entry{}, nil, err
 	}
 	if f.Level, b, err = varint(b); err != nil {
-		return 0, nil, err
+		return Entry{}, nil, err
 	}
 	if f.Withheld, b, err = uvarint(b); err != nil {
-		return 0, nil, err
+		return Entry{}, nil, err
 	}
 	if f.Withheld > WithheldOne {
-		return 0, nil, ErrTokens
+		return Entry{}, nil, ErrTokens
 	}
-	return origin, b, nil
+	return e, b, nil
+}
+
+// appendUint48 appends the low 48 bits of v, little-endian.
+func appendUint48(b []byte, v uint64) []byte {
+	return append(b, byte(v), byte(v>>8), byte(v>>16), byte(v>>24), byte(v>>32), byte(v>>40))
+}
+
+// uint48 reads 48 bits, little-endian, from b (at least 6 bytes).
+func uint48(b []byte) uint64 {
+	_ = b[5]
+	return uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24 | uint64(b[4])<<32 | uint64(b[5])<<40
 }

@@ -73,7 +73,8 @@ func TestDecodeRejects(t *testing.T) {
 		{"version 4", mutate(func(b []byte) []byte { b[2] = 4; return b }), ErrVersion},
 		{"version 5", mutate(func(b []byte) []byte { b[2] = 5; return b }), ErrVersion},
 		{"version 6", mutate(func(b []byte) []byte { b[2] = 6; return b }), ErrVersion},
-		{"version 8", mutate(func(b []byte) []byte { b[2] = 8; return b }), ErrVersion},
+		{"version 7", mutate(func(b []byte) []byte { b[2] = 7; return b }), ErrVersion},
+		{"version 9", mutate(func(b []byte) []byte { b[2] = 9; return b }), ErrVersion},
 		{"an envelope", AppendRelay(nil, "n", false, good), ErrRelay},
 		{"trailing byte", append(append([]byte(nil), good...), 0), ErrTrailing},
 		{"entry count past the end", mutate(func(b []byte) []byte { b[len(b)-12] = 100; return b }), ErrEntryCount},
@@ -141,7 +142,7 @@ func FuzzDecodeFrame(f *testing.F) {
 	f.Add(Encode(nil, &Frame{Limiter: 1, Incarnation: 2, Seq: 3, GlobalSum: 10, Global: 4, Keys: []KeyCount{{5, 6, 0, 1}, {7, 300, 2, -5}, {9, 0, 1, 0}}}))
 	f.Add(Encode(nil, &Frame{Leaving: true}))
 	f.Add(Encode(nil, &Frame{Idle: true, GlobalSum: 3}))
-	f.Add([]byte("gp\x07\x00"))
+	f.Add([]byte("gp\x08\x00"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if frame, rest, err := Next(b); err == nil && (len(frame)+len(rest) != len(b) || !bytes.Equal(frame, b[:len(frame)])) {
 			t.Fatalf("Next split %d bytes into %d and %d", len(b), len(frame), len(rest))
@@ -281,7 +282,7 @@ func FuzzOpenRelay(f *testing.F) {
 	frame := Encode(nil, &Frame{Limiter: 1, Incarnation: 2, Seq: 3, GlobalSum: 10, Global: 4, Keys: []KeyCount{{5, 6, 0, 1}}})
 	f.Add(AppendRelay(nil, "node-1", false, frame))
 	f.Add(AppendRelay(nil, "n", true, append(append([]byte(nil), frame...), frame...)))
-	f.Add([]byte("gp\x07\x80\x01n\x00"))
+	f.Add([]byte("gp\x08\x80\x01n\x00"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if piece, rest, err := Next(b); err == nil && (len(piece)+len(rest) != len(b) || !bytes.Equal(piece, b[:len(piece)])) {
 			t.Fatalf("Next split %d bytes into %d and %d", len(b), len(piece), len(rest))
@@ -312,10 +313,16 @@ func TestDigestRoundTrip(t *testing.T) {
 		{Leaving: true, Idle: true, Partial: true, Limiter: 9, Incarnation: 2, GlobalSum: 1 << 40, DemandSum: 1 << 41, Level: 1000, Withheld: WithheldOne},
 		{Limiter: 9, Incarnation: 3, Seq: 4, GlobalSum: 7, Global: 1, Keys: []KeyCount{{5, 6, 0, 1}}},
 	}
+	// The second goes tagged.
+	heads := make([]Entry, len(frames))
+	for i := range frames {
+		heads[i] = Entry{Origin: OriginHash(fmt.Sprint("node-", i))}
+	}
+	heads[1].Tagged, heads[1].Tag = true, IncarnationTag(frames[1].Incarnation)
 	var entries []byte
 	for i := range frames {
 		before := len(entries)
-		entries = AppendDigestEntry(entries, OriginHash(fmt.Sprint("node-", i)), &frames[i])
+		entries = AppendDigestEntry(entries, heads[i], &frames[i])
 		if n := len(entries) - before; n > DigestEntryMax {
 			t.Fatalf("entry %d took %d bytes, more than DigestEntryMax", i, n)
 		}
@@ -348,11 +355,14 @@ func TestDigestRoundTrip(t *testing.T) {
 		for i, want := range frames {
 			var f Frame
 			f.Limiter = got.Limiter
-			var origin uint64
-			if origin, b, err = NextEntry(b, &f); err != nil || origin != OriginHash(fmt.Sprint("node-", i)) {
-				t.Fatalf("entry %d: origin %x, %v", i, origin, err)
+			var e Entry
+			if e, b, err = NextEntry(b, &f); err != nil || e != heads[i] {
+				t.Fatalf("entry %d: %+v, %v; want %+v", i, e, err, heads[i])
 			}
 			want.Seq, want.Keys = 0, nil
+			if e.Tagged {
+				want.Incarnation = 0
+			}
 			f.Keys = nil
 			if !reflect.DeepEqual(f, want) {
 				t.Fatalf("entry %d read %+v, want %+v", i, f, want)
@@ -379,12 +389,13 @@ func TestDigestRoundTrip(t *testing.T) {
 // Digests that are not exactly a limiter and well-formed entries are
 // refused: the same bounds as a frame's fields.
 func TestOpenDigestRejects(t *testing.T) {
-	entry := func(f Frame) []byte { return AppendDigestEntry(nil, 1, &f) }
+	entry := func(f Frame) []byte { return AppendDigestEntry(nil, Entry{Origin: 1}, &f) }
+	tagged := AppendDigestEntry(nil, Entry{Origin: 1, Tagged: true, Tag: 9}, &Frame{GlobalSum: 5, Global: 5})
 	good := AppendDigest(nil, false, 1, entry(Frame{Incarnation: 2, GlobalSum: 5, Global: 5}))
 	unknownFlag := append([]byte(nil), good...)
 	unknownFlag[3] |= 1
 	badEntryFlag := AppendDigest(nil, false, 1, entry(Frame{Incarnation: 2, GlobalSum: 5, Global: 5}))
-	badEntryFlag[len(badEntryFlag)-len(entry(Frame{Incarnation: 2, GlobalSum: 5, Global: 5}))+8] |= 0x80
+	badEntryFlag[len(badEntryFlag)-len(entry(Frame{Incarnation: 2, GlobalSum: 5, Global: 5}))+6] |= 0x80
 	trailing := AppendDigest(nil, false, 1, append(entry(Frame{Incarnation: 2, GlobalSum: 5, Global: 5}), 0))
 	for _, tc := range []struct {
 		name string
@@ -394,9 +405,11 @@ func TestOpenDigestRejects(t *testing.T) {
 		{"unknown entry flag", badEntryFlag},
 		{"trailing", trailing},
 		{"no entries", AppendDigest(nil, false, 1, nil)},
+		{"tagged, cut", AppendDigest(nil, false, 1, tagged[:9])},
+		{"tagged, then a cut one", AppendDigest(nil, false, 1, append(append([]byte(nil), tagged...), tagged[:12]...))},
 		{"global over the sum", AppendDigest(nil, false, 1, entry(Frame{GlobalSum: 5, Global: 6}))},
 		{"withheld over one", AppendDigest(nil, false, 1, entry(Frame{Withheld: WithheldOne + 1}))},
-		{"old version", append([]byte{'g', 'p', 6}, good[3:]...)},
+		{"old version", append([]byte{'g', 'p', 7}, good[3:]...)},
 		{"empty", nil},
 	} {
 		if _, err := OpenDigest(tc.b); err == nil {
@@ -413,8 +426,9 @@ func TestOpenDigestRejects(t *testing.T) {
 // read the same.
 func FuzzOpenDigest(f *testing.F) {
 	var entries []byte
-	entries = AppendDigestEntry(entries, 1, &Frame{Incarnation: 2, GlobalSum: 10, Global: 4, DemandSum: 11, Level: -2, Withheld: 3})
-	entries = AppendDigestEntry(entries, 7, &Frame{Leaving: true, Incarnation: 5, GlobalSum: 1 << 33})
+	entries = AppendDigestEntry(entries, Entry{Origin: 1}, &Frame{Incarnation: 2, GlobalSum: 10, Global: 4, DemandSum: 11, Level: -2, Withheld: 3})
+	entries = AppendDigestEntry(entries, Entry{Origin: 7}, &Frame{Leaving: true, Incarnation: 5, GlobalSum: 1 << 33})
+	entries = AppendDigestEntry(entries, Entry{Origin: 8, Tagged: true, Tag: 0xbeef}, &Frame{Idle: true, GlobalSum: 3, DemandSum: 4})
 	f.Add(AppendDigest(nil, false, 3, entries))
 	f.Add(AppendDigest(nil, true, 3, entries[:20]))
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -429,7 +443,7 @@ func FuzzOpenDigest(f *testing.F) {
 			t.Fatalf("OpenDigest accepts a digest that Next splits into %d and %d bytes (%v)", len(piece), len(rest), err)
 		}
 		// Varints may come longer than needed: compare what they read.
-		read := func(e []byte) (origins []uint64, frames []Frame) {
+		read := func(e []byte) (origins []Entry, frames []Frame) {
 			for len(e) > 0 {
 				var fr Frame
 				origin, rest, err := NextEntry(e, &fr)
