@@ -259,16 +259,31 @@ func (e *engine) receive(from string, b []byte, relayed bool) {
 	}
 }
 
-// incarnationTagged finds the incarnation of from's whose tag is tag
-// among those this engine has heard (the freshest, if two share it), for
-// a tagged digest entry.
-func (e *engine) incarnationTagged(from string, tag uint16) (uint64, bool) {
+// taggedStream is what a tagged digest entry of from's needs of the
+// stream its tag stands for, among those this engine has heard (the
+// freshest, if two share the tag): its incarnation, and its latest
+// running totals when the stream was heard within horizon (else
+// recent is false and a truncated total cannot be widened).
+func (e *engine) taggedStream(from string, tag uint16, horizon int64) (t taggedStream, ok bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if p := e.view.peer(from); p != nil {
-		return p.incarnationTagged(tag)
+	p := e.view.peer(from)
+	if p == nil {
+		return taggedStream{}, false
 	}
-	return 0, false
+	s := p.tagged(tag)
+	if s == nil {
+		return taggedStream{}, false
+	}
+	return taggedStream{incarnation: s.incarnation, global: s.lastGlobal, demand: s.lastDemand,
+		recent: e.now()-s.lastHeard <= horizon}, true
+}
+
+// taggedStream is a stream as taggedStream finds it.
+type taggedStream struct {
+	incarnation    uint64
+	global, demand uint64
+	recent         bool
 }
 
 // stop sends a last frame that says goodbye, with any unsent counts, and

@@ -52,20 +52,21 @@ var (
 )
 
 const (
-	goldenBytesLiteral = "67700807961c565c8abd14cb15cd853dfe9c9717ac02f0a2048101c0843d53808001024a69c276eccbcb240100c60175fbf4ac2a0a32d2c801030d"
+	goldenBytesLiteral = "67700907961c565c8abd14cb15cd853dfe9c9717ac02f0a2048101c0843d53808001024a69c276eccbcb240100c60175fbf4ac2a0a32d2c801030d"
 )
 
 // goldenRelay is the golden frame relayed, on its last hop, for node-7,
 // and its bytes: the envelope's header, then the frame's bytes unchanged.
-const goldenRelay = "677008c0066e6f64652d373b" + goldenBytesLiteral
+const goldenRelay = "677009c0066e6f64652d373b" + goldenBytesLiteral
 
 // goldenDigest is the golden frame's running totals in a digest, on its
-// last hop, from node-7 whole and from node-8 tagged: the digest's header
-// ("gp", 8, the relay, digest and last-hop flags), then its length,
+// last hop, from node-7 whole, from node-8 tagged and from node-9 tagged
+// and truncated: the digest's header ("gp", 9, the relay, digest and
+// last-hop flags), then its length,
 // limiter and the entries.
 const (
-	goldenDigest      = "677008e0"
-	goldenDigestBytes = "677008e038961c565c8abd14cbf5837820c2f20715cd853dfe9c9717f0a2048101c0843d53808001a8857820c2f30ff97bf0a2048101c0843d53808001"
+	goldenDigest      = "677009e0"
+	goldenDigestBytes = "677009e04a961c565c8abd14cbf5837820c2f20715cd853dfe9c9717f0a2048101c0843d53808001a8857820c2f30ff97bf0a2048101c0843d538080015b877820c2f49ff97b708101c00453808001"
 )
 
 func TestRelayGolden(t *testing.T) {
@@ -104,14 +105,17 @@ func TestWireGolden(t *testing.T) {
 }
 
 // TestDigestGolden pins a digest: the golden frame's entry from node-7,
-// whole, and from node-8, tagged, and what they read back as (the frame
-// without its number and keyed entries; the tagged one without its
-// incarnation, but its tag).
+// whole, from node-8, tagged, and from node-9, tagged with its totals
+// truncated to 7 and 14 bits, and what they read back as (the frame
+// without its number and keyed entries; the tagged ones without their
+// incarnation, but its tag; the truncated totals as their low bits).
 func TestDigestGolden(t *testing.T) {
 	whole := wire.Entry{Origin: wire.OriginHash("node-7")}
 	tagged := wire.Entry{Origin: wire.OriginHash("node-8"), Tagged: true, Tag: wire.IncarnationTag(goldenFrame.Incarnation)}
 	entries := wire.AppendDigestEntry(nil, whole, &goldenFrame)
 	entries = wire.AppendDigestEntry(entries, tagged, &goldenFrame)
+	truncated := wire.Entry{Origin: wire.OriginHash("node-9"), Tagged: true, Tag: wire.IncarnationTag(goldenFrame.Incarnation), GlobalBits: 7, DemandBits: 14}
+	entries = wire.AppendDigestEntry(entries, truncated, &goldenFrame)
 	got := wire.AppendDigest(nil, true, goldenFrame.Limiter, entries)
 	want, err := hex.DecodeString(goldenDigestBytes)
 	if err != nil {
@@ -125,7 +129,7 @@ func TestDigestGolden(t *testing.T) {
 		t.Fatalf("opened %+v, %v", d, err)
 	}
 	rest := d.Entries
-	for _, head := range []wire.Entry{whole, tagged} {
+	for _, head := range []wire.Entry{whole, tagged, truncated} {
 		var f wire.Frame
 		f.Limiter = d.Limiter
 		var e wire.Entry
@@ -134,6 +138,9 @@ func TestDigestGolden(t *testing.T) {
 		g.Seq, g.Keys, f.Keys = 0, nil, nil
 		if head.Tagged {
 			g.Incarnation = 0
+		}
+		if head.GlobalBits != 0 {
+			g.GlobalSum, g.DemandSum = g.GlobalSum%(1<<head.GlobalBits), g.DemandSum%(1<<head.DemandBits)
 		}
 		if err != nil || e != head || !reflect.DeepEqual(f, g) {
 			t.Fatalf("read %+v %+v, %v; want %+v %+v", e, f, err, head, g)

@@ -112,7 +112,7 @@ func TestGroupedCluster(t *testing.T) {
 // own or a stranger's frames as another's, an envelope inside another, a
 // node's own frames sent back to it, a flood of envelopes (held up to a
 // backlog, then dropped and counted), and a lie about another member's
-// admits (a bounded stall, never an extra admit).
+// admits, in full or truncated (a bounded stall, never an extra admit).
 func TestHostileRelays(t *testing.T) {
 	t.Parallel()
 	net := memtransport.New(memtransport.WithRandom(3), memtransport.WithLatency(500*time.Microsecond, 0))
@@ -144,7 +144,7 @@ func TestHostileRelays(t *testing.T) {
 		wire.AppendRelay(nil, "n0", false, frame(1)),                                    // n0's "own" frame, sent back to it
 		wire.AppendRelay(nil, "nobody", false, frame(1)),                                // a stranger's
 		wire.AppendRelay(nil, "n1", false, wire.AppendRelay(nil, "n2", true, frame(1))), // nested
-		[]byte("gp\x08\x80\x05n1"),                                                      // truncated
+		[]byte("gp\x09\x80\x05n1"),                                                      // truncated
 		wire.AppendDigest(nil, false, id, append(entry("n1", 1), 0xff)),                 // a digest with a broken entry
 		wire.AppendDigest(nil, false, id, entry("nobody", 1)),                           // a stranger's entry
 		wire.AppendDigest(nil, false, id, entry("n0", 1)),                               // n0's "own" entry
@@ -180,6 +180,11 @@ func TestHostileRelays(t *testing.T) {
 	// admits more than R·t + B.
 	evil.Broadcast(wire.AppendRelay(nil, "n5", false, frame(1_000_000_000)))
 	evil.Broadcast(wire.AppendDigest(nil, false, id, entry("n6", 1_000_000_000)))
+	// And the same stream again, tagged, its total truncated to 21 bits
+	// and as far ahead as they can widen to (wire version 9).
+	f := wire.Frame{Incarnation: uint64(net.Now().UnixNano()) - uint64(time.Minute), GlobalSum: 1_000_000_000 + 1<<20 - 1, Global: 5}
+	evil.Broadcast(wire.AppendDigest(nil, false, id, wire.AppendDigestEntry(nil, wire.Entry{Origin: wire.OriginHash("n6"), Tagged: true,
+		Tag: wire.IncarnationTag(f.Incarnation), GlobalBits: 21, DemandBits: 21}, &f)))
 	start := net.Now()
 	admitted := 0
 	for range 2000 {

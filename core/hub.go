@@ -273,7 +273,7 @@ func (h *hub) sinceBegan() int64 { return int64(h.clock.Now().Sub(h.began)) }
 func (h *hub) sendGrouped(now int64) error {
 	h.rel.redeal(h.name, now, h.tick)
 	if len(h.pending) > 0 {
-		_, dropped := h.rel.forGroups(h.name, h.pending, now, h.maxFrame)
+		_, dropped := h.rel.forGroups(h.name, h.pending, now, h.tick, h.maxFrame)
 		h.stats.relayDropped.Add(dropped)
 	}
 	queued, dropped, waiting := h.rel.dueLatest(h.name, now, quietEvery(h.tick), h.maxFrame)
@@ -393,7 +393,7 @@ func (h *hub) receive(from string, b []byte) {
 // are skipped) for the covered groups, and makes sure a datagram takes
 // them within relayDelay.
 func (h *hub) queueForGroupsLocked(from string, b []byte) {
-	queued, dropped := h.rel.forGroups(from, b, h.sinceBegan(), h.maxFrame)
+	queued, dropped := h.rel.forGroups(from, b, h.sinceBegan(), h.tick, h.maxFrame)
 	h.stats.relayed.Add(queued)
 	h.stats.relayDropped.Add(dropped)
 	h.armRelayLocked()
@@ -456,8 +456,9 @@ func (h *hub) receiveRelay(env []byte) {
 // a non-member): it brings running totals only, and the next entry after
 // the member list has the origin brings them all. So is a tagged entry
 // whose tag matches no incarnation of its origin's that the limiter has
-// heard (counted as stale): a whole entry comes within wholeEvery. A
-// node's own entries are dropped.
+// heard (counted as stale): a whole entry comes within wholeEvery; and so
+// is one whose truncated totals this node cannot widen, having heard the
+// stream last over totalsHorizon ago. A node's own entries are dropped.
 func (h *hub) receiveDigest(piece []byte) {
 	d, err := wire.OpenDigest(piece)
 	if err != nil {
@@ -489,12 +490,15 @@ func (h *hub) receiveDigest(piece []byte) {
 			h.stats.otherLimiter.Add(1)
 			continue
 		case e.Tagged:
-			inc, ok := eng.incarnationTagged(name, e.Tag)
-			if !ok {
+			s, ok := eng.taggedStream(name, e.Tag, totalsHorizon(h.tick))
+			if ok && (e.GlobalBits != 0 || e.DemandBits != 0) {
+				ok = s.recent && widen(&f.GlobalSum, e.GlobalBits, s.global) && widen(&f.DemandSum, e.DemandBits, s.demand)
+			}
+			if !ok || uint64(f.Global) > f.GlobalSum {
 				h.stats.untagged.Add(1)
 				continue
 			}
-			f.Incarnation = inc
+			f.Incarnation = s.incarnation
 		}
 		eng.receive(name, wire.Encode(buf[:0], &f), true)
 	}
@@ -512,6 +516,18 @@ func (h *hub) receiveDigest(piece []byte) {
 	} else {
 		h.stats.relayDropped.Add(entries)
 	}
+}
+
+// widen makes a truncated running total whole from the receiver's last
+// total of its stream (wire.Widen); a total in full (bits 0) is left as
+// it is.
+func widen(total *uint64, bits uint8, last uint64) bool {
+	if bits == 0 {
+		return true
+	}
+	v, ok := wire.Widen(*total, bits, last)
+	*total = v
+	return ok
 }
 
 // deliver hands one frame to the limiter it names.

@@ -61,10 +61,15 @@ type stream struct {
 	window      seqWindow
 	charge      chargeMark // what the receiver has charged of it (receiver.go)
 	lastHeard   int64
-	withheld    float64   // the share of the refill it withholds, last reported
-	idle        bool      // the latest frame said idle: its load, level and withheld share are stale
-	demandSeen  uint64    // the largest demand total a frame carried: more is news
-	fair        peerShare // what fairness keeps of the sender (fairness.go)
+	withheld    float64 // the share of the refill it withholds, last reported
+	idle        bool    // the latest frame said idle: its load, level and withheld share are stale
+	demandSeen  uint64  // the largest demand total a frame carried: more is news
+	// lastTotals are the running totals of the latest frame, which a
+	// digest entry's truncated totals are widened from (hub.receiveDigest).
+	// The latest, not the largest: a frame that lied about them stops
+	// mattering with the next true one.
+	lastGlobal, lastDemand uint64
+	fair                   peerShare // what fairness keeps of the sender (fairness.go)
 }
 
 // stream returns p's stream for incarnation inc, opening one (in place of
@@ -93,19 +98,16 @@ func (p *peer) stream(inc uint64) (s *stream, lost uint64) {
 	return s, lost
 }
 
-// incarnationTagged is the incarnation of p's freshest stream whose tag
-// is tag (wire.IncarnationTag), if any.
-func (p *peer) incarnationTagged(tag uint16) (uint64, bool) {
+// tagged is p's freshest stream whose incarnation's tag is tag
+// (wire.IncarnationTag), or nil.
+func (p *peer) tagged(tag uint16) *stream {
 	var found *stream
 	for _, s := range p.streams {
 		if wire.IncarnationTag(s.incarnation) == tag && (found == nil || s.lastHeard > found.lastHeard) {
 			found = s
 		}
 	}
-	if found == nil {
-		return 0, false
-	}
-	return found.incarnation, true
+	return found
 }
 
 // vouchFor counts an idle p as heard at now (peerView.vouching).

@@ -156,6 +156,7 @@ func (r *receiver) apply(from string, b []byte, keep, relayed bool) {
 		r.stats.duplicate.Add(1)
 		return
 	}
+	s.lastGlobal, s.lastDemand = f.GlobalSum, f.DemandSum
 	news := f.Global > 0 || len(f.Keys) > 0 || f.Partial || f.DemandSum > s.demandSeen
 	s.demandSeen = max(s.demandSeen, f.DemandSum)
 	wasVisible := r.view.heard(p, s, now, f.Leaving, f.Idle, news, relayed, float64(f.Withheld)/wire.WithheldOne)

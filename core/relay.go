@@ -29,9 +29,12 @@ type relays struct {
 	latest   []latestEntry
 	latestAt map[relayStream]int
 	turn     uint64
-	scratch  wire.Frame
-	batch    []byte
-	digest   []byte // entries of one limiter, for the next digest
+	// wholeUntil is when entries may go tagged again after a change of
+	// the members or the groups covered (wholeAgain).
+	wholeUntil int64
+	scratch    wire.Frame
+	batch      []byte
+	digest     []byte // entries of one limiter, for the next digest
 	// names holds each member's name, by itself: an envelope's origin
 	// finds its string here instead of being copied into a new one.
 	names map[string]string
@@ -67,15 +70,17 @@ func (r *relays) redeal(self string, now, tick int64) {
 	if !slices.Equal(r.coveredWas, r.view.covered) {
 		// Groups this node did not cover have not heard its entries
 		// whole.
-		r.wholeAgain()
+		r.wholeAgain(now)
 	}
 }
 
-// wholeAgain sends every stream's next entry whole.
-func (r *relays) wholeAgain() {
+// wholeAgain sends every stream's entries whole for wholeSettle from
+// now.
+func (r *relays) wholeAgain(now int64) {
 	for i := range r.latest {
 		r.latest[i].wholeSent = false
 	}
+	r.wholeUntil = now + wholeSettle()
 }
 
 // heardWithin reports whether name was heard within d of now.
@@ -107,11 +112,26 @@ const (
 func quietEvery(tick int64) int64 { return 8 * tick }
 
 // wholeEvery is how often a relay sends each stream's entry whole, its
-// incarnation in full, for receivers that have not heard it (a newcomer,
-// one that lost the last whole entry); between, entries go tagged, 6
-// bytes shorter. At twice quiet a newcomer of the churn scenario heard
-// other groups late enough to admit 11% over the cluster's ratio.
-func wholeEvery(quiet int64) int64 { return quiet }
+// incarnation and totals in full, for receivers that have not heard it
+// or lost track of it (one that lost the whole entries after a change,
+// or missed the stream for over totalsHorizon); between, entries go
+// tagged and their totals truncated, 6 to 12 bytes shorter. Four quiet
+// periods, but at most 4 s (and at least one quiet period): a newcomer
+// is served by wholeAgain, so this is the repair of last resort. At one
+// quiet period, every relayed heartbeat went whole, a fifth of a node's
+// bytes at N = 1,000.
+func wholeEvery(quiet int64) int64 { return max(quiet, min(4*quiet, int64(4*time.Second))) }
+
+// wholeSettle is how long after a change of the members or the groups
+// covered a relay sends every entry whole, and how long it sends a new
+// stream's whole: three member-list reads (viewEvery), long enough for
+// the members of the groups it covers to read the change too, so that a
+// newcomer is already a mate of the member that spreads the entries.
+// (Sending whole only at the change, and every quiet period after, a
+// newcomer of the churn scenario that missed the first heard other
+// groups late enough to admit 11% over the cluster's ratio at twice
+// quiet.)
+func wholeSettle() int64 { return 3 * viewEvery }
 
 // relayDelay is how long envelopes wait at a relay for a datagram of the
 // node's own to ride with: half a tick. Shorter, the spreading inside a
@@ -141,7 +161,7 @@ func (r *relays) refresh(t Transport, self string, now int64, groups bool) {
 	if groups && r.membersChanged(t, members) {
 		// A member new to this node may be new to the cluster, and has
 		// heard no incarnation whole yet.
-		r.wholeAgain()
+		r.wholeAgain(now)
 		clear(r.names)
 		clear(r.byHash)
 		if r.names == nil {
@@ -221,7 +241,7 @@ func (r *relays) membersChanged(t Transport, members []string) bool {
 // datagram, one of running totals alone at most every quiet (dueLatest).
 // It reports how many frames it queued in envelopes, and how many it
 // dropped for want of room.
-func (r *relays) forGroups(origin string, b []byte, now int64, maxDatagram int) (queued, dropped uint64) {
+func (r *relays) forGroups(origin string, b []byte, now, tick int64, maxDatagram int) (queued, dropped uint64) {
 	if len(r.view.covered) == 0 {
 		return 0, 0
 	}
@@ -240,7 +260,7 @@ func (r *relays) forGroups(origin string, b []byte, now int64, maxDatagram int) 
 			continue // the engines dropped it too
 		}
 		if f.Seq == 0 {
-			r.keepLatest(relayStream{origin, f.Limiter}, f, now)
+			r.keepLatest(relayStream{origin, f.Limiter}, f, now, tick)
 			continue
 		}
 		if wire.RelaySize(origin, len(batch)+len(frame)) > maxDatagram {
@@ -282,12 +302,66 @@ type latestEntry struct {
 	wholeSent bool
 	// since is when this relay first kept an entry of the incarnation.
 	since int64
+	// marks are the incarnation's running totals as this relay kept them,
+	// at least totalsEvery apart, the older first: a tagged entry's totals
+	// go truncated to a width that covers twice their growth since
+	// marks[0] (truncate).
+	marks [2]totalsMark
+}
+
+// totalsMark is a stream's running totals at a moment.
+type totalsMark struct {
+	global, demand uint64
+	at             int64
+	set            bool
+}
+
+// totalsHorizon is how recently a receiver must have heard a stream for a
+// truncated total of it to be widened from its last one
+// (hub.receiveDigest): twice relaySlack, the longest a peer of another
+// group may go unheard and still count as heard, so that a heartbeat
+// that comes late, or after one lost, is still widened (at relaySlack,
+// receivers dropped enough of them at N = 300 for a node to count peers
+// as gone and admit 0.89 of the cluster's ratio). A total that reaches
+// the receiver is itself up to relaySlack old, so the receiver's last
+// total is at most two horizons older than the entry's.
+func totalsHorizon(tick int64) int64 { return 2 * relaySlack(tick) }
+
+// totalsEvery is how far apart a relay keeps a stream's marks: two
+// horizons, so that marks[0] is at least as old as any total a receiver
+// may widen from.
+func totalsEvery(tick int64) int64 { return 2 * totalsHorizon(tick) }
+
+// mark notes the totals of f as a mark when the newer mark is at least
+// totalsEvery old.
+func (h *latestEntry) mark(f *wire.Frame, now, tick int64) {
+	if !h.marks[1].set || now-h.marks[1].at >= totalsEvery(tick) {
+		h.marks[0], h.marks[1] = h.marks[1], totalsMark{global: f.GlobalSum, demand: f.DemandSum, at: now, set: true}
+	}
+}
+
+// truncate sets e's widths for the entry's totals: twice their growth
+// since marks[0], when the relay has kept the stream that long, and only
+// where truncating saves bytes (wire.TotalBits). Twice, for a stream that
+// speeds up between marks.
+func (h *latestEntry) truncate(e *wire.Entry) {
+	if !h.marks[0].set {
+		return
+	}
+	growth := func(now, then uint64) uint64 {
+		if now < then {
+			return 0
+		}
+		return min(now-then, wire.MaxTokens)
+	}
+	e.GlobalBits = wire.TotalBits(h.frame.GlobalSum, 2*growth(h.frame.GlobalSum, h.marks[0].global))
+	e.DemandBits = wire.TotalBits(h.frame.DemandSum, 2*growth(h.frame.DemandSum, h.marks[0].demand))
 }
 
 // keepLatest keeps f's running totals as s's latest entry. Admits of an
 // entry still waiting add to the new one's: a receiver that resyncs
 // charges an entry's admits since the entry before it went.
-func (r *relays) keepLatest(s relayStream, f *wire.Frame, now int64) {
+func (r *relays) keepLatest(s relayStream, f *wire.Frame, now, tick int64) {
 	i, ok := r.latestAt[s]
 	if !ok {
 		if r.latestAt == nil {
@@ -305,8 +379,9 @@ func (r *relays) keepLatest(s relayStream, f *wire.Frame, now int64) {
 		h.urgent = false
 	}
 	if h.frame.Incarnation != f.Incarnation {
-		h.wholeSent, h.since = false, now
+		h.wholeSent, h.since, h.marks = false, now, [2]totalsMark{}
 	}
+	h.mark(f, now, tick)
 	h.frame = *f
 	h.frame.Keys, h.frame.Seq, h.frame.Global = nil, 0, global
 	h.urgent = h.urgent || f.Global > 0 || f.Leaving || f.Idle || f.Partial
@@ -350,12 +425,15 @@ func (r *relays) dueLatest(self string, now, quiet int64, maxDatagram int) (queu
 			if wire.DigestSize(len(entries)+wire.DigestEntryMax) > maxDatagram {
 				flush()
 			}
-			tagged := h.wholeSent && now-h.wholeAt < wholeEvery(quiet) && now-h.since >= wholeEvery(quiet)
+			tagged := h.wholeSent && now-h.wholeAt < wholeEvery(quiet) && now-h.since >= wholeSettle() && now >= r.wholeUntil
 			if !tagged {
 				h.wholeSent, h.wholeAt = true, now
 			}
-			entries = wire.AppendDigestEntry(entries, wire.Entry{Origin: h.hash, Tagged: tagged,
-				Tag: wire.IncarnationTag(h.frame.Incarnation)}, &h.frame)
+			e := wire.Entry{Origin: h.hash, Tagged: tagged, Tag: wire.IncarnationTag(h.frame.Incarnation)}
+			if tagged {
+				h.truncate(&e)
+			}
+			entries = wire.AppendDigestEntry(entries, e, &h.frame)
 			if h.stream.origin != self {
 				others++ // this node's own are not relayed
 			}

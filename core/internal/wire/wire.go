@@ -7,7 +7,7 @@
 // receiver, and how far a lying sender can move it, is the engine's
 // business (docs/security.md).
 //
-// Version 8. A datagram holds one or more frames back to back, each
+// Version 9. A datagram holds one or more frames back to back, each
 // complete with its own magic and version, so that the limiters sharing a
 // transport send one datagram per peer, not one each (Next splits them).
 // In a large cluster a datagram may also hold relay envelopes (another
@@ -16,7 +16,7 @@
 // little-endian or unsigned varints (uv):
 //
 //	magic       2 bytes  "gp"
-//	version     1 byte   8
+//	version     1 byte   9
 //	flags       1 byte   bit 0: the sender is leaving the cluster
 //	                     bit 1: the sender is idle, and sends nothing more
 //	                     until it admits or is refused again
@@ -58,7 +58,7 @@
 // others (the groups of a large cluster, docs/design.md):
 //
 //	magic       2 bytes  "gp"
-//	version     1 byte   8
+//	version     1 byte   9
 //	flags       1 byte   bit 7 set; bit 6: the last hop (spread inside the
 //	                     receiver's group, not to be passed on again)
 //	origin      1 byte n (1 to 255), then n bytes: the origin's node name
@@ -66,6 +66,7 @@
 //	frames      the origin's frames, back to back, exactly as it sent them
 //	            (at least one; never an envelope)
 //
+// Version 9 added truncated running totals to tagged digest entries.
 // Version 8 added tagged digest entries (an incarnation of 2 bytes);
 // version 7 is otherwise the same. Version 7 added digests; version 6
 // passed every frame on in an envelope. Version 6 added relay envelopes;
@@ -79,6 +80,7 @@ package wire
 import (
 	"encoding/binary"
 	"errors"
+	"sync/atomic"
 )
 
 const (
@@ -86,7 +88,7 @@ const (
 	magic1 = 'p'
 	// Version is the frame format's version; a frame of another is refused
 	// (ErrVersion), never misread.
-	Version     = 8
+	Version     = 9
 	flagLeaving = 1 << 0
 	flagIdle    = 1 << 1
 	flagPartial = 1 << 2
@@ -154,6 +156,33 @@ var (
 	ErrDigest     = errors.New("gopherpace: malformed digest")
 )
 
+// agedTotals is added to every running total written in full and taken
+// off when read; 0 but in the simulator's aged rows (SetAged).
+var agedTotals atomic.Uint64
+
+// AgedTotals is what SetAged adds to every running total: 2^28, a month
+// of admits at 100 a second. A multiple of 2^21, it leaves the low bits a
+// truncated total carries as they are.
+const AgedTotals = 1 << 28
+
+// SetAged makes every running total written in full read AgedTotals
+// larger on the wire (and every one read, as much smaller), so that the
+// simulator measures the bytes of a long-running cluster, whose totals
+// take more bytes than a young one's, in seconds. For tests only; the
+// nodes exchanging frames must agree on it.
+func SetAged(on bool) {
+	agedTotals.Store(map[bool]uint64{true: AgedTotals}[on])
+}
+
+// unage takes agedTotals off a total read in full.
+func unage(v uint64) (uint64, error) {
+	aged := agedTotals.Load()
+	if v < aged {
+		return 0, ErrTokens
+	}
+	return v - aged, nil
+}
+
 // AppendHeader encodes every field of f but the entries; the caller appends
 // count entries with AppendEntry.
 func AppendHeader(b []byte, f *Frame, count int) []byte {
@@ -161,9 +190,10 @@ func AppendHeader(b []byte, f *Frame, count int) []byte {
 	b = binary.LittleEndian.AppendUint64(b, f.Limiter)
 	b = binary.LittleEndian.AppendUint64(b, f.Incarnation)
 	b = binary.AppendUvarint(b, f.Seq)
-	b = binary.AppendUvarint(b, f.GlobalSum)
+	aged := agedTotals.Load()
+	b = binary.AppendUvarint(b, f.GlobalSum+aged)
 	b = binary.AppendUvarint(b, uint64(f.Global))
-	b = binary.AppendUvarint(b, f.DemandSum)
+	b = binary.AppendUvarint(b, f.DemandSum+aged)
 	b = binary.AppendVarint(b, f.Level)
 	b = binary.AppendUvarint(b, f.Withheld)
 	return binary.AppendUvarint(b, uint64(count))
@@ -303,7 +333,7 @@ func Decode(b []byte, f *Frame) error {
 	if f.Seq, b, err = uvarint(b); err != nil {
 		return err
 	}
-	if f.GlobalSum, b, err = uvarint(b); err != nil {
+	if f.GlobalSum, b, err = uvarintAged(b); err != nil {
 		return err
 	}
 	var g uint64
@@ -314,7 +344,7 @@ func Decode(b []byte, f *Frame) error {
 		return ErrTokens
 	}
 	f.Global = int64(g)
-	if f.DemandSum, b, err = uvarint(b); err != nil {
+	if f.DemandSum, b, err = uvarintAged(b); err != nil {
 		return err
 	}
 	if f.Level, b, err = varint(b); err != nil {
@@ -370,6 +400,18 @@ func varint(b []byte) (int64, []byte, error) {
 		return 0, nil, ErrVarint
 	}
 	return v, b[n:], nil
+}
+
+// uvarintAged reads a running total written in full.
+func uvarintAged(b []byte) (uint64, []byte, error) {
+	v, b, err := uvarint(b)
+	if err != nil {
+		return 0, nil, err
+	}
+	if v, err = unage(v); err != nil {
+		return 0, nil, err
+	}
+	return v, b, nil
 }
 
 func uvarint(b []byte) (uint64, []byte, error) {
@@ -483,23 +525,31 @@ func OpenRelay(env []byte) (Relay, error) {
 // from its member list:
 //
 //	magic       2 bytes  "gp"
-//	version     1 byte   8
+//	version     1 byte   9
 //	flags       1 byte   bits 7 and 5 set; bit 6: the last hop
 //	length      uv       of what follows
 //	limiter     8 bytes
 //	entries, to the end, each:
 //	  origin      6 bytes  OriginHash of the origin's node name
 //	  flags       1 byte   a frame's bits 0 to 2 (leaving, idle, partial);
-//	                       bit 3: tagged
+//	                       bit 3: tagged; in a tagged entry, bits 4 and 5:
+//	                       globalSum's width, 6 and 7: demandSum's
+//	                       (0: in full; 1, 2, 3: its low 7, 14, 21 bits)
 //	  incarnation 8 bytes, or when tagged 2: IncarnationTag of it
 //	  globalSum, global, demandSum (uv), level (sv), withheld (uv): as in
-//	  a frame
+//	  a frame, but a total with a width is its low bits
 //
 // An entry takes about 23 bytes, 17 tagged, where the frame in an
 // envelope took 43. A tagged entry stands for the stream of its origin's
 // whose incarnation has that tag: the receiver must have heard the
 // incarnation whole before (the relays send it whole now and then), and
-// drops the entry otherwise; its running totals come again.
+// drops the entry otherwise; its running totals come again. A truncated
+// total is widened (Widen) from the receiver's last total of that stream,
+// which must be recent: a relay truncates a total only to a width whose
+// half exceeds twice its growth over the last two horizons (core's
+// relays), so that the running totals of a long-running cluster, which
+// take four or five bytes each in full, take two or three in most
+// entries, as a young cluster's do.
 
 // Digest is one digest, opened. Its slice points into the digest.
 type Digest struct {
@@ -532,12 +582,72 @@ func IncarnationTag(inc uint64) uint16 {
 }
 
 // Entry is what a digest entry says besides its frame's fields: its
-// origin, and its incarnation's tag when it is tagged (the frame's
-// Incarnation is then 0).
+// origin, its incarnation's tag when it is tagged (the frame's
+// Incarnation is then 0), and how many low bits of each running total it
+// carries when it carries them truncated (0: in full).
 type Entry struct {
 	Origin uint64
 	Tagged bool
 	Tag    uint16
+	// GlobalBits and DemandBits are 0, or one of TotalBits' widths when
+	// the entry is tagged: the frame's GlobalSum (DemandSum) is then the
+	// total's low bits, which Widen makes whole again.
+	GlobalBits, DemandBits uint8
+}
+
+// totalWidths are the widths a truncated running total may have, the
+// classes 1 to 3 of an entry's flag bits 4 and 5 (globalSum) and 6 and 7
+// (demandSum); class 0 is a total in full. Each fills whole varint bytes
+// (one, two, three).
+var totalWidths = [4]uint8{0, 7, 14, 21}
+
+// TotalBits is the width to truncate a running total to, such that a
+// receiver whose last total of the stream is within spread of it (either
+// side) widens it exactly: the narrowest of 7, 14 and 21 bits with
+// 2^(bits-1) > spread, and only when that is shorter than total in full;
+// otherwise 0 (send it in full).
+func TotalBits(total, spread uint64) uint8 {
+	for _, bits := range totalWidths[1:] {
+		if spread < 1<<(bits-1) {
+			if uvarintLen(total+agedTotals.Load()) <= int(bits)/7 {
+				return 0
+			}
+			return bits
+		}
+	}
+	return 0
+}
+
+// Widen is the running total whose low bits are low, a total truncated to
+// bits bits, that lies nearest base (the receiver's last total of the
+// stream): exact when the true total is within 2^(bits-1) of base. It
+// reports false when that total would be below zero (base is not the
+// stream's).
+func Widen(low uint64, bits uint8, base uint64) (uint64, bool) {
+	mask := uint64(1)<<bits - 1
+	ahead := (low - base) & mask
+	if ahead < 1<<(bits-1) {
+		return base + ahead, base+ahead >= base
+	}
+	behind := mask + 1 - ahead
+	return base - behind, behind <= base
+}
+
+func uvarintLen(v uint64) int {
+	n := 1
+	for ; v >= 0x80; v >>= 7 {
+		n++
+	}
+	return n
+}
+
+func widthClass(bits uint8) byte {
+	for c, w := range totalWidths {
+		if w == bits {
+			return byte(c)
+		}
+	}
+	panic("wire: not a total width")
 }
 
 // originSize is how many bytes of OriginHash an entry carries: 48 bits,
@@ -558,19 +668,29 @@ func OriginHash(name string) uint64 {
 
 // AppendDigestEntry appends the entry of f (its keyed entries, sequence
 // number and limiter are not part of it) from e.Origin; when e.Tagged,
-// the incarnation goes as e.Tag (f's is not read).
+// the incarnation goes as e.Tag (f's is not read), and its running totals
+// as their low e.GlobalBits and e.DemandBits bits when those are set
+// (TotalBits).
 func AppendDigestEntry(b []byte, e Entry, f *Frame) []byte {
 	b = appendUint48(b, e.Origin)
+	global, demand := f.GlobalSum+agedTotals.Load(), f.DemandSum+agedTotals.Load()
 	if e.Tagged {
-		b = append(b, frameFlags(f)|flagTagged)
+		flags := frameFlags(f) | flagTagged | widthClass(e.GlobalBits)<<4 | widthClass(e.DemandBits)<<6
+		b = append(b, flags)
 		b = binary.LittleEndian.AppendUint16(b, e.Tag)
+		if e.GlobalBits != 0 {
+			global = f.GlobalSum & (1<<e.GlobalBits - 1)
+		}
+		if e.DemandBits != 0 {
+			demand = f.DemandSum & (1<<e.DemandBits - 1)
+		}
 	} else {
 		b = append(b, frameFlags(f))
 		b = binary.LittleEndian.AppendUint64(b, f.Incarnation)
 	}
-	b = binary.AppendUvarint(b, f.GlobalSum)
+	b = binary.AppendUvarint(b, global)
 	b = binary.AppendUvarint(b, uint64(f.Global))
-	b = binary.AppendUvarint(b, f.DemandSum)
+	b = binary.AppendUvarint(b, demand)
 	b = binary.AppendVarint(b, f.Level)
 	return binary.AppendUvarint(b, f.Withheld)
 }
@@ -650,22 +770,24 @@ func OpenDigest(d []byte) (Digest, error) {
 }
 
 // NextEntry reads the first entry of b into f (Seq 0, no keyed entries;
-// the caller sets the limiter; Incarnation 0 when the entry is tagged) and
-// returns its origin and tag, and what follows. It refuses what Decode
-// would refuse in a frame.
+// the caller sets the limiter; Incarnation 0 when the entry is tagged;
+// GlobalSum and DemandSum their low bits when e says they are truncated)
+// and returns its origin, tag and widths, and what follows. It refuses
+// what Decode would refuse in a frame.
 func NextEntry(b []byte, f *Frame) (e Entry, rest []byte, err error) {
 	if len(b) < digestEntryMin {
 		return Entry{}, nil, ErrShort
 	}
 	e.Origin = uint48(b)
 	flags := b[originSize]
-	if flags&^(flagLeaving|flagIdle|flagPartial|flagTagged) != 0 {
-		return Entry{}, nil, ErrDigest
+	if flags&flagTagged == 0 && flags>>4 != 0 {
+		return Entry{}, nil, ErrDigest // truncated totals only in a tagged entry
 	}
 	*f = Frame{Leaving: flags&flagLeaving != 0, Idle: flags&flagIdle != 0, Partial: flags&flagPartial != 0,
 		Limiter: f.Limiter, Keys: f.Keys[:0]}
 	if flags&flagTagged != 0 {
 		e.Tagged, e.Tag = true, binary.LittleEndian.Uint16(b[originSize+1:])
+		e.GlobalBits, e.DemandBits = totalWidths[flags>>4&3], totalWidths[flags>>6]
 		b = b[digestEntryMin:]
 	} else {
 		if len(b) < digestEntryFixed {
@@ -674,18 +796,18 @@ func NextEntry(b []byte, f *Frame) (e Entry, rest []byte, err error) {
 		f.Incarnation = binary.LittleEndian.Uint64(b[originSize+1:])
 		b = b[digestEntryFixed:]
 	}
-	if f.GlobalSum, b, err = uvarint(b); err != nil {
+	if f.GlobalSum, b, err = entryTotal(b, e.GlobalBits); err != nil {
 		return Entry{}, nil, err
 	}
 	var g uint64
 	if g, b, err = uvarint(b); err != nil {
 		return Entry{}, nil, err
 	}
-	if g > MaxTokens || g > f.GlobalSum {
+	if g > MaxTokens || e.GlobalBits == 0 && g > f.GlobalSum {
 		return Entry{}, nil, ErrTokens
 	}
 	f.Global = int64(g)
-	if f.DemandSum, b, err = uvarint(b); err != nil {
+	if f.DemandSum, b, err = entryTotal(b, e.DemandBits); err != nil {
 		return Entry{}, nil, err
 	}
 	if f.Level, b, err = varint(b); err != nil {
@@ -698,6 +820,19 @@ func NextEntry(b []byte, f *Frame) (e Entry, rest []byte, err error) {
 		return Entry{}, nil, ErrTokens
 	}
 	return e, b, nil
+}
+
+// entryTotal reads a running total of a digest entry: in full when bits
+// is 0, else its low bits.
+func entryTotal(b []byte, bits uint8) (uint64, []byte, error) {
+	if bits == 0 {
+		return uvarintAged(b)
+	}
+	v, b, err := uvarint(b)
+	if err == nil && v >= 1<<bits {
+		err = ErrTokens
+	}
+	return v, b, err
 }
 
 // appendUint48 appends the low 48 bits of v, little-endian.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"reflect"
 	"testing"
 )
@@ -74,7 +75,8 @@ func TestDecodeRejects(t *testing.T) {
 		{"version 5", mutate(func(b []byte) []byte { b[2] = 5; return b }), ErrVersion},
 		{"version 6", mutate(func(b []byte) []byte { b[2] = 6; return b }), ErrVersion},
 		{"version 7", mutate(func(b []byte) []byte { b[2] = 7; return b }), ErrVersion},
-		{"version 9", mutate(func(b []byte) []byte { b[2] = 9; return b }), ErrVersion},
+		{"version 8", mutate(func(b []byte) []byte { b[2] = 8; return b }), ErrVersion},
+		{"version 10", mutate(func(b []byte) []byte { b[2] = 10; return b }), ErrVersion},
 		{"an envelope", AppendRelay(nil, "n", false, good), ErrRelay},
 		{"trailing byte", append(append([]byte(nil), good...), 0), ErrTrailing},
 		{"entry count past the end", mutate(func(b []byte) []byte { b[len(b)-12] = 100; return b }), ErrEntryCount},
@@ -142,7 +144,7 @@ func FuzzDecodeFrame(f *testing.F) {
 	f.Add(Encode(nil, &Frame{Limiter: 1, Incarnation: 2, Seq: 3, GlobalSum: 10, Global: 4, Keys: []KeyCount{{5, 6, 0, 1}, {7, 300, 2, -5}, {9, 0, 1, 0}}}))
 	f.Add(Encode(nil, &Frame{Leaving: true}))
 	f.Add(Encode(nil, &Frame{Idle: true, GlobalSum: 3}))
-	f.Add([]byte("gp\x08\x00"))
+	f.Add([]byte("gp\x09\x00"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if frame, rest, err := Next(b); err == nil && (len(frame)+len(rest) != len(b) || !bytes.Equal(frame, b[:len(frame)])) {
 			t.Fatalf("Next split %d bytes into %d and %d", len(b), len(frame), len(rest))
@@ -282,7 +284,7 @@ func FuzzOpenRelay(f *testing.F) {
 	frame := Encode(nil, &Frame{Limiter: 1, Incarnation: 2, Seq: 3, GlobalSum: 10, Global: 4, Keys: []KeyCount{{5, 6, 0, 1}}})
 	f.Add(AppendRelay(nil, "node-1", false, frame))
 	f.Add(AppendRelay(nil, "n", true, append(append([]byte(nil), frame...), frame...)))
-	f.Add([]byte("gp\x08\x80\x01n\x00"))
+	f.Add([]byte("gp\x09\x80\x01n\x00"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if piece, rest, err := Next(b); err == nil && (len(piece)+len(rest) != len(b) || !bytes.Equal(piece, b[:len(piece)])) {
 			t.Fatalf("Next split %d bytes into %d and %d", len(b), len(piece), len(rest))
@@ -312,13 +314,16 @@ func TestDigestRoundTrip(t *testing.T) {
 		{Limiter: 9, Incarnation: 1 << 60, GlobalSum: 5, Global: 5, DemandSum: 12, Level: -3, Withheld: 100},
 		{Leaving: true, Idle: true, Partial: true, Limiter: 9, Incarnation: 2, GlobalSum: 1 << 40, DemandSum: 1 << 41, Level: 1000, Withheld: WithheldOne},
 		{Limiter: 9, Incarnation: 3, Seq: 4, GlobalSum: 7, Global: 1, Keys: []KeyCount{{5, 6, 0, 1}}},
+		{Limiter: 9, Incarnation: 4, GlobalSum: 1<<40 + 300, Global: 2, DemandSum: 1<<41 + 5, Level: 7},
 	}
-	// The second goes tagged.
+	// The second goes tagged; the fourth tagged, its totals as their low
+	// 14 and 7 bits.
 	heads := make([]Entry, len(frames))
 	for i := range frames {
 		heads[i] = Entry{Origin: OriginHash(fmt.Sprint("node-", i))}
 	}
 	heads[1].Tagged, heads[1].Tag = true, IncarnationTag(frames[1].Incarnation)
+	heads[3].Tagged, heads[3].Tag, heads[3].GlobalBits, heads[3].DemandBits = true, IncarnationTag(frames[3].Incarnation), 14, 7
 	var entries []byte
 	for i := range frames {
 		before := len(entries)
@@ -363,6 +368,12 @@ func TestDigestRoundTrip(t *testing.T) {
 			if e.Tagged {
 				want.Incarnation = 0
 			}
+			if e.GlobalBits != 0 {
+				want.GlobalSum &= 1<<e.GlobalBits - 1
+			}
+			if e.DemandBits != 0 {
+				want.DemandSum &= 1<<e.DemandBits - 1
+			}
 			f.Keys = nil
 			if !reflect.DeepEqual(f, want) {
 				t.Fatalf("entry %d read %+v, want %+v", i, f, want)
@@ -397,6 +408,12 @@ func TestOpenDigestRejects(t *testing.T) {
 	badEntryFlag := AppendDigest(nil, false, 1, entry(Frame{Incarnation: 2, GlobalSum: 5, Global: 5}))
 	badEntryFlag[len(badEntryFlag)-len(entry(Frame{Incarnation: 2, GlobalSum: 5, Global: 5}))+6] |= 0x80
 	trailing := AppendDigest(nil, false, 1, append(entry(Frame{Incarnation: 2, GlobalSum: 5, Global: 5}), 0))
+	// A total of 14 bits said to be of 7: past its width.
+	pastWidth := AppendDigestEntry(nil, Entry{Origin: 1, Tagged: true, Tag: 9, GlobalBits: 14}, &Frame{GlobalSum: 200, Global: 5})
+	pastWidth[6] = pastWidth[6]&^(3<<4) | 1<<4
+	// Widths in an entry that is not tagged.
+	untaggedWidth := entry(Frame{Incarnation: 2, GlobalSum: 5, Global: 5})
+	untaggedWidth[6] |= 1 << 6
 	for _, tc := range []struct {
 		name string
 		b    []byte
@@ -408,6 +425,8 @@ func TestOpenDigestRejects(t *testing.T) {
 		{"tagged, cut", AppendDigest(nil, false, 1, tagged[:9])},
 		{"tagged, then a cut one", AppendDigest(nil, false, 1, append(append([]byte(nil), tagged...), tagged[:12]...))},
 		{"global over the sum", AppendDigest(nil, false, 1, entry(Frame{GlobalSum: 5, Global: 6}))},
+		{"a truncated total past its width", AppendDigest(nil, false, 1, pastWidth)},
+		{"a width in an untagged entry", AppendDigest(nil, false, 1, untaggedWidth)},
 		{"withheld over one", AppendDigest(nil, false, 1, entry(Frame{Withheld: WithheldOne + 1}))},
 		{"old version", append([]byte{'g', 'p', 7}, good[3:]...)},
 		{"empty", nil},
@@ -429,6 +448,7 @@ func FuzzOpenDigest(f *testing.F) {
 	entries = AppendDigestEntry(entries, Entry{Origin: 1}, &Frame{Incarnation: 2, GlobalSum: 10, Global: 4, DemandSum: 11, Level: -2, Withheld: 3})
 	entries = AppendDigestEntry(entries, Entry{Origin: 7}, &Frame{Leaving: true, Incarnation: 5, GlobalSum: 1 << 33})
 	entries = AppendDigestEntry(entries, Entry{Origin: 8, Tagged: true, Tag: 0xbeef}, &Frame{Idle: true, GlobalSum: 3, DemandSum: 4})
+	entries = AppendDigestEntry(entries, Entry{Origin: 9, Tagged: true, Tag: 0xbeef, GlobalBits: 7, DemandBits: 21}, &Frame{GlobalSum: 1<<30 + 3, Global: 1, DemandSum: 1<<30 + 9})
 	f.Add(AppendDigest(nil, false, 3, entries))
 	f.Add(AppendDigest(nil, true, 3, entries[:20]))
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -465,4 +485,60 @@ func FuzzOpenDigest(f *testing.F) {
 			t.Fatalf("re-encoded entries read %v %+v, want %v %+v", o2, f2, origins, frames)
 		}
 	})
+}
+
+// Widen gives back the total a truncated one was cut from whenever the
+// receiver's last total is within half the width of it, either side (a
+// relay chooses the width so: TotalBits), at every width, across wraps
+// of the low bits, near zero and near the largest totals.
+func TestWiden(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 5))
+	for range 200_000 {
+		bits := totalWidths[1+rng.IntN(3)]
+		half := uint64(1) << (bits - 1)
+		total := rng.Uint64N(MaxTokens)
+		switch rng.IntN(3) {
+		case 0:
+			total = rng.Uint64N(4 * half) // near zero
+		case 1:
+			total = MaxTokens - rng.Uint64N(4*half)
+		}
+		d := rng.Uint64N(half)
+		last := total + d
+		if rng.IntN(2) == 0 && d <= total {
+			last = total - d
+		}
+		if got, ok := Widen(total&(1<<bits-1), bits, last); !ok || got != total {
+			t.Fatalf("Widen(%d, %d bits, last %d) = %d, %v; want %d", total&(1<<bits-1), bits, last, got, ok, total)
+		}
+	}
+	// Further than half, a total is read a wrap away (128, 65 ahead of
+	// 63, reads as 0): why a relay's width has a margin.
+	if got, _ := Widen(128&127, 7, 63); got != 0 {
+		t.Errorf("Widen(0, 7, 63) = %d, want 0, a wrap below the 128 cut", got)
+	}
+}
+
+// TotalBits picks the narrowest width whose half exceeds the spread, and
+// none where the total in full takes no more bytes than the width's
+// varint, or the spread is too wide for every width.
+func TestTotalBits(t *testing.T) {
+	for _, tc := range []struct {
+		total, spread uint64
+		want          uint8
+	}{
+		{100, 10, 0},          // one byte in full
+		{1 << 20, 63, 7},      // three bytes in full, one truncated
+		{1 << 20, 64, 14},     // half of 7 bits is 64: not over 64
+		{1 << 20, 8191, 14},   // two bytes
+		{1 << 20, 8192, 0},    // 21 bits would take three bytes, as the total in full does
+		{1 << 30, 8192, 21},   // five bytes in full
+		{1 << 30, 1 << 20, 0}, // wider than every width
+		{10_000, 100, 0},      // two bytes in full, as 14 bits would take
+		{20_000, 100, 14},     // three bytes in full
+	} {
+		if got := TotalBits(tc.total, tc.spread); got != tc.want {
+			t.Errorf("TotalBits(%d, %d) = %d, want %d", tc.total, tc.spread, got, tc.want)
+		}
+	}
 }
