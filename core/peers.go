@@ -64,7 +64,7 @@ type stream struct {
 	withheld    float64 // the share of the refill it withholds, last reported
 	idle        bool    // the latest frame said idle: its load, level and withheld share are stale
 	demandSeen  uint64  // the largest demand total a frame carried: more is news
-	// lastTotals are the running totals of the latest frame, which a
+	// lastGlobal and lastDemand are the running totals of the latest frame, which a
 	// digest entry's truncated totals are widened from (hub.receiveDigest).
 	// The latest, not the largest: a frame that lied about them stops
 	// mattering with the next true one.
