@@ -213,7 +213,12 @@ func (fs *fairShares) demandTotal(reported uint64) uint64 {
 // share for the time since the last tick.
 func (fs *fairShares) rebalance(now int64, reported uint64) {
 	p, q := fs.rules.dflt(), &fs.share
-	fs.own.observe(reported, fs.demandTotal(reported), now, p.burst)
+	// The admits not reported yet count as admits as well as demand: in
+	// the demand alone, a tick inside a burst that waits for its report
+	// found the bucket contended, and the gate held back the burst's last
+	// quarter (TestAFirstBurstThatWaitsForItsReportIsNotGated).
+	admitted := reported + uint64(max(0, fs.word.pending()))
+	fs.own.observe(admitted, fs.demandTotal(reported), now, p.burst)
 	a, d, measured := fs.own.rates(now)
 	if up := now - fs.startedAt; !measured && up > 0 && up < fairWindow {
 		// Just started (a replica of a rolling deploy, say): too soon for
@@ -221,7 +226,7 @@ func (fs *fairShares) rebalance(now int64, reported uint64) {
 		// them. Without a share a newcomer would race the others freely for
 		// its first ticks, and win: +30-70% of its share in its first second.
 		secs := float64(up) / float64(time.Second)
-		a, d = float64(reported+uint64(max(0, fs.word.pending())))/secs, float64(fs.demandTotal(reported))/secs
+		a, d = float64(admitted)/secs, float64(fs.demandTotal(reported))/secs
 	}
 	admits, demand := a, d
 	emptiest := fs.levelTokens(now)
