@@ -117,7 +117,7 @@ func TestMalformedFramesAreDroppedAndCounted(t *testing.T) {
 		evil.Broadcast(junk)
 	}
 	// A well-formed frame that carries keyed counts without a sequence number.
-	hb := binary.LittleEndian.AppendUint64([]byte("gp\x09\x00"), gopherpace.WireLimiterID(gopherpace.DefaultLimiterID))
+	hb := binary.LittleEndian.AppendUint64([]byte("gp\x0a\x00"), gopherpace.WireLimiterID(gopherpace.DefaultLimiterID))
 	hb = binary.LittleEndian.AppendUint64(hb, 1)
 	hb = append(hb, 0, 0, 0, 0, 0, 0, 1)          // seq 0, totals, demand, level and withheld 0, one entry
 	hb = binary.LittleEndian.AppendUint64(hb, 42) // key hash

@@ -87,3 +87,7 @@ func DecodeTestFrame(b []byte) (TestFrame, error) {
 func ShareInterval(l *Limiter) (time.Duration, bool) {
 	return time.Duration(engineOf(l).fair.share.iv.Load()), engineOf(l).fair.share.on.Load()
 }
+
+// GroupOf is the group of the node named name in a cluster of n nodes
+// without zones.
+func GroupOf(name string, n int) int { return groupOf(name, groupCount(n)) }

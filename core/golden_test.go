@@ -52,21 +52,21 @@ var (
 )
 
 const (
-	goldenBytesLiteral = "67700907961c565c8abd14cb15cd853dfe9c9717ac02f0a2048101c0843d53808001024a69c276eccbcb240100c60175fbf4ac2a0a32d2c801030d"
+	goldenBytesLiteral = "67700a07961c565c8abd14cb15cd853dfe9c9717ac02f0a2048101c0843d53808001024a69c276eccbcb240100c60175fbf4ac2a0a32d2c801030d"
 )
 
 // goldenRelay is the golden frame relayed, on its last hop, for node-7,
 // and its bytes: the envelope's header, then the frame's bytes unchanged.
-const goldenRelay = "677009c0066e6f64652d373b" + goldenBytesLiteral
+const goldenRelay = "67700ac0066e6f64652d373b" + goldenBytesLiteral
 
 // goldenDigest is the golden frame's running totals in a digest, on its
 // last hop, from node-7 whole, from node-8 tagged and from node-9 tagged
-// and truncated: the digest's header ("gp", 9, the relay, digest and
+// and truncated: the digest's header ("gp", 10, the relay, digest and
 // last-hop flags), then its length,
 // limiter and the entries.
 const (
-	goldenDigest      = "677009e0"
-	goldenDigestBytes = "677009e04a961c565c8abd14cbf5837820c2f20715cd853dfe9c9717f0a2048101c0843d53808001a8857820c2f30ff97bf0a2048101c0843d538080015b877820c2f49ff97b708101c00453808001"
+	goldenDigest      = "67700ae0"
+	goldenDigestBytes = "67700ae04a961c565c8abd14cbf5837820c2f20715cd853dfe9c9717f0a2048101c0843d53808001a8857820c2f30ff97bf0a2048101c0843d538080015b877820c2f49ff97b708101c00453808001"
 )
 
 func TestRelayGolden(t *testing.T) {

@@ -3,6 +3,7 @@ package gopherpace_test
 import (
 	"fmt"
 	"math"
+	"slices"
 	"testing"
 	"time"
 
@@ -144,7 +145,7 @@ func TestHostileRelays(t *testing.T) {
 		wire.AppendRelay(nil, "n0", false, frame(1)),                                    // n0's "own" frame, sent back to it
 		wire.AppendRelay(nil, "nobody", false, frame(1)),                                // a stranger's
 		wire.AppendRelay(nil, "n1", false, wire.AppendRelay(nil, "n2", true, frame(1))), // nested
-		[]byte("gp\x09\x80\x05n1"),                                                      // truncated
+		[]byte("gp\x0a\x80\x05n1"),                                                      // truncated
 		wire.AppendDigest(nil, false, id, append(entry("n1", 1), 0xff)),                 // a digest with a broken entry
 		wire.AppendDigest(nil, false, id, entry("nobody", 1)),                           // a stranger's entry
 		wire.AppendDigest(nil, false, id, entry("n0", 1)),                               // n0's "own" entry
@@ -200,5 +201,63 @@ func TestHostileRelays(t *testing.T) {
 	elapsed := net.Now().Sub(start).Seconds()
 	if bound := int(100*elapsed) + 100; admitted > bound {
 		t.Errorf("admitted %d in %.1f s after a relayed lie, bound R·t + B = %d", admitted, elapsed, bound)
+	}
+}
+
+// A node's mates hear its running totals as entries (own_entries.go) but
+// directly, so they count it out of sight as soon as a mate's silence
+// counts (the isolation timeout), not relaySlack later as a peer heard
+// through relays: a crashed mate's share is withheld a tick or three
+// after its last frame. The other groups see it go later, and everyone
+// in the end.
+func TestMatesHearEachOtherDirectly(t *testing.T) {
+	t.Parallel()
+	n := gopherpace.GroupsFrom
+	const crashAt = 2 * time.Second
+	gone := "node-7"
+	var mates, others []string
+	for i := range n {
+		name := fmt.Sprintf("node-%d", i)
+		switch {
+		case name == gone:
+		case gopherpace.GroupOf(name, n) == gopherpace.GroupOf(gone, n):
+			mates = append(mates, name)
+		default:
+			others = append(others, name)
+		}
+	}
+	if len(mates) == 0 {
+		t.Fatal("node-7 has no mates")
+	}
+	// sees reports how many of names see every node.
+	sees := func(c *simCluster, names []string) (all int) {
+		for _, nd := range c.nodes {
+			if slices.Contains(names, nd.name) && nd.lim.Stats().VisibleNodes == int64(n) {
+				all++
+			}
+		}
+		return all
+	}
+	var matesSeeIt, othersSeeIt, othersLater int
+	events := []simEvent{
+		{at: crashAt, do: func(c *simCluster) { c.net.Isolate(gone) }},
+		// The isolation timeout (1.5 intervals) and an evaluation tick
+		// after the last frame; relaySlack (half a second) is far longer.
+		{at: crashAt + 250*time.Millisecond, do: func(c *simCluster) {
+			matesSeeIt, othersSeeIt = sees(c, mates), sees(c, others)
+		}},
+		{at: crashAt + 1500*time.Millisecond, do: func(c *simCluster) { othersLater = sees(c, others) }},
+	}
+	runScenario(t, scenario{name: "a mate crashes", nodes: n, duration: crashAt + 2*time.Second, events: events}, false)
+	t.Logf("250 ms after the crash %d of %d mates and %d of %d others see every node; 1.5 s after, %d others",
+		matesSeeIt, len(mates), othersSeeIt, len(others), othersLater)
+	if matesSeeIt != 0 {
+		t.Errorf("250 ms after a mate crashed, %d of its %d mates still count it in sight", matesSeeIt, len(mates))
+	}
+	if othersSeeIt == 0 {
+		t.Errorf("250 ms after the crash, every node of the other groups already counts it out of sight: they hear it through relays, and should wait out relaySlack")
+	}
+	if othersLater != 0 {
+		t.Errorf("1.5 s after the crash, %d nodes of other groups still count it in sight", othersLater)
 	}
 }

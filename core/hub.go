@@ -286,8 +286,12 @@ func (h *hub) sendGrouped(now int64) error {
 		}
 	}
 	if len(h.pending) > 0 || len(h.rel.toMates) > 0 {
+		// This node's frames of running totals go to the mates as
+		// entries (own_entries.go).
+		h.rel.own.split(h.name, h.pending, now, h.tick, h.rel.wholeUntil)
+		toMates := h.rel.own.merge(h.rel.toMates, h.maxFrame)
 		for _, m := range h.rel.view.mates {
-			note(h.sendPieces(m, h.pending, h.rel.toMates))
+			note(h.sendPieces(m, h.rel.own.keyed, toMates))
 		}
 	}
 	if len(h.rel.toGroups) > 0 {
@@ -373,7 +377,7 @@ func (h *hub) receive(from string, b []byte) {
 		}
 		b = rest
 		if wire.IsRelay(f) {
-			h.receiveRelay(f)
+			h.receiveRelay(from, f)
 			continue
 		}
 		relayable = true
@@ -402,9 +406,9 @@ func (h *hub) queueForGroupsLocked(from string, b []byte) {
 // receiveRelay opens an envelope, hands its frames to their limiters as
 // the origin's, and queues it for this node's mates unless it is on its
 // last hop. A node's own frames relayed back to it are dropped.
-func (h *hub) receiveRelay(env []byte) {
+func (h *hub) receiveRelay(from string, env []byte) {
 	if wire.IsDigest(env) {
-		h.receiveDigest(env)
+		h.receiveDigest(from, env)
 		return
 	}
 	r, err := wire.OpenRelay(env)
@@ -459,7 +463,10 @@ func (h *hub) receiveRelay(env []byte) {
 // heard (counted as stale): a whole entry comes within wholeEvery; and so
 // is one whose truncated totals this node cannot widen, having heard the
 // stream last over totalsHorizon ago. A node's own entries are dropped.
-func (h *hub) receiveDigest(piece []byte) {
+// An entry of the sender's own (from) in a digest on its last hop is a
+// frame from it, not relayed: a mate's running totals (own_entries.go),
+// which this node passes on to the groups it covers.
+func (h *hub) receiveDigest(from string, piece []byte) {
 	d, err := wire.OpenDigest(piece)
 	if err != nil {
 		h.stats.malformed.Add(1)
@@ -468,12 +475,18 @@ func (h *hub) receiveDigest(piece []byte) {
 	var f wire.Frame
 	var buf [wire.HeaderMax]byte
 	now, entries := h.sinceBegan(), uint64(0)
+	fromHash := wire.OriginHash(from)
 	for b := d.Entries; len(b) > 0; entries++ {
 		f.Limiter = d.Limiter
 		var e wire.Entry
 		e, b, _ = wire.NextEntry(b, &f) // OpenDigest has read them all
 		h.mu.Lock()
 		name := h.rel.byHash[e.Origin]
+		if d.Spread && e.Origin == fromHash {
+			// The sender's own: named by the transport, heard before this
+			// node's first member list as a frame would be.
+			name = from
+		}
 		known := name != ""
 		if known && name != h.name && h.rel.view.grouped() {
 			h.rel.heardFrom(name, now)
@@ -500,7 +513,20 @@ func (h *hub) receiveDigest(piece []byte) {
 			}
 			f.Incarnation = s.incarnation
 		}
-		eng.receive(name, wire.Encode(buf[:0], &f), true)
+		// The sender's own entries in a digest on its last hop: a mate's
+		// (own_entries.go). A relay's own in the digests it sends other
+		// groups are relayed: it turns through their members, so each
+		// hears it directly only now and then.
+		direct := d.Spread && name == from
+		eng.receive(name, wire.Encode(buf[:0], &f), !direct)
+		if direct && h.uni != nil {
+			h.mu.Lock()
+			if h.rel.view.grouped() && h.rel.view.isMate(from) && len(h.rel.view.covered) > 0 {
+				h.rel.keepLatest(relayStream{from, f.Limiter}, &f, now, h.tick)
+				h.armRelayLocked()
+			}
+			h.mu.Unlock()
+		}
 	}
 	if h.uni == nil || d.Spread {
 		return

@@ -22,8 +22,9 @@ type relays struct {
 	viewMade                         bool
 	coveredWas                       []int // the covered groups before a redeal
 
-	toGroups []byte // envelopes of this group's frames, for the covered groups
-	toMates  []byte // envelopes from other groups, for this node's mates
+	toGroups []byte     // envelopes of this group's frames, for the covered groups
+	toMates  []byte     // envelopes from other groups, for this node's mates
+	own      ownEntries // this node's running totals, for its mates
 	// latest are the latest running totals of this group's origins, by
 	// stream, waiting to go to other groups in digests (dueLatest).
 	latest   []latestEntry

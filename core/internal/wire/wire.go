@@ -7,7 +7,7 @@
 // receiver, and how far a lying sender can move it, is the engine's
 // business (docs/security.md).
 //
-// Version 9. A datagram holds one or more frames back to back, each
+// Version 10. A datagram holds one or more frames back to back, each
 // complete with its own magic and version, so that the limiters sharing a
 // transport send one datagram per peer, not one each (Next splits them).
 // In a large cluster a datagram may also hold relay envelopes (another
@@ -16,7 +16,7 @@
 // little-endian or unsigned varints (uv):
 //
 //	magic       2 bytes  "gp"
-//	version     1 byte   9
+//	version     1 byte   10
 //	flags       1 byte   bit 0: the sender is leaving the cluster
 //	                     bit 1: the sender is idle, and sends nothing more
 //	                     until it admits or is refused again
@@ -58,7 +58,7 @@
 // others (the groups of a large cluster, docs/design.md):
 //
 //	magic       2 bytes  "gp"
-//	version     1 byte   9
+//	version     1 byte   10
 //	flags       1 byte   bit 7 set; bit 6: the last hop (spread inside the
 //	                     receiver's group, not to be passed on again)
 //	origin      1 byte n (1 to 255), then n bytes: the origin's node name
@@ -66,7 +66,10 @@
 //	frames      the origin's frames, back to back, exactly as it sent them
 //	            (at least one; never an envelope)
 //
-// Version 9 added truncated running totals to tagged digest entries.
+// Version 10 has the same bytes as 9, but a node in a group sends its
+// mates its own frames of running totals as digest entries, which a node
+// of version 9 would not pass on to other groups. Version 9 added
+// truncated running totals to tagged digest entries.
 // Version 8 added tagged digest entries (an incarnation of 2 bytes);
 // version 7 is otherwise the same. Version 7 added digests; version 6
 // passed every frame on in an envelope. Version 6 added relay envelopes;
@@ -88,7 +91,7 @@ const (
 	magic1 = 'p'
 	// Version is the frame format's version; a frame of another is refused
 	// (ErrVersion), never misread.
-	Version     = 9
+	Version     = 10
 	flagLeaving = 1 << 0
 	flagIdle    = 1 << 1
 	flagPartial = 1 << 2
@@ -525,7 +528,7 @@ func OpenRelay(env []byte) (Relay, error) {
 // from its member list:
 //
 //	magic       2 bytes  "gp"
-//	version     1 byte   9
+//	version     1 byte   10
 //	flags       1 byte   bits 7 and 5 set; bit 6: the last hop
 //	length      uv       of what follows
 //	limiter     8 bytes
@@ -728,6 +731,14 @@ func Spread(b []byte, d []byte) []byte {
 	b = append(b, d...)
 	b[len(b)-len(d)+3] |= flagSpread
 	return b
+}
+
+// DigestBody returns the limiter and the entries of a digest that Next
+// split off and that was opened or written before (it checks nothing).
+func DigestBody(d []byte) (limiter uint64, entries []byte) {
+	_, k := binary.Uvarint(d[digestFixed:])
+	body := d[digestFixed+k:]
+	return binary.LittleEndian.Uint64(body), body[8:]
 }
 
 // nextDigest is Next for a digest.

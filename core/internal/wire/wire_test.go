@@ -76,7 +76,8 @@ func TestDecodeRejects(t *testing.T) {
 		{"version 6", mutate(func(b []byte) []byte { b[2] = 6; return b }), ErrVersion},
 		{"version 7", mutate(func(b []byte) []byte { b[2] = 7; return b }), ErrVersion},
 		{"version 8", mutate(func(b []byte) []byte { b[2] = 8; return b }), ErrVersion},
-		{"version 10", mutate(func(b []byte) []byte { b[2] = 10; return b }), ErrVersion},
+		{"version 9", mutate(func(b []byte) []byte { b[2] = 9; return b }), ErrVersion},
+		{"version 11", mutate(func(b []byte) []byte { b[2] = 11; return b }), ErrVersion},
 		{"an envelope", AppendRelay(nil, "n", false, good), ErrRelay},
 		{"trailing byte", append(append([]byte(nil), good...), 0), ErrTrailing},
 		{"entry count past the end", mutate(func(b []byte) []byte { b[len(b)-12] = 100; return b }), ErrEntryCount},
@@ -144,7 +145,7 @@ func FuzzDecodeFrame(f *testing.F) {
 	f.Add(Encode(nil, &Frame{Limiter: 1, Incarnation: 2, Seq: 3, GlobalSum: 10, Global: 4, Keys: []KeyCount{{5, 6, 0, 1}, {7, 300, 2, -5}, {9, 0, 1, 0}}}))
 	f.Add(Encode(nil, &Frame{Leaving: true}))
 	f.Add(Encode(nil, &Frame{Idle: true, GlobalSum: 3}))
-	f.Add([]byte("gp\x09\x00"))
+	f.Add([]byte("gp\x0a\x00"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if frame, rest, err := Next(b); err == nil && (len(frame)+len(rest) != len(b) || !bytes.Equal(frame, b[:len(frame)])) {
 			t.Fatalf("Next split %d bytes into %d and %d", len(b), len(frame), len(rest))
@@ -284,7 +285,7 @@ func FuzzOpenRelay(f *testing.F) {
 	frame := Encode(nil, &Frame{Limiter: 1, Incarnation: 2, Seq: 3, GlobalSum: 10, Global: 4, Keys: []KeyCount{{5, 6, 0, 1}}})
 	f.Add(AppendRelay(nil, "node-1", false, frame))
 	f.Add(AppendRelay(nil, "n", true, append(append([]byte(nil), frame...), frame...)))
-	f.Add([]byte("gp\x09\x80\x01n\x00"))
+	f.Add([]byte("gp\x0a\x80\x01n\x00"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if piece, rest, err := Next(b); err == nil && (len(piece)+len(rest) != len(b) || !bytes.Equal(piece, b[:len(piece)])) {
 			t.Fatalf("Next split %d bytes into %d and %d", len(b), len(piece), len(rest))
