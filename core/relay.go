@@ -120,7 +120,9 @@ func quietEvery(tick int64) int64 { return 8 * tick }
 // periods, but at most 4 s (and at least one quiet period): a newcomer
 // is served by wholeAgain, so this is the repair of last resort. At one
 // quiet period, every relayed heartbeat went whole, a fifth of a node's
-// bytes at N = 1,000.
+// bytes at N = 1,000; at six, 79.6 KB/s a node at N = 1,000 against 81.0,
+// but a newcomer of the churn scenario reached 1.11 of the cluster's
+// ratio.
 func wholeEvery(quiet int64) int64 { return max(quiet, min(4*quiet, int64(4*time.Second))) }
 
 // wholeSettle is how long after a change of the members or the groups
