@@ -136,6 +136,31 @@ func TestFairnessOverRealMemberlist(t *testing.T) {
 			lims := limiters(t, threeNodes(t), gopherpace.WithRefillRate(rate), gopherpace.WithBucketSize(burst))
 			return fairDrive(pointers(lims), equal, 8*time.Second, nil), 2 * time.Second, 7 * time.Second, rate*8 + burst
 		}},
+		// Two zones of two: grouped by zone, so each node sends its mate
+		// its running totals as digest entries and relays them to the
+		// other zone (core/own_entries.go), over real UDP.
+		{"two zones of two, in groups", func(t *testing.T) (*fairRun, time.Duration, time.Duration, float64) {
+			a := node(t, "z0", WithZone("zone-a"))
+			s := WithSeeds(seeds.Static{a.GossipAddr()})
+			nodes := []*Transport{a, node(t, "z1", s, WithZone("zone-a")), node(t, "z2", s, WithZone("zone-b")), node(t, "z3", s, WithZone("zone-b"))}
+			eventually(t, 5*time.Second, "4 members and their zones", func() bool {
+				for _, n := range nodes {
+					if len(n.Members()) != 3 || n.Zone("z3") != "zone-b" || n.Zone("z0") != "zone-a" {
+						return false
+					}
+				}
+				return true
+			})
+			lims := limiters(t, nodes, gopherpace.WithRefillRate(rate), gopherpace.WithBucketSize(burst))
+			four := func(int, time.Duration) float64 { return rate }
+			r := fairDrive(pointers(lims), four, 8*time.Second, nil)
+			for i, l := range lims {
+				if st := l.Stats(); st.FramesRelayed == 0 || st.VisibleNodes != 4 {
+					t.Errorf("node %d relayed %d frames and sees %d of %d nodes; want some, and all 4", i, st.FramesRelayed, st.VisibleNodes, st.KnownNodes)
+				}
+			}
+			return r, 2 * time.Second, 7 * time.Second, rate*8 + burst
+		}},
 		{"skewed", func(t *testing.T) (*fairRun, time.Duration, time.Duration, float64) {
 			lims := limiters(t, threeNodes(t), gopherpace.WithRefillRate(rate), gopherpace.WithBucketSize(burst))
 			share := []float64{0.8, 0.1, 0.1}
