@@ -1,8 +1,9 @@
 package gopherpace
 
 import (
-	"github.com/pedreviljoen/gopherpace/core/internal/wire"
 	"slices"
+
+	"github.com/pedreviljoen/gopherpace/core/internal/wire"
 )
 
 // Own entries: in a grouped cluster a node sends its mates its frames of
@@ -40,24 +41,15 @@ type limiterEntries struct {
 	entries []byte
 }
 
-// stream is this node's stream of limiter, kept from f.
+// stream is this node's stream of f's limiter, following f.
 func (o *ownEntries) stream(self string, f *wire.Frame, now, tick int64) *latestEntry {
-	var h *latestEntry
-	for i := range o.streams {
-		if o.streams[i].stream.limiter == f.Limiter {
-			h = &o.streams[i]
-			break
-		}
-	}
-	if h == nil {
+	i := slices.IndexFunc(o.streams, func(h latestEntry) bool { return h.stream.limiter == f.Limiter })
+	if i < 0 {
+		i = len(o.streams)
 		o.streams = append(o.streams, latestEntry{stream: relayStream{self, f.Limiter}, hash: wire.OriginHash(self)})
-		h = &o.streams[len(o.streams)-1]
 	}
-	if !h.sent || h.frame.Incarnation != f.Incarnation {
-		h.wholeSent, h.since, h.marks, h.sent = false, now, [2]totalsMark{}, true
-	}
-	h.mark(f, now, tick)
-	h.frame = *f
+	h := &o.streams[i]
+	h.follow(f, now, tick)
 	return h
 }
 
@@ -79,15 +71,7 @@ func (o *ownEntries) split(self string, pending []byte, now, tick, wholeUntil in
 			o.keyed = append(o.keyed, frame...)
 			continue
 		}
-		h := o.stream(self, &f, now, tick)
-		tagged := h.wholeSent && now-h.wholeAt < wholeEvery(quietEvery(tick)) && now-h.since >= wholeSettle() && now >= wholeUntil
-		if !tagged {
-			h.wholeSent, h.wholeAt = true, now
-		}
-		e := wire.Entry{Origin: h.hash, Tagged: tagged, Tag: wire.IncarnationTag(f.Incarnation)}
-		if tagged {
-			h.truncate(&e)
-		}
+		e := o.stream(self, &f, now, tick).entry(now, quietEvery(tick), wholeUntil)
 		i := 0
 		for i < len(o.entries) && o.entries[i].limiter != f.Limiter {
 			i++

@@ -361,6 +361,32 @@ func (h *latestEntry) truncate(e *wire.Entry) {
 	e.DemandBits = wire.TotalBits(h.frame.DemandSum, 2*growth(h.frame.DemandSum, h.marks[0].demand))
 }
 
+// follow takes f as the stream's latest frame: a new incarnation starts
+// over, not yet sent whole and without marks.
+func (h *latestEntry) follow(f *wire.Frame, now, tick int64) {
+	if h.frame.Incarnation != f.Incarnation {
+		h.wholeSent, h.since, h.marks = false, now, [2]totalsMark{}
+	}
+	h.mark(f, now, tick)
+	h.frame = *f
+}
+
+// entry is the digest entry for the stream's latest frame at now: whole
+// while the stream settles (wholeSettle after it starts, or until
+// wholeUntil after a change) and at least every wholeEvery(quiet), else
+// tagged with its totals truncated.
+func (h *latestEntry) entry(now, quiet, wholeUntil int64) wire.Entry {
+	tagged := h.wholeSent && now-h.wholeAt < wholeEvery(quiet) && now-h.since >= wholeSettle() && now >= wholeUntil
+	if !tagged {
+		h.wholeSent, h.wholeAt = true, now
+	}
+	e := wire.Entry{Origin: h.hash, Tagged: tagged, Tag: wire.IncarnationTag(h.frame.Incarnation)}
+	if tagged {
+		h.truncate(&e)
+	}
+	return e
+}
+
 // keepLatest keeps f's running totals as s's latest entry. Admits of an
 // entry still waiting add to the new one's: a receiver that resyncs
 // charges an entry's admits since the entry before it went.
@@ -381,11 +407,7 @@ func (r *relays) keepLatest(s relayStream, f *wire.Frame, now, tick int64) {
 	} else {
 		h.urgent = false
 	}
-	if h.frame.Incarnation != f.Incarnation {
-		h.wholeSent, h.since, h.marks = false, now, [2]totalsMark{}
-	}
-	h.mark(f, now, tick)
-	h.frame = *f
+	h.follow(f, now, tick)
 	h.frame.Keys, h.frame.Seq, h.frame.Global = nil, 0, global
 	h.urgent = h.urgent || f.Global > 0 || f.Leaving || f.Idle || f.Partial
 	h.waiting = true
@@ -428,15 +450,7 @@ func (r *relays) dueLatest(self string, now, quiet int64, maxDatagram int) (queu
 			if wire.DigestSize(len(entries)+wire.DigestEntryMax) > maxDatagram {
 				flush()
 			}
-			tagged := h.wholeSent && now-h.wholeAt < wholeEvery(quiet) && now-h.since >= wholeSettle() && now >= r.wholeUntil
-			if !tagged {
-				h.wholeSent, h.wholeAt = true, now
-			}
-			e := wire.Entry{Origin: h.hash, Tagged: tagged, Tag: wire.IncarnationTag(h.frame.Incarnation)}
-			if tagged {
-				h.truncate(&e)
-			}
-			entries = wire.AppendDigestEntry(entries, e, &h.frame)
+			entries = wire.AppendDigestEntry(entries, h.entry(now, quiet, r.wholeUntil), &h.frame)
 			if h.stream.origin != self {
 				others++ // this node's own are not relayed
 			}
