@@ -146,7 +146,7 @@ redis:
 		($$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends redis-server) >/dev/null; \
 	fi
 
-## accuracy: run the cluster simulator's scenarios, ours beside the reference design, and the scale rows at N = 10, 30, 100, 300 and 1,000 (SCALE_NODES picks; N = 1,000 takes about 2 min for 4 s); print the tables, write them into docs/accuracy.md and the plots into docs/accuracy/
+## accuracy: run the cluster simulator's scenarios, ours beside the reference design, and the scale rows at N = 10, 30, 100, 300 and 1,000 (SCALE_NODES picks; N = 1,000 takes about 4 min a row for 8 s); print the tables, write them into docs/accuracy.md and the plots into docs/accuracy/
 SCALE_NODES ?= 10,30,100,300,1000
 accuracy:
 	mkdir -p docs/accuracy

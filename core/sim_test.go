@@ -442,6 +442,17 @@ func worstWindow(s []int64, rate, burst int64, minSteps int) int64 {
 	return int64(math.Round(best)) - burst
 }
 
+// bytesToPeers is every node's BytesToPeers, summed.
+func (c *simCluster) bytesToPeers() uint64 {
+	var sum uint64
+	for _, n := range c.nodes {
+		if n.lim != nil {
+			sum += n.lim.Stats().BytesToPeers
+		}
+	}
+	return sum
+}
+
 // rate is the admitted rate per second over [from, to).
 func (c *simCluster) rate(from, to time.Duration) float64 {
 	s := c.series()
