@@ -199,7 +199,7 @@ func (f *Flow[C]) clientKey(c C, r *Request) error {
 	if !f.fastIP4 && f.gate.ip.Trusts(addr) {
 		xff, real = f.fwd(c)
 	}
-	r.hold(f.gate.ip.AppendKeyAddr(r.buf[:0], addr, xff, real))
+	r.ownKey(f.gate.ip.AppendKeyAddr(r.buf[:0], addr, xff, real))
 	return nil
 }
 

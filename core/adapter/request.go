@@ -53,8 +53,9 @@ func (r *Request) fail(err error) Step {
 	return Fail
 }
 
-// hold makes b, appended to r.buf[:0], the request's own key.
-func (r *Request) hold(b []byte) {
+// ownKey makes b, appended to r.buf[:0], the request's first key, kept
+// in r's own buffer (a key too long for it is copied).
+func (r *Request) ownKey(b []byte) {
 	if len(b) == 0 || len(b) > len(r.buf) || &b[0] != &r.buf[0] {
 		r.Keys[0] = string(b)
 		return
