@@ -43,6 +43,15 @@ func (f *Fields) add(name string, v *value) {
 // Render renders q's fields in p's style into f. now is read only for the
 // legacy X-RateLimit-Reset, an absolute time.
 func (f *Fields) Render(p Policy, q Decision, now time.Time) {
+	if p.Style == Draft && q.Allowed {
+		// Most responses: the two draft fields, in each's order, without
+		// its calls.
+		t := p.tables()
+		f.names[0], f.values[0] = RateLimitPolicy, p.policyValue(t, q)
+		f.names[1], f.values[1] = RateLimit, p.limitValue(t, q)
+		f.n = 2
+		return
+	}
 	f.n = 0
 	p.each(q, now, f.add)
 }
@@ -174,6 +183,12 @@ func Append[F fieldType](dst []F, p Policy, q Decision, now time.Time) []F {
 // SetHeader writes q's fields into h (an http.Header's map), replacing
 // earlier values.
 func (p Policy) SetHeader(h map[string][]string, q Decision, now time.Time) {
+	if p.Style == Draft && q.Allowed { // as in Render
+		t := p.tables()
+		h[RateLimitPolicy] = p.policyValue(t, q).header()
+		h[RateLimit] = p.limitValue(t, q).header()
+		return
+	}
 	p.each(q, now, func(name string, v *value) { h[name] = v.header() })
 }
 

@@ -146,6 +146,14 @@ func TestKeptValuesAreTheRenderedOnes(t *testing.T) {
 							return
 						}
 					}
+					h := map[string][]string{}
+					p.SetHeader(h, q, now)
+					for name, v := range want {
+						if got := h[name]; len(got) != 1 || got[0] != v || len(h) != len(want) {
+							errs <- fmt.Sprintf("style %d, %+v: SetHeader wrote %v, want %v", style, q, h, want)
+							return
+						}
+					}
 				}
 			}()
 		}
