@@ -137,8 +137,8 @@ func (c *countedBucket) allow(p *rule, at bucketTime, q *shareBucket) (ok bool, 
 		base := spent(w, at, p)
 		next := base + cost
 		if next > p.tolerance {
-			if quotaHeld {
-				q.giveBack(1, now)
+			if q.needed(next, p.tolerance) {
+				q.forfeit(1, now, quotaHeld)
 			}
 			c.settle(w, p, base, at)
 			return false, time.Duration(next - p.tolerance), 0, true, contended
@@ -181,8 +181,8 @@ func (c *countedBucket) take(d *Decision, p *rule, at bucketTime, n int64, q *sh
 		base := spent(w, at, p)
 		next := base + cost
 		if next > p.tolerance {
-			if quotaHeld {
-				q.giveBack(n, now)
+			if q.needed(next, p.tolerance) {
+				q.forfeit(n, now, quotaHeld)
 			}
 			p.fillDenied(d, now+base, now, now+next, unit)
 			c.settle(w, p, base, at)

@@ -148,6 +148,10 @@ func newEngine(parts engineParts, c *config) *engine {
 	e.fair = fairShares{engineEnv: env, word: &e.global, view: &e.view, denied: newProcCounter()}
 	e.fair.share.setGate(parts.rules.dflt())
 	e.fair.share.tat.Store(math.MinInt64 / 4) // unspent at any time on the buckets' clock (key_shares.go)
+	// A sliced share starts part of the way to its first token, at a phase
+	// of its own: started alike, every node of a cold cluster would earn
+	// its first token in the same millisecond.
+	e.fair.share.credit.Store(int64(hashKey(0, parts.name) % sliceOne))
 	e.hotKeys = newKeyShares(env, &e.view)
 	e.join = joining{engineEnv: env, word: &e.global, mode: &e.mode, view: &e.view}
 	return e

@@ -84,3 +84,77 @@ func TestLoadClampsImplausibleGrowth(t *testing.T) {
 		t.Fatalf("honest rates %g, %g, want 2000, 20000", a, d)
 	}
 }
+
+// A sliced share admits its fraction of the tokens asked for, whatever
+// the times of the requests: a tenth, over a thousand requests, is a
+// hundred admits, none saved up by a pause.
+func TestSlicedShareAdmitsItsFraction(t *testing.T) {
+	var q shareBucket
+	q.slice(0.1, int64(time.Second))
+	admits := 0
+	for i := range 1000 {
+		now := int64(i) * int64(time.Millisecond)
+		if i == 500 {
+			now += int64(time.Hour) // a pause earns nothing
+		}
+		if ok, wait := q.take(1, now); ok {
+			admits++
+		} else if wait != time.Second {
+			t.Fatalf("refused with a wait of %v; want the second given", wait)
+		}
+	}
+	if admits < 99 || admits > 101 {
+		t.Fatalf("a tenth of 1,000 requests admitted %d; want 100", admits)
+	}
+	// Bigger requests earn in proportion: 100 requests of 5 tokens earn 50
+	// tokens, 10 admits.
+	admits = 0
+	for range 100 {
+		if ok, _ := q.take(5, 0); ok {
+			admits++
+		}
+	}
+	if admits < 9 || admits > 11 {
+		t.Fatalf("a tenth of 100 requests of 5 tokens: %d admits; want 10", admits)
+	}
+}
+
+// While the replica is empty, a sliced share saves up nothing: each
+// refused request spends the credit as an admit would, so when the
+// replica refills, this node's next admits come at its fraction again,
+// not at once. (Priced as a bucket, every node of a thousand spent its
+// saved token in the same few milliseconds.)
+func TestSlicedShareSavesNothingWhileTheReplicaIsEmpty(t *testing.T) {
+	var q shareBucket
+	q.slice(0.1, int64(time.Second))
+	for range 1000 {
+		q.forfeit(1, 0, false)
+	}
+	admits := 0
+	for range 10 {
+		if ok, _ := q.take(1, 0); ok {
+			admits++
+		}
+	}
+	if admits > 1 {
+		t.Fatalf("after 1,000 refusals by the replica, %d of the next 10 requests admitted; want at most 1", admits)
+	}
+	// A share taken for an admit that then did not happen (a lost
+	// compare-and-swap) comes back whole.
+	q.credit.Store(0)
+	q.giveBack(3, 0)
+	if room := q.room(0); room != 3 {
+		t.Fatalf("room %d after giving 3 back; want 3", room)
+	}
+	// A share taken and then refused by the replica is spent: forfeit
+	// with held gives nothing back.
+	q.forfeit(3, 0, true)
+	if room := q.room(0); room != 3 {
+		t.Fatalf("room %d after a held forfeit; want it unchanged at 3", room)
+	}
+	// Priced as a bucket again, the share forgets its slicing.
+	q.set(int64(10*time.Millisecond), int64(20*time.Millisecond), 0)
+	if q.slicing() {
+		t.Fatal("a share priced as a bucket still slices")
+	}
+}

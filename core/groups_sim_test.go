@@ -261,3 +261,32 @@ func TestMatesHearEachOtherDirectly(t *testing.T) {
 		t.Errorf("1.5 s after the crash, %d nodes of other groups still count it in sight", othersLater)
 	}
 }
+
+// Shares under a token a window (300 nodes sharing 300 tokens a second,
+// offered ten times that): before they were sliced, such shares were
+// switched off, or saved up their token while the replica was empty, and
+// the nodes spent the cluster's refills together, in bursts of 40 to 60
+// every 150 ms that the other groups heard of only after they landed (+53
+// over R·w + B in the worst second). Sliced, the admits come at the rate:
+// no 50 ms after the first second holds twice its part of R, and no
+// second goes over R·w + 1.1·B.
+func TestTinySharesDoNotBurst(t *testing.T) {
+	t.Parallel()
+	const n, rate = 300, 300
+	c := runScenario(t, scenario{name: "tiny shares", nodes: n, rate: rate, burst: rate, duration: 4 * time.Second}, false)
+	r := c.measure()
+	if math.Abs(r.errPct) > 2 || r.worstOver > rate/10 {
+		t.Errorf("total %+.2f%%, worst second %+d; bounds ±2%% and B/10", r.errPct, r.worstOver)
+	}
+	const bin = 50 // ms
+	s := c.series()
+	for from := int(time.Second / time.Millisecond); from+bin <= len(s); from += bin {
+		var got int64
+		for _, a := range s[from : from+bin] {
+			got += a
+		}
+		if got > 2*rate*bin/1000 {
+			t.Errorf("%d admitted in the 50 ms from %d ms; want at most %d (twice the rate)", got, from, 2*rate*bin/1000)
+		}
+	}
+}

@@ -161,17 +161,24 @@ func TestAStallUnderSharingEndsAtTheSharedRate(t *testing.T) {
 // at most by what a node could be offered in the time since its last frame,
 // every conversion saturates the same way on every processor, and the
 // cluster still admits its rate: the share only ever holds back the lowest
-// quarter of the bucket, and anyone may take tokens above it.
+// quarter of the bucket, and anyone may take tokens above it. A bucket of
+// 10 for 3 nodes slices the shares (an even split under four tokens): the
+// lie costs a sliced cluster nothing either.
 func TestAHugeDemandSaturates(t *testing.T) {
 	const rate = 1000
-	for _, lie := range []uint64{1 << 63, math.MaxUint64} {
+	for _, c := range []struct {
+		lie   uint64
+		burst int64
+	}{{1 << 63, rate}, {math.MaxUint64, rate}, {1 << 63, 10}} {
+		lie := c.lie
 		run := func(change func(*gopherpace.TestFrame)) ([]int, []int) {
 			net := memtransport.New()
-			lims, taps := tappedCluster(t, net, 3, gopherpace.WithRefillRate(rate))
+			lims, taps := tappedCluster(t, net, 3, gopherpace.WithRefillRate(rate), gopherpace.WithBucketSize(c.burst))
 			liar(t, net, lims, taps, []int{0, 1}, "", 2*time.Second, nil)
 			during := liar(t, net, lims, taps, []int{0, 1}, "n2", 200*time.Millisecond, change)
 			// While the lie is in the peers' demand estimates, the share is
-			// either off or priced within range.
+			// off, priced within range, or sliced (a fraction of the
+			// tokens asked for) with a refusal's wait of a window at most.
 			for _, l := range lims[:2] {
 				if iv, on := gopherpace.ShareInterval(l); on && (iv < 1 || iv > time.Second) {
 					t.Fatalf("demand %d: share priced at %d ns a token", lie, iv)

@@ -573,7 +573,7 @@ func (h *hub) deliver(from string, f []byte, relayed bool) {
 // own.
 func (h *hub) armRelayLocked() {
 	if h.stopRelay == nil && (h.rel.pending() || h.rel.latestWaiting()) {
-		h.stopRelay = h.clock.AfterFunc(time.Duration(relayDelay(h.tick)), h.flush)
+		h.stopRelay = h.clock.AfterFunc(time.Duration(relayDelay(h.tick, len(h.rel.view.mates))), h.flush)
 	}
 }
 

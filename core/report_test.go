@@ -211,6 +211,16 @@ func TestScaleReport(t *testing.T) {
 		if lo < 0.9 || hi > 1.1 {
 			t.Errorf("N = %d: a node's admit ratio is %.2f–%.2f of the cluster's, bound ±10%%", n, lo, hi)
 		}
+		if r.worstOver > c.sc.burst/10 {
+			t.Errorf("N = %d: a second admitted %+d over R·w + B, bound B/10 (%d)", n, r.worstOver, c.sc.burst/10)
+		}
+		if n >= 100 && r.peerDatagramsPerSec > 1000 {
+			t.Errorf("N = %d: %.0f datagrams a second per node, bound 1,000", n, r.peerDatagramsPerSec)
+		}
+		// Issue 23's byte targets, for totals of the run's own age.
+		if bound, ok := map[int]float64{100: 30e3, 300: 45e3, 1000: 80e3}[n]; ok && !rw.aged && r.peerBytesPerSec > bound {
+			t.Errorf("N = %d: %.1f KB a second per node, bound %.0f KB", n, r.peerBytesPerSec/1000, bound/1000)
+		}
 	}
 	// N = 100 at longer gossip intervals: fewer heartbeats, slower to see
 	// a partition (docs/operations.md sizes the interval).

@@ -121,11 +121,14 @@ func (s *sender) wake(now int64) {
 // short time keeps the cluster fair: a node whose admits stayed unreported
 // longer would let its peers spend tokens it had already spent, and busy
 // nodes, which flush more often, would win more and more of the bucket.
+// While the share is sliced, the count waits for the tick instead: the
+// share paces this node's admits, a few a second at most, and reported
+// one by one they cost a datagram to every mate each.
 // Lock-free: the request path calls it.
 func (s *sender) counted(v, n int64, p *rule) {
 	if at := p.flushAt.Load(); v >= at && v-n < at {
 		s.kick()
-	} else if v == n {
+	} else if v == n && !s.fair.share.slicing() {
 		s.armFlush()
 	}
 }
