@@ -91,3 +91,6 @@ func ShareInterval(l *Limiter) (time.Duration, bool) {
 // GroupOf is the group of the node named name in a cluster of n nodes
 // without zones.
 func GroupOf(name string, n int) int { return groupOf(name, groupCount(n)) }
+
+// ShareSliced reports whether l's share is on and sliced.
+func ShareSliced(l *Limiter) bool { return engineOf(l).fair.share.slicing() }

@@ -200,3 +200,41 @@ func TestAHugeDemandSaturates(t *testing.T) {
 		}
 	}
 }
+
+// In a cluster whose shares are sliced (3 nodes, a bucket of 10: an even
+// split under four tokens), a peer that claims a demand a thousand times
+// the cluster's would shrink every honest share to a thousandth: sliced at
+// that, the honest nodes would hold the bottom quarter of the bucket back
+// from everyone. A share under a tenth of an even split is switched off
+// instead, and the cluster admits its rate. (A quarter of a bucket of 10
+// is too little to show in the count; the shares' state is what fails
+// without the switch-off.)
+func TestASlicedShareIsOffUnderAnAbsurdDemand(t *testing.T) {
+	const rate, burst = 1000, 10
+	net := memtransport.New()
+	lims, taps := tappedCluster(t, net, 3, gopherpace.WithRefillRate(rate), gopherpace.WithBucketSize(burst))
+	honest := liar(t, net, lims, taps, []int{0, 1}, "", 2*time.Second, nil)
+	if !gopherpace.ShareSliced(lims[0]) || !gopherpace.ShareSliced(lims[1]) {
+		t.Fatal("the honest cluster's shares are not sliced; the test does not test what it says")
+	}
+	// The loaded nodes ask 4,000 a second between them; the liar claims
+	// 4,000 more every millisecond of its replays.
+	var claimed uint64
+	lie := func(f *gopherpace.TestFrame) {
+		if claimed == 0 {
+			claimed = f.DemandSum
+		}
+		claimed += 40_000
+		f.DemandSum = claimed
+	}
+	during := liar(t, net, lims, taps, []int{0, 1}, "n2", time.Second, lie)
+	for i, l := range lims[:2] {
+		if gopherpace.ShareSliced(l) {
+			t.Errorf("node %d: its share is sliced under the lie", i)
+		}
+	}
+	t.Logf("admitted %v in 1 s under the lie, %v in 2 s before it", during, honest)
+	if got := sum(during); got < rate*95/100 || got > rate+rate/10 {
+		t.Errorf("the cluster admitted %d in 1 s under the lie; want its rate, %d", got, rate)
+	}
+}
