@@ -21,7 +21,7 @@ func names(n int, prefix string) []string {
 // every other group exactly one member of the first covers the second, so
 // that a group's frames reach every other group once.
 func TestGroupsCoverEveryGroupOnce(t *testing.T) {
-	for _, n := range []int{groupsFrom, 100, 300, 1000} {
+	for _, n := range []int{groupsFrom, 30, 64, 100, 300, 1000} {
 		all := names(n, "pod-abcdef")
 		views := make(map[string]groupView, n)
 		for i, self := range all {
@@ -44,7 +44,9 @@ func TestGroupsCoverEveryGroupOnce(t *testing.T) {
 		}
 		mean := float64(n) / float64(count)
 		for g, size := range sizes {
-			if float64(size) < mean/3 || float64(size) > mean*2 {
+			// A hash splits a few dozen names unevenly: at 11 nodes, a
+			// group of one beside groups of five. The bounds hold from 64.
+			if n >= 64 && (float64(size) < mean/3 || float64(size) > mean*2) {
 				t.Errorf("N = %d: group %d has %d members; the mean is %.1f", n, g, size, mean)
 			}
 		}
@@ -114,7 +116,7 @@ func TestSmallClustersAreNotGrouped(t *testing.T) {
 }
 
 // With two zones or more the groups follow them, at any N: each zone is a
-// group, split by hash once it holds groupsFrom nodes; every node agrees.
+// group, split by hash once it holds zoneSplitFrom nodes; every node agrees.
 func TestGroupsFollowZones(t *testing.T) {
 	zoneOf := func(name string) string {
 		var i int
@@ -155,9 +157,10 @@ func TestGroupsFollowZones(t *testing.T) {
 			}
 		}
 	}
-	// One zone, or none known: grouped by N alone.
+	// One zone, or none known: grouped by N alone, as without zones.
 	all := names(40, "n")
-	if v := newGroupView(all[0], all[1:], func(string) string { return "one" }); v.grouped() {
-		t.Fatal("40 nodes of one zone are grouped")
+	one := newGroupView(all[0], all[1:], func(string) string { return "one" })
+	if none := newGroupView(all[0], all[1:], nil); one.count != none.count || one.mine != none.mine || !slices.Equal(one.mates, none.mates) {
+		t.Fatalf("40 nodes of one zone: %d groups, mates %v; without zones %d, %v", one.count, one.mates, none.count, none.mates)
 	}
 }

@@ -39,8 +39,8 @@ type Transport interface {
 	Close() error
 }
 
-// Unicaster is a Transport that can also send to one member. In a large
-// cluster (groupsFrom nodes or more) the limiters of a transport that is
+// Unicaster is a Transport that can also send to one member. In a
+// cluster of 11 nodes or more the limiters of a transport that is
 // one send each datagram to the few peers of their group and relay the
 // rest, instead of broadcasting it to every peer (groups.go,
 // docs/design.md "Groups"); over a Transport that is not, every frame
@@ -56,7 +56,7 @@ type Unicaster interface {
 // Zoner is a Transport that knows each member's zone (or region, or
 // rack): a label such as the Kubernetes topology.kubernetes.io/zone. When
 // the cluster spans two zones or more, the groups of a Unicaster follow
-// the zones (each zone a group, or several once it holds groupsFrom
+// the zones (each zone a group, or several once it holds zoneSplitFrom
 // nodes), so that a frame crosses from one zone to another once, to one
 // node that spreads it there, instead of once per node of the other zone.
 type Zoner interface {
