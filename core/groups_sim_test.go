@@ -276,15 +276,18 @@ func TestTinySharesDoNotBurst(t *testing.T) {
 	const n, rate = 150, 150
 	c := runScenario(t, scenario{name: "tiny shares", nodes: n, rate: rate, burst: rate, duration: 3 * time.Second}, false)
 	r := c.measure()
-	// The total's bound is 3% over this short run: sliced from a cold
-	// start, the shares begin at a phase of their own and earn their first
-	// tokens over a second, which leaves about a tenth of a bucket unspent
-	// once (−2.67% here; under 1% over 8 s at N = 1,000).
-	if math.Abs(r.errPct) > 3 || r.worstOver > rate/10 {
-		t.Errorf("total %+.2f%%, worst second %+d; bounds ±3%% and B/10", r.errPct, r.worstOver)
+	// Sliced from a cold start, the shares begin at a phase of their own
+	// and earn their first tokens over a second or two, which leaves about
+	// a tenth of a bucket unspent once (here 16 to 20 tokens, −2.7% to
+	// −3.3% of this short run; under 1% over 8 s at N = 1,000): the total
+	// may fall short by a fifth of a bucket, and never exceed R·t + B by a
+	// tenth.
+	if short := r.ideal - r.total; short > rate/5 || -short > rate/10 || r.worstOver > rate/10 {
+		t.Errorf("total %d against R·t+B = %d (%+.2f%%), worst second %+d; bounds −B/5, +B/10 and B/10", r.total, r.ideal, r.errPct, r.worstOver)
 	}
 	const bin = 50 // ms
 	s := c.series()
+
 	for from := int(time.Second / time.Millisecond); from+bin <= len(s); from += bin {
 		var got int64
 		for _, a := range s[from : from+bin] {
