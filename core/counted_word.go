@@ -137,9 +137,7 @@ func (c *countedBucket) allow(p *rule, at bucketTime, q *shareBucket) (ok bool, 
 		base := spent(w, at, p)
 		next := base + cost
 		if next > p.tolerance {
-			if q.needed(next, p.tolerance) {
-				q.forfeit(1, now, quotaHeld)
-			}
+			q.forfeit(1, now, quotaHeld)
 			c.settle(w, p, base, at)
 			return false, time.Duration(next - p.tolerance), 0, true, contended
 		}
@@ -181,9 +179,7 @@ func (c *countedBucket) take(d *Decision, p *rule, at bucketTime, n int64, q *sh
 		base := spent(w, at, p)
 		next := base + cost
 		if next > p.tolerance {
-			if q.needed(next, p.tolerance) {
-				q.forfeit(n, now, quotaHeld)
-			}
+			q.forfeit(n, now, quotaHeld)
 			p.fillDenied(d, now+base, now, now+next, unit)
 			c.settle(w, p, base, at)
 			return 0, true

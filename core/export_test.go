@@ -11,6 +11,9 @@ import (
 // harness's baseline.
 func WithFloorAtZero() Option { return func(c *config) { c.floorAtZero = true } }
 
+// GroupsFrom is the cluster size from which limiters send through groups.
+const GroupsFrom = groupsFrom
+
 // WireLimiterID is the 8-byte limiter identity that frames carry for id.
 func WireLimiterID(id string) uint64 { return hashKey(0, id) }
 

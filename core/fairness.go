@@ -248,14 +248,15 @@ func (q *shareBucket) takeSlice(n int64) (bool, time.Duration) {
 	}
 }
 
-// forfeit is a request that needed share and that the replica refused; held
-// says its share was taken already. A sliced share spends its credit as on
-// an admit, so that it saves up nothing while the replica is empty; a
-// share bucket gets back what was taken, as the bucket's refill paces it.
+// forfeit is a request the replica refused (below the gate, so one that
+// needs share while the bucket is contended); held says its share was
+// taken already. A sliced share spends its credit as on an admit, so that
+// it saves up nothing while the replica is empty; a share bucket gets
+// back what was taken, as the bucket's refill paces it.
 func (q *shareBucket) forfeit(n, now int64, held bool) {
 	switch {
 	case q.sliced.Load():
-		if !held {
+		if !held && q.on.Load() {
 			q.takeSlice(n)
 		}
 	case held:

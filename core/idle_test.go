@@ -76,7 +76,11 @@ func TestAnUnusedLimiterSendsNothing(t *testing.T) {
 			// Grouped (25 nodes), the relayed frames bring news for a few
 			// ticks longer, and the nodes go quiet between 4 and 6 s after
 			// the load, not 3.
-			net.Advance(map[bool]time.Duration{true: 6, false: 3}[n >= 11] * time.Second)
+			quietIn := 3 * time.Second
+			if n >= gopherpace.GroupsFrom {
+				quietIn = 6 * time.Second
+			}
+			net.Advance(quietIn)
 			before = sent(lims)
 			net.Advance(5 * time.Second)
 			for i, b := range sent(lims) {
