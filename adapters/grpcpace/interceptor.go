@@ -23,6 +23,8 @@ type interceptor struct {
 	cfg     config
 	server  bool
 	headers bool // server interceptors send header metadata
+	waits   bool // a client that waits for its tokens (WithWait)
+	bare    bool // an admitted call carries nothing: no fields, Decision in the context or refund
 }
 
 // An rpc is what the flow reads a call by: its context and method.
@@ -72,6 +74,8 @@ func build(l *gopherpace.Limiter, server bool, opts []Option) (*interceptor, err
 	}
 	x := &interceptor{gate: g, flow: flow, cfg: c, server: server}
 	x.headers = server && g.HasFields(gopherpace.Decision{Allowed: true})
+	x.waits = c.wait && !server
+	x.bare = !x.headers && !(g.DecisionInContext() && server) && c.refund == nil
 	return x, nil
 }
 
@@ -91,6 +95,9 @@ func callPeer(c rpc) (netip.Addr, string) {
 		return netip.Addr{}, ""
 	}
 	if ta, ok := p.Addr.(*net.TCPAddr); ok {
+		if ip4 := ta.IP.To4(); ip4 != nil {
+			return netip.AddrFrom4([4]byte(ip4)), ""
+		}
 		if a, ok := netip.AddrFromSlice(ta.IP); ok {
 			return a, ""
 		}
@@ -113,41 +120,65 @@ func callForwarded(c rpc) ([]string, string) {
 // context for the handler, and, when refunds are on, the request to settle
 // when the call ends.
 func (x *interceptor) check(ctx context.Context, method string, perMessage bool) (context.Context, *adapter.Request, error) {
-	c, g := &x.cfg, x.gate
-	var req adapter.Request
-	if c.wait && !x.server && !perMessage {
-		switch x.flow.Prepare(rpc{ctx, method}, &req) {
-		case adapter.Skip:
-			return ctx, nil, nil
-		case adapter.Fail:
-			return ctx, nil, x.fail(req.Err())
-		}
-		return ctx, nil, x.wait(ctx, &req)
+	if x.waits && !perMessage {
+		return ctx, nil, x.prepareAndWait(ctx, method)
 	}
-	switch x.flow.Decide(rpc{ctx, method}, &req) {
-	case adapter.Skip:
+	var req adapter.Request
+	step := x.flow.Decide(rpc{ctx, method}, &req)
+	if step == adapter.Skip || step == adapter.Admit && (perMessage || x.bare) {
+		// Fields, the Decision in the context and refunds are per call,
+		// not per message; most servers use none of them.
 		return ctx, nil, nil
+	}
+	return x.decided(ctx, method, perMessage, step, &req)
+}
+
+// decided answers a call the flow failed or denied, or an admitted call
+// that carries more than the limiter's yes (see admitted).
+func (x *interceptor) decided(ctx context.Context, method string, perMessage bool, step adapter.Step, req *adapter.Request) (context.Context, *adapter.Request, error) {
+	switch step {
+	case adapter.Admit:
+		return x.admitted(ctx, req)
 	case adapter.Fail:
 		return ctx, nil, x.fail(req.Err())
 	}
-	d := req.Decision()
 	if x.headers && !perMessage {
-		x.sendHeaders(ctx, &req)
+		x.sendHeaders(ctx, req)
 	}
-	if !d.Allowed {
-		if c.deny != nil {
-			return ctx, nil, c.deny(ctx, method, d)
-		}
-		return ctx, nil, denied(d, g.DeniedBy(&req))
+	d := req.Decision()
+	if x.cfg.deny != nil {
+		return ctx, nil, x.cfg.deny(ctx, method, d)
 	}
-	if g.DecisionInContext() && x.server && !perMessage {
+	return ctx, nil, denied(d, x.gate.DeniedBy(req))
+}
+
+// admitted is what an admitted call carries beyond the limiter: its
+// fields, its Decision in the context, and its refund.
+func (x *interceptor) admitted(ctx context.Context, req *adapter.Request) (context.Context, *adapter.Request, error) {
+	if x.headers {
+		x.sendHeaders(ctx, req)
+	}
+	d := req.Decision()
+	if x.gate.DecisionInContext() && x.server {
 		ctx = context.WithValue(ctx, decisionKey{}, d)
 	}
-	if c.refund != nil && !perMessage && !d.Shadowed {
-		settle := req // escapes only when refunds are on
+	if x.cfg.refund != nil && !d.Shadowed {
+		settle := *req // escapes only when refunds are on
 		return ctx, &settle, nil
 	}
 	return ctx, nil, nil
+}
+
+// prepareAndWait spends a waiting client's call from the limiter.
+func (x *interceptor) prepareAndWait(ctx context.Context, method string) error {
+	var req adapter.Request
+	switch x.flow.Prepare(rpc{ctx, method}, &req) {
+	case adapter.Skip:
+		return nil
+	case adapter.Fail:
+		return x.fail(req.Err())
+	}
+	return x.wait(ctx, &req)
 }
 
 // wait spends the call's tokens from the limiter, waiting for them as
@@ -268,8 +299,15 @@ func BuildClient(l *gopherpace.Limiter, opts ...Option) (ClientInterceptors, err
 	return ClientInterceptors{Unary: x.unaryClient, Stream: x.streamClient}, nil
 }
 
+// unaryServer is check for a server's call (a server never waits), with
+// the common admit (nothing to carry) a straight line to the handler.
 func (x *interceptor) unaryServer(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	ctx, spent, err := x.check(ctx, info.FullMethod, false)
+	var r adapter.Request
+	step := x.flow.Decide(rpc{ctx, info.FullMethod}, &r)
+	if step == adapter.Skip || step == adapter.Admit && x.bare {
+		return handler(ctx, req)
+	}
+	ctx, spent, err := x.decided(ctx, info.FullMethod, false, step, &r)
 	if err != nil {
 		return nil, err
 	}

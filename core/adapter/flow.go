@@ -37,7 +37,7 @@ type Flow[C any] struct {
 	named   bool
 	fwd     func(C) (forwardedFor []string, realIP string)
 	clone   bool
-	fastIP4 bool // no trusted proxies: an IPv4 peer's address is its key as written
+	fastIP4 bool // no trusted proxies: the peer is the client, and an IPv4 address as written is its key
 }
 
 // Hooks are the framework's part of a Flow: how to read its requests.
@@ -194,9 +194,13 @@ func (f *Flow[C]) clientKey(c C, r *Request) error {
 		}
 		addr = a
 	}
+	if f.fastIP4 {
+		r.ownKey(clientip.AppendKey(r.buf[:0], addr, f.gate.ip.Prefix6()))
+		return nil
+	}
 	var xff []string
 	var real string
-	if !f.fastIP4 && f.gate.ip.Trusts(addr) {
+	if f.gate.ip.Trusts(addr) {
 		xff, real = f.fwd(c)
 	}
 	r.ownKey(f.gate.ip.AppendKeyAddr(r.buf[:0], addr, xff, real))

@@ -1,6 +1,7 @@
 package clientip
 
 import (
+	"math/rand/v2"
 	"net/http"
 	"net/netip"
 	"testing"
@@ -140,4 +141,36 @@ func FuzzIPv4Host(f *testing.F) {
 			}
 		}
 	})
+}
+
+// An IPv4 key is the address as netip writes it, mapped into IPv6 or not,
+// appended after whatever dst holds, whatever dst's capacity: every value
+// of every byte, and random addresses besides.
+func TestIPv4KeyIsTheAddressAsNetipWritesIt(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	check := func(a [4]byte) {
+		addr := netip.AddrFrom4(a)
+		want := addr.String()
+		for _, in := range []netip.Addr{addr, netip.AddrFrom16(addr.As16())} {
+			if got := string(AppendKey(nil, in, DefaultIPv6Prefix)); got != want {
+				t.Fatalf("AppendKey(nil, %v) = %q, want %q", in, got, want)
+			}
+			dst := make([]byte, 3, 3+rng.IntN(20))
+			copy(dst, "ab:")
+			if got := string(AppendKey(dst, in, DefaultIPv6Prefix)); got != "ab:"+want {
+				t.Fatalf("AppendKey(%q, %v) = %q, want %q", dst, in, got, "ab:"+want)
+			}
+		}
+	}
+	for pos := range 4 {
+		for v := range 256 {
+			a := [4]byte{byte(rng.Uint32()), byte(rng.Uint32()), byte(rng.Uint32()), byte(rng.Uint32())}
+			a[pos] = byte(v)
+			check(a)
+		}
+	}
+	for range 10_000 {
+		u := rng.Uint32()
+		check([4]byte{byte(u >> 24), byte(u >> 16), byte(u >> 8), byte(u)})
+	}
 }
