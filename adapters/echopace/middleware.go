@@ -76,20 +76,22 @@ type rateLimiter struct {
 
 func (m *rateLimiter) serve(c echo.Context, next echo.HandlerFunc) error {
 	var req adapter.Request
-	switch m.flow.Decide(c, &req) {
+	step := m.flow.Decide(c, &req)
+	switch step {
 	case adapter.Skip:
 		return next(c)
 	case adapter.Fail:
 		return m.fail(c, req.Err())
 	}
-	g, d := m.gate, req.Decision()
-	if g.HasFields(d) {
+	g := m.gate
+	if g.HasFields(&req) {
 		g.SetHeaders(c.Response().Header(), &req)
 	}
 	if g.DecisionInContext() {
-		c.Set(ContextKey, d)
+		c.Set(ContextKey, req.Decision())
 	}
-	if !d.Allowed {
+	if step == adapter.Deny {
+		d := req.Decision()
 		if m.cfg.deny != nil {
 			return m.cfg.deny(c, d)
 		}

@@ -9,6 +9,7 @@ import (
 	"github.com/gofiber/fiber/v2/utils"
 	gopherpace "github.com/pedreviljoen/gopherpace/core"
 	"github.com/pedreviljoen/gopherpace/core/adapter"
+	"github.com/pedreviljoen/gopherpace/core/headers"
 )
 
 // ContextKey is the c.Locals key of the Decision (WithDecisionInContext).
@@ -59,6 +60,10 @@ func Build(l *gopherpace.Limiter, opts ...Option) (fiber.Handler, error) {
 	return m.serve, nil
 }
 
+// The draft fields' names, for fasthttp's setters: most responses carry
+// just these two (Gate.AdmittedDraft).
+var rateLimitPolicy, rateLimit = []byte(headers.RateLimitPolicy), []byte(headers.RateLimit)
+
 type middleware struct {
 	cfg  config
 	gate *adapter.Gate
@@ -67,14 +72,19 @@ type middleware struct {
 
 func (m *middleware) serve(c *fiber.Ctx) error {
 	var req adapter.Request
-	switch m.flow.Decide(c, &req) {
+	step := m.flow.Decide(c, &req)
+	switch step {
 	case adapter.Skip:
 		return c.Next()
 	case adapter.Fail:
 		return m.fail(c, req.Err())
 	}
-	g, d := m.gate, req.Decision()
-	if g.HasFields(d) {
+	g := m.gate
+	if p, l, ok := g.AdmittedDraft(&req); ok {
+		h := &c.Response().Header
+		h.SetCanonical(rateLimitPolicy, utils.UnsafeBytes(p))
+		h.SetCanonical(rateLimit, utils.UnsafeBytes(l))
+	} else if g.HasFields(&req) {
 		var f adapter.Fields
 		g.RenderRequest(&f, &req)
 		h := &c.Response().Header
@@ -84,9 +94,10 @@ func (m *middleware) serve(c *fiber.Ctx) error {
 		}
 	}
 	if g.DecisionInContext() {
-		c.Locals(ContextKey, d)
+		c.Locals(ContextKey, req.Decision())
 	}
-	if !d.Allowed {
+	if step == adapter.Deny {
+		d := req.Decision()
 		if m.cfg.deny != nil {
 			return m.cfg.deny(c, d)
 		}

@@ -65,7 +65,8 @@ type middleware struct {
 
 func (m *middleware) serve(c *gin.Context) {
 	var req adapter.Request
-	switch m.flow.Decide(c, &req) {
+	step := m.flow.Decide(c, &req)
+	switch step {
 	case adapter.Skip:
 		c.Next()
 		return
@@ -73,14 +74,15 @@ func (m *middleware) serve(c *gin.Context) {
 		m.fail(c, req.Err())
 		return
 	}
-	g, d := m.gate, req.Decision()
-	if g.HasFields(d) {
+	g := m.gate
+	if g.HasFields(&req) {
 		g.SetHeaders(c.Writer.Header(), &req)
 	}
 	if g.DecisionInContext() {
-		c.Set(ContextKey, d)
+		c.Set(ContextKey, req.Decision())
 	}
-	if !d.Allowed {
+	if step == adapter.Deny {
+		d := req.Decision()
 		if m.cfg.deny != nil {
 			m.cfg.deny(c, d)
 			return

@@ -73,7 +73,7 @@ func build(l *gopherpace.Limiter, server bool, opts []Option) (*interceptor, err
 		return nil, fmt.Errorf("grpcpace: %w", err)
 	}
 	x := &interceptor{gate: g, flow: flow, cfg: c, server: server}
-	x.headers = server && g.HasFields(gopherpace.Decision{Allowed: true})
+	x.headers = server && g.AdmitsHaveFields()
 	x.waits = c.wait && !server
 	x.bare = !x.headers && !(g.DecisionInContext() && server) && c.refund == nil
 	return x, nil

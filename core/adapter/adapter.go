@@ -170,11 +170,16 @@ func (g *Gate) DecisionInContext() bool { return g.inCtx }
 // then keep the key and cost until the response is known.
 func (g *Gate) Refunds() bool { return g.refund != nil }
 
-// HasFields reports whether d gets any response fields: every denial
-// does (Retry-After), an admit only unless the style is headers.None.
-func (g *Gate) HasFields(d gopherpace.Decision) bool {
-	return !d.Allowed || g.style != headers.None
+// HasFields reports whether the request's decision gets any response
+// fields: every denial does (Retry-After), an admit only unless the style
+// is headers.None.
+func (g *Gate) HasFields(r *Request) bool {
+	return !r.d.Allowed || g.AdmitsHaveFields()
 }
+
+// AdmitsHaveFields reports whether an admitted request gets response
+// fields: unless the style is headers.None.
+func (g *Gate) AdmitsHaveFields() bool { return g.style != headers.None }
 
 // Fields holds one response's fields: for frameworks whose headers are
 // not an http.Header. Declare it on the stack and fill it with

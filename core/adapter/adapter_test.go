@@ -3,6 +3,7 @@ package adapter_test
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"net/netip"
 	"strings"
@@ -113,8 +114,11 @@ func TestDecideFieldsAndRefunds(t *testing.T) {
 		}
 	}
 	none, _ := adapter.Configure(l, "x", []adapter.Option{adapter.Headers(headers.None)})
-	if none.HasFields(r.Decision()) || !none.HasFields(denied.Decision()) || !g.HasFields(r.Decision()) {
+	if none.HasFields(&r) || !none.HasFields(&denied) || !g.HasFields(&r) {
 		t.Fatal("HasFields: want fields on every denial, and on admits unless the style is None")
+	}
+	if none.AdmitsHaveFields() || !g.AdmitsHaveFields() {
+		t.Fatal("AdmitsHaveFields: want fields on admits unless the style is None")
 	}
 }
 
@@ -201,5 +205,49 @@ func TestErrorsKeepTheirChains(t *testing.T) {
 	_, err = adapter.Configure(l, "someadapter", []adapter.Option{adapter.Also(other, "a"), adapter.Also(other, "b")})
 	if err == nil || !strings.Contains(err.Error(), `WithAlso("b") is given the same limiter as WithAlso("a")`) {
 		t.Errorf("one limiter in two further limits: %v", err)
+	}
+}
+
+// AdmittedDraft gives an admit's two draft fields as RenderRequest renders
+// them, for random costs and bucket sizes, and declines everything else:
+// a denial, another style, further limits.
+func TestAdmittedDraftIsTheRenderedFields(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for range 200 {
+		burst := 1 + rng.Int64N(50)
+		l := newLimiter(t, 1+rng.Int64N(1000), burst)
+		style := []headers.Style{headers.Draft, headers.Legacy, headers.Both, headers.None}[rng.IntN(4)]
+		g, err := adapter.Configure(l, "x", []adapter.Option{adapter.Headers(style)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := adapter.Request{Cost: 1 + rng.Int64N(burst)}
+		r.Keys[0] = "k"
+		for range 1 + rng.IntN(3) { // a later one may be denied
+			if err := g.Decide(&r); err != nil {
+				t.Fatal(err)
+			}
+		}
+		p, lim, ok := g.AdmittedDraft(&r)
+		if want := style == headers.Draft && r.Decision().Allowed; ok != want {
+			t.Fatalf("%v, %+v: AdmittedDraft ok = %v", style, r.Decision(), ok)
+		}
+		if !ok {
+			continue
+		}
+		var f adapter.Fields
+		g.RenderRequest(&f, &r)
+		if f.Len() != 2 || f.Name(0) != headers.RateLimitPolicy || f.Value(0) != p || f.Name(1) != headers.RateLimit || f.Value(1) != lim {
+			t.Fatalf("AdmittedDraft %q, %q; RenderRequest %d fields: %s=%q, %s=%q", p, lim, f.Len(), f.Name(0), f.Value(0), f.Name(1), f.Value(1))
+		}
+	}
+	own, further := newLimiter(t, 1, 2), newLimiter(t, 1, 2)
+	g, _ := adapter.Configure(own, "x", []adapter.Option{adapter.Also(further, "f")})
+	r := adapter.Request{Keys: [adapter.MaxLimits]string{"a", "b"}, Cost: 1}
+	if err := g.Decide(&r); err != nil || !r.Decision().Allowed {
+		t.Fatal(err)
+	}
+	if _, _, ok := g.AdmittedDraft(&r); ok {
+		t.Fatal("AdmittedDraft with further limits: their fields list every policy")
 	}
 }

@@ -37,7 +37,7 @@ func ExampleNewFlow() {
 			http.Error(w, msg, status)
 			return
 		}
-		if d := req.Decision(); gate.HasFields(d) {
+		if gate.HasFields(&req) {
 			gate.SetHeaders(w.Header(), &req)
 		}
 		if !req.Decision().Allowed {

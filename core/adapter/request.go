@@ -104,7 +104,9 @@ func (g *Gate) Decide(r *Request) error {
 // allocation, but for the draft values of several policies (two).
 func (g *Gate) SetHeaders(h http.Header, r *Request) {
 	if g.limits == nil {
-		g.policy.SetHeader(h, render.Decision(r.d), r.at)
+		if !g.policy.SetAdmitted(h, (*render.Decision)(&r.d)) {
+			g.policy.SetHeader(h, render.Decision(r.d), r.at)
+		}
 		return
 	}
 	var f Fields
@@ -112,11 +114,24 @@ func (g *Gate) SetHeaders(h http.Header, r *Request) {
 	f.f.SetHeader(h)
 }
 
+// AdmittedDraft is an admitted request's two draft fields, RateLimit-Policy
+// and RateLimit, when those are all its fields (the default style, one
+// limit); ok is false otherwise (render it with RenderRequest).
+func (g *Gate) AdmittedDraft(r *Request) (policy, limit string, ok bool) {
+	if g.limits != nil || g.policy.Style != render.Draft || !r.d.Allowed {
+		return "", "", false
+	}
+	policy, limit = g.policy.DraftTexts((*render.Decision)(&r.d))
+	return policy, limit, true
+}
+
 // RenderRequest renders the request's fields into f, as SetHeaders writes
 // them.
 func (g *Gate) RenderRequest(f *Fields, r *Request) {
 	if g.limits == nil {
-		f.f.Render(g.policy, render.Decision(r.d), r.at)
+		if !f.f.RenderAdmitted(&g.policy, (*render.Decision)(&r.d)) {
+			f.f.Render(g.policy, render.Decision(r.d), r.at)
+		}
 		return
 	}
 	n := len(g.policies)

@@ -69,7 +69,8 @@ func (m *Middleware) Wrap(next http.Handler) http.Handler {
 
 func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
 	var req adapter.Request
-	switch m.flow.Decide(r, &req) {
+	step := m.flow.Decide(r, &req)
+	switch step {
 	case adapter.Skip:
 		next.ServeHTTP(w, r)
 		return
@@ -77,14 +78,15 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		m.fail(w, r, req.Err())
 		return
 	}
-	g, d := m.gate, req.Decision()
-	if g.HasFields(d) {
+	g := m.gate
+	if g.HasFields(&req) {
 		g.SetHeaders(w.Header(), &req)
 	}
 	if g.DecisionInContext() {
-		r = r.WithContext(context.WithValue(r.Context(), decisionKey{}, d))
+		r = r.WithContext(context.WithValue(r.Context(), decisionKey{}, req.Decision()))
 	}
-	if !d.Allowed {
+	if step == adapter.Deny {
+		d := req.Decision()
 		if m.cfg.deny != nil {
 			m.cfg.deny(w, r, d)
 		} else {

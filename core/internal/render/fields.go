@@ -43,17 +43,37 @@ func (f *Fields) add(name string, v *value) {
 // Render renders q's fields in p's style into f. now is read only for the
 // legacy X-RateLimit-Reset, an absolute time.
 func (f *Fields) Render(p Policy, q Decision, now time.Time) {
-	if p.Style == Draft && q.Allowed {
-		// Most responses: the two draft fields, in each's order, without
-		// its calls.
-		t := p.tables()
-		f.names[0], f.values[0] = RateLimitPolicy, p.policyValue(t, q)
-		f.names[1], f.values[1] = RateLimit, p.limitValue(t, q)
-		f.n = 2
-		return
+	if !f.RenderAdmitted(&p, &q) {
+		f.n = 0
+		p.each(q, now, f.add)
 	}
-	f.n = 0
-	p.each(q, now, f.add)
+}
+
+// RenderAdmitted is Render for most responses, an admit in the draft
+// style, with nothing copied: it renders the two fields, in each's order
+// without its calls, and reports true, or, for any other decision or
+// style, renders nothing and reports false.
+func (f *Fields) RenderAdmitted(p *Policy, q *Decision) bool {
+	if p.Style != Draft || !q.Allowed {
+		return false
+	}
+	pv, lv := p.draftValues(q)
+	f.names[0], f.values[0] = RateLimitPolicy, pv
+	f.names[1], f.values[1] = RateLimit, lv
+	f.n = 2
+	return true
+}
+
+// DraftTexts are the values of an admit's draft fields, as text.
+func (p *Policy) DraftTexts(q *Decision) (policy, limit string) {
+	pv, lv := p.draftValues(q)
+	return pv.text(), lv.text()
+}
+
+// draftValues are the values of an admit's draft fields.
+func (p *Policy) draftValues(q *Decision) (policy, limit *value) {
+	t := p.tables()
+	return p.policyValue(t, q), p.limitValue(t, q)
 }
 
 // each calls add with each of q's fields in p's style, in order.
@@ -63,8 +83,8 @@ func (p Policy) each(q Decision, now time.Time, add func(name string, v *value))
 		add(RetryAfter, t.retryAfter.integer(RetryAfterSeconds(q.RetryAfter)))
 	}
 	if p.Style == Draft || p.Style == Both {
-		add(RateLimitPolicy, p.policyValue(t, q))
-		add(RateLimit, p.limitValue(t, q))
+		add(RateLimitPolicy, p.policyValue(t, &q))
+		add(RateLimit, p.limitValue(t, &q))
 	}
 	if p.Style == Legacy || p.Style == Both {
 		legacy(t, q, now, add)
@@ -94,14 +114,14 @@ func (f *Fields) RenderMany(ps []Policy, qs []Decision, q Decision, now time.Tim
 			if i > 0 {
 				b = append(b, ", "...)
 			}
-			b = append(b, p.policyValue(p.tables(), qs[i]).text()...)
+			b = append(b, p.policyValue(p.tables(), &qs[i]).text()...)
 		}
 		split := len(b)
 		for i, p := range ps {
 			if i > 0 {
 				b = append(b, ", "...)
 			}
-			b = appendLimitField(b, p.quotedName(), qs[i].Remaining, NextTokenSeconds(qs[i]))
+			b = appendLimitField(b, p.quotedName(), qs[i].Remaining, NextTokenSeconds(&qs[i]))
 		}
 		s := string(b)
 		pair := new([2]value)
@@ -122,7 +142,7 @@ func legacy(t *tables, q Decision, now time.Time, add func(name string, v *value
 }
 
 // tables are the policy's values; the zero Policy's are shared.
-func (p Policy) tables() *tables {
+func (p *Policy) tables() *tables {
 	if p.t == nil {
 		return defaultTables
 	}
@@ -130,7 +150,7 @@ func (p Policy) tables() *tables {
 }
 
 // quotedName is the policy's name as an sf-string.
-func (p Policy) quotedName() string {
+func (p *Policy) quotedName() string {
 	if p.quoted == "" {
 		return `"` + DefaultName + `"`
 	}
@@ -138,24 +158,33 @@ func (p Policy) quotedName() string {
 }
 
 // policyValue is the RateLimit-Policy value for q's bucket size and
-// window.
-func (p Policy) policyValue(t *tables, q Decision) *value {
+// window. A value kept before is found inline; renderPolicy makes one.
+func (p *Policy) policyValue(t *tables, q *Decision) *value {
 	if v := t.policy.find(q.BucketSize, int64(q.Window)); v != nil {
 		return v
 	}
+	return p.renderPolicy(t, q)
+}
+
+func (p *Policy) renderPolicy(t *tables, q *Decision) *value {
 	var b [fieldBytes]byte
-	return t.policy.keep(q.BucketSize, int64(q.Window), appendPolicyField(b[:0], p.quotedName(), q))
+	return t.policy.keep(q.BucketSize, int64(q.Window), appendPolicyField(b[:0], p.quotedName(), *q))
 }
 
 // limitValue is the RateLimit value for q's remaining tokens and the
-// seconds to its next one.
-func (p Policy) limitValue(t *tables, q Decision) *value {
+// seconds to its next one. A value kept before is found inline;
+// renderLimit makes one.
+func (p *Policy) limitValue(t *tables, q *Decision) *value {
 	r, s := q.Remaining, NextTokenSeconds(q)
 	if v := t.limit.find(r, s); v != nil {
 		return v
 	}
+	return p.renderLimit(t, r, s)
+}
+
+func (p *Policy) renderLimit(t *tables, remaining, seconds int64) *value {
 	var b [fieldBytes]byte
-	return t.limit.keep(r, s, appendLimitField(b[:0], p.quotedName(), r, s))
+	return t.limit.keep(remaining, seconds, appendLimitField(b[:0], p.quotedName(), remaining, seconds))
 }
 
 // integer is the value of a field that is the integer a.
@@ -183,13 +212,22 @@ func Append[F fieldType](dst []F, p Policy, q Decision, now time.Time) []F {
 // SetHeader writes q's fields into h (an http.Header's map), replacing
 // earlier values.
 func (p Policy) SetHeader(h map[string][]string, q Decision, now time.Time) {
-	if p.Style == Draft && q.Allowed { // as in Render
-		t := p.tables()
-		h[RateLimitPolicy] = p.policyValue(t, q).header()
-		h[RateLimit] = p.limitValue(t, q).header()
-		return
+	if !p.SetAdmitted(h, &q) {
+		p.each(q, now, func(name string, v *value) { h[name] = v.header() })
 	}
-	p.each(q, now, func(name string, v *value) { h[name] = v.header() })
+}
+
+// SetAdmitted is SetHeader for most responses, an admit in the draft
+// style, with nothing copied: it writes the two fields and reports true,
+// or, for any other decision or style, writes nothing and reports false.
+func (p *Policy) SetAdmitted(h map[string][]string, q *Decision) bool {
+	if p.Style != Draft || !q.Allowed {
+		return false
+	}
+	pv, lv := p.draftValues(q)
+	h[RateLimitPolicy] = pv.header()
+	h[RateLimit] = lv.header()
+	return true
 }
 
 // SetHeader writes the rendered fields into h (an http.Header's map),

@@ -127,7 +127,7 @@ func appendLimitField(b []byte, quoted string, remaining, seconds int64) []byte 
 // NextTokenSeconds is CeilSeconds(q.NextTokenAfter()) without its two
 // divisions in the common case: a bucket that gains a token at least every
 // second gains the next one within a second.
-func NextTokenSeconds(q Decision) int64 {
+func NextTokenSeconds(q *Decision) int64 {
 	if q.Allowed && q.Remaining < q.BucketSize && q.ResetAfter > 0 && q.BucketSize < 1<<33 && q.Window <= time.Duration(q.BucketSize)*time.Second {
 		return 1
 	}

@@ -20,13 +20,13 @@ func TestNextTokenSecondsMatchesNextTokenAfter(t *testing.T) {
 		for reset := int64(0); reset <= window; reset += step {
 			q := Decision{Allowed: true, BucketSize: rc.burst, Remaining: (window - reset) / interval,
 				ResetAfter: time.Duration(reset), Window: time.Duration(window)}
-			if got, want := NextTokenSeconds(q), CeilSeconds(q.NextTokenAfter()); got != want {
+			if got, want := NextTokenSeconds(&q), CeilSeconds(q.NextTokenAfter()); got != want {
 				t.Fatalf("rate %d: %+v: t=%d, want %d", rc.rate, q, got, want)
 			}
 		}
 	}
 	slow := Decision{Allowed: true, BucketSize: 2, Remaining: 1, ResetAfter: 90 * time.Second, Window: 120 * time.Second}
-	if got := NextTokenSeconds(slow); got != 30 {
+	if got := NextTokenSeconds(&slow); got != 30 {
 		t.Fatalf("one token a minute, 90s to full: t=%d, want 30", got)
 	}
 }
