@@ -70,10 +70,21 @@ func (p *Policy) DraftTexts(q *Decision) (policy, limit string) {
 	return pv.text(), lv.text()
 }
 
-// draftValues are the values of an admit's draft fields.
+// draftValues are the values of an admit's draft fields: most responses,
+// so the values kept before are found inline.
 func (p *Policy) draftValues(q *Decision) (policy, limit *value) {
 	t := p.tables()
-	return p.policyValue(t, q), p.limitValue(t, q)
+	if policy = t.policy.find(q.BucketSize, int64(q.Window)); policy == nil {
+		policy = p.renderPolicy(t, q)
+	}
+	s := int64(1) // NextTokenSeconds, inline for most admits
+	if !refillsWithinASecond(q) {
+		s = NextTokenSeconds(q)
+	}
+	if limit = t.limit.find(q.Remaining, s); limit == nil {
+		limit = p.renderLimit(t, q.Remaining, s)
+	}
+	return policy, limit
 }
 
 // each calls add with each of q's fields in p's style, in order.

@@ -128,10 +128,17 @@ func appendLimitField(b []byte, quoted string, remaining, seconds int64) []byte 
 // divisions in the common case: a bucket that gains a token at least every
 // second gains the next one within a second.
 func NextTokenSeconds(q *Decision) int64 {
-	if q.Allowed && q.Remaining < q.BucketSize && q.ResetAfter > 0 && q.BucketSize < 1<<33 && q.Window <= time.Duration(q.BucketSize)*time.Second {
+	if q.Allowed && refillsWithinASecond(q) {
 		return 1
 	}
 	return CeilSeconds(q.NextTokenAfter())
+}
+
+// refillsWithinASecond reports whether q's bucket, not full, gains a
+// token at least every second: an admit's next token is then 1 second
+// away, rounded up.
+func refillsWithinASecond(q *Decision) bool {
+	return q.Remaining < q.BucketSize && q.ResetAfter > 0 && q.BucketSize < 1<<33 && q.Window <= time.Duration(q.BucketSize)*time.Second
 }
 
 // ValidName reports whether name can be sent as a draft policy name:

@@ -54,8 +54,8 @@ type valueTable struct {
 }
 
 // newValueTable has n slots, n a power of two.
-func newValueTable(n int) *valueTable {
-	return &valueTable{slots: make([]atomic.Pointer[value], n)}
+func newValueTable(n int) valueTable {
+	return valueTable{slots: make([]atomic.Pointer[value], n)}
 }
 
 // slot is where (a, b) is kept. b (the draft field's seconds, or a window)
@@ -80,14 +80,16 @@ func (t *valueTable) keep(a, b int64, text []byte) *value {
 	return v
 }
 
-// tables are a policy's values, one table per field it can send.
+// tables are a policy's values, one table per field it can send; a
+// field the style does not send has no slots. The tables are held in
+// place, so a lookup goes from the policy to its slot in two steps.
 type tables struct {
-	retryAfter *valueTable // Retry-After: seconds
-	policy     *valueTable // RateLimit-Policy: (bucket size, window)
-	limit      *valueTable // RateLimit: (remaining, seconds to the next token)
-	xLimit     *valueTable // X-RateLimit-Limit: bucket size
-	xRemaining *valueTable // X-RateLimit-Remaining: remaining
-	xReset     *valueTable // X-RateLimit-Reset: Unix seconds
+	retryAfter valueTable // Retry-After: seconds
+	policy     valueTable // RateLimit-Policy: (bucket size, window)
+	limit      valueTable // RateLimit: (remaining, seconds to the next token)
+	xLimit     valueTable // X-RateLimit-Limit: bucket size
+	xRemaining valueTable // X-RateLimit-Remaining: remaining
+	xReset     valueTable // X-RateLimit-Reset: Unix seconds
 }
 
 // Table sizes: a field that follows a bucket's remaining tokens gets room
