@@ -55,3 +55,36 @@ func ExampleNewFlow() {
 	// 200 "per-client";r=0;t=1 ""
 	// 429 "per-client";r=0;t=1 "rate limit exceeded\n"
 }
+
+// For a framework whose headers are not an http.Header (fasthttp's, say):
+// most responses carry just the two draft fields, which AdmittedDraft
+// gives without rendering; the rest go through RenderRequest.
+func ExampleGate_AdmittedDraft() {
+	limiter, err := gopherpace.New(gopherpace.WithRefillRate(1), gopherpace.WithBucketSize(2))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer limiter.Close()
+	gate, err := adapter.Configure(limiter, "mypace", nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	for range 3 {
+		req := adapter.Request{Cost: 1}
+		req.Keys[0] = "client"
+		if err := gate.Decide(&req); err != nil {
+			log.Fatal(err)
+		}
+		if policy, limit, ok := gate.AdmittedDraft(&req); ok {
+			fmt.Printf("admitted: RateLimit-Policy: %s; RateLimit: %s\n", policy, limit)
+			continue
+		}
+		var f adapter.Fields
+		gate.RenderRequest(&f, &req)
+		fmt.Printf("denied, %d fields, first %s: %s\n", f.Len(), f.Name(0), f.Value(0))
+	}
+	// Output:
+	// admitted: RateLimit-Policy: "default";q=2;w=2; RateLimit: "default";r=1;t=1
+	// admitted: RateLimit-Policy: "default";q=2;w=2; RateLimit: "default";r=0;t=1
+	// denied, 3 fields, first Retry-After: 1
+}
