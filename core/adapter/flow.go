@@ -38,6 +38,7 @@ type Flow[C any] struct {
 	fwd     func(C) (forwardedFor []string, realIP string)
 	clone   bool
 	fastIP4 bool // no trusted proxies: the peer is the client, and an IPv4 address as written is its key
+	plain   bool // no skip, key, further keys or cost: Prepare is clientKey and a cost of 1
 }
 
 // Hooks are the framework's part of a Flow: how to read its requests.
@@ -87,10 +88,12 @@ func NewFlow[C any](g *Gate, h Hooks[C]) (*Flow[C], error) {
 	if len(h.Also) != g.Limits()-1 {
 		return nil, fmt.Errorf("%d keys for %d further limits", len(h.Also), g.Limits()-1)
 	}
-	return &Flow[C]{
+	f := &Flow[C]{
 		gate: g, key: h.Key, also: h.Also, cost: h.Cost, skip: h.Skip, peer: h.Peer, named: h.NamedPeers, fwd: h.Forwarded,
 		clone: h.KeysOutliveRequest && g.Refunds(), fastIP4: len(g.ip.TrustedProxies) == 0,
-	}, nil
+	}
+	f.plain = f.skip == nil && f.key == nil && len(f.also) == 0 && f.cost == nil && !f.clone
+	return f, nil
 }
 
 // Gate is the flow's gate.
@@ -156,10 +159,23 @@ func (f *Flow[C]) Prepare(c C, r *Request) Step {
 
 // Decide runs the flow up to the answer: Prepare, then the decision.
 func (f *Flow[C]) Decide(c C, r *Request) Step {
-	if s := f.Prepare(c, r); s != Admit {
+	// Most middleware keys by the client's address, one token a request,
+	// one limit: that path is written out here, a call or two shorter.
+	if f.plain {
+		if err := f.clientKey(c, r); err != nil {
+			return r.fail(err)
+		}
+		r.Cost = 1
+	} else if s := f.Prepare(c, r); s != Admit {
 		return s
 	}
-	if err := f.gate.Decide(r); err != nil {
+	var err error
+	if g := f.gate; g.limits == nil && !g.absolute {
+		r.d, err = g.l.Take(r.Key(0), r.Cost) // Gate.Decide's first case
+	} else {
+		err = g.Decide(r)
+	}
+	if err != nil {
 		return r.fail(err)
 	}
 	if !r.d.Allowed {
