@@ -67,7 +67,7 @@ func (f *Fields) RenderAdmitted(p *Policy, q *Decision) bool {
 // DraftTexts are the values of an admit's draft fields, as text.
 func (p *Policy) DraftTexts(q *Decision) (policy, limit string) {
 	pv, lv := p.draftValues(q)
-	return pv.text(), lv.text()
+	return pv.field[0], lv.field[0]
 }
 
 // draftValues are the values of an admit's draft fields: most responses,
