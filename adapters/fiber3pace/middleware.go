@@ -3,7 +3,6 @@ package fiber3pace
 import (
 	"errors"
 	"fmt"
-	"net"
 	"net/netip"
 	"unsafe"
 
@@ -114,23 +113,11 @@ func (m *middleware) serve(c fiber.Ctx) error {
 // unsafeBytes is s as bytes, for fasthttp's setters, which copy them.
 func unsafeBytes(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }
 
-// peer is the connection's address, already parsed by fasthttp; a peer
-// that is not TCP (a Unix socket) is named, so that the flow fails it as
-// no client IP rather than keying every client as 0.0.0.0, fasthttp's
-// RemoteIP for it.
+// peer is the connection's address, already parsed by fasthttp. A peer
+// that is not TCP (a Unix socket) fails as no client IP, where fasthttp's
+// RemoteIP would make every such client 0.0.0.0.
 func peer(c fiber.Ctx) (netip.Addr, string) {
-	switch a := c.RequestCtx().RemoteAddr().(type) {
-	case *net.TCPAddr:
-		if ip4 := a.IP.To4(); ip4 != nil {
-			return netip.AddrFrom4([4]byte(ip4)), ""
-		}
-		addr, _ := netip.AddrFromSlice(a.IP)
-		return addr, ""
-	case nil:
-		return netip.Addr{}, ""
-	default:
-		return netip.Addr{}, a.String()
-	}
+	return adapter.AddrPeer(c.RequestCtx().RemoteAddr())
 }
 
 // forwarded reads every X-Forwarded-For field, in order, and X-Real-IP.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/netip"
 
 	gopherpace "github.com/pedreviljoen/gopherpace/core"
@@ -88,21 +87,13 @@ func callFunc(k KeyFunc) func(rpc) (string, error) {
 }
 
 // callPeer is the caller's address; a peer that is not IP (a Unix socket,
-// bufconn) is keyed by its address string.
+// bufconn) is keyed by its address string (Hooks.NamedPeers).
 func callPeer(c rpc) (netip.Addr, string) {
 	p, ok := peer.FromContext(c.ctx)
-	if !ok || p.Addr == nil {
+	if !ok {
 		return netip.Addr{}, ""
 	}
-	if ta, ok := p.Addr.(*net.TCPAddr); ok {
-		if ip4 := ta.IP.To4(); ip4 != nil {
-			return netip.AddrFrom4([4]byte(ip4)), ""
-		}
-		if a, ok := netip.AddrFromSlice(ta.IP); ok {
-			return a, ""
-		}
-	}
-	return netip.Addr{}, p.Addr.String()
+	return adapter.AddrPeer(p.Addr)
 }
 
 // callForwarded reads the forwarding metadata of a call from a trusted

@@ -3,6 +3,7 @@ package adapter_test
 import (
 	"fmt"
 	"log"
+	"net"
 	"net/http"
 	"net/http/httptest"
 
@@ -87,4 +88,19 @@ func ExampleGate_AdmittedDraft() {
 	// admitted: RateLimit-Policy: "default";q=2;w=2; RateLimit: "default";r=1;t=1
 	// admitted: RateLimit-Policy: "default";q=2;w=2; RateLimit: "default";r=0;t=1
 	// denied, 3 fields, first Retry-After: 1
+}
+
+// A framework that gives the connection's address as a net.Addr hands it
+// to the flow through AddrPeer: a TCP peer parsed, any other by name.
+func ExampleAddrPeer() {
+	for _, a := range []net.Addr{
+		&net.TCPAddr{IP: net.IPv4(192, 0, 2, 1), Port: 5000},
+		&net.UnixAddr{Name: "/run/app.sock", Net: "unix"},
+	} {
+		addr, name := adapter.AddrPeer(a)
+		fmt.Printf("%v %q\n", addr, name)
+	}
+	// Output:
+	// 192.0.2.1 ""
+	// invalid IP "/run/app.sock"
 }

@@ -3,6 +3,7 @@ package adapter
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/netip"
 	"strings"
@@ -74,6 +75,29 @@ type Hooks[C any] struct {
 
 // RequestPeer is the peer of an *http.Request, for Hooks.Peer.
 func RequestPeer(r *http.Request) (netip.Addr, string) { return netip.Addr{}, r.RemoteAddr }
+
+// AddrPeer is the peer of a connection whose address the framework
+// gives as a net.Addr (fasthttp's RemoteAddr, gRPC's peer), for
+// Hooks.Peer: a TCP address parsed, an IPv4 one as its four bytes, and any
+// other (a Unix socket) by name, which the flow fails as no client IP
+// unless Hooks.NamedPeers keys it.
+func AddrPeer(a net.Addr) (netip.Addr, string) {
+	switch a := a.(type) {
+	case *net.TCPAddr:
+		if a == nil {
+			break
+		}
+		if ip4 := a.IP.To4(); ip4 != nil {
+			return netip.AddrFrom4([4]byte(ip4)), ""
+		}
+		if addr, ok := netip.AddrFromSlice(a.IP); ok {
+			return addr, ""
+		}
+	case nil:
+		return netip.Addr{}, ""
+	}
+	return netip.Addr{}, a.String()
+}
 
 // RequestForwarded reads an *http.Request's forwarding fields.
 func RequestForwarded(r *http.Request) (forwardedFor []string, realIP string) {

@@ -3,6 +3,7 @@ package adapter_test
 import (
 	"errors"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"net/netip"
 	"strings"
@@ -225,5 +226,28 @@ func TestFlowDecideDoesNotAllocate(t *testing.T) {
 		}
 	}); n != 0 {
 		t.Errorf("parsed peer: %.0f allocations per request", n)
+	}
+}
+
+// AddrPeer parses TCP peers, IPv4 as four bytes whichever form net.IP
+// holds, and names every other peer, never panicking on a nil one.
+func TestAddrPeer(t *testing.T) {
+	for _, tc := range []struct {
+		in   net.Addr
+		addr string
+		name string
+	}{
+		{&net.TCPAddr{IP: net.IPv4(192, 0, 2, 1), Port: 1}, "192.0.2.1", ""},
+		{&net.TCPAddr{IP: net.IP{192, 0, 2, 1}, Port: 1}, "192.0.2.1", ""},
+		{&net.TCPAddr{IP: net.ParseIP("2001:db8::1"), Port: 1}, "2001:db8::1", ""},
+		{&net.TCPAddr{Port: 5000}, "invalid IP", ":5000"},
+		{(*net.TCPAddr)(nil), "invalid IP", "<nil>"},
+		{&net.UnixAddr{Name: "/run/app.sock", Net: "unix"}, "invalid IP", "/run/app.sock"},
+		{nil, "invalid IP", ""},
+	} {
+		addr, name := adapter.AddrPeer(tc.in)
+		if addr.String() != tc.addr || name != tc.name || addr.Is4In6() {
+			t.Errorf("AddrPeer(%#v) = %v, %q; want %s, %q", tc.in, addr, name, tc.addr, tc.name)
+		}
 	}
 }
