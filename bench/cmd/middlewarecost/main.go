@@ -17,7 +17,11 @@
 // after round. The ratios come from each adapter's interleaved benchmark
 // (conformance.Interleave: the parts serve batches in turn, so they run
 // at the same moments), as the median over rounds of each round's ratio;
-// for a tree without one, from the separate rows' medians. With -base (a
+// for a tree without one, from the separate rows' medians. With -layouts
+// N, each binary is built N times with its functions in a random order,
+// the same N orders for every tree, and round r runs order r mod N: a
+// hot path's luck with the linker's placement, worth several percent,
+// then varies within the medians instead of deciding them. With -base (a
 // second checkout, such as git archive of an earlier commit), both trees
 // run in the same rounds and each gets its table: before and after, like
 // for like. Run it from the bench directory (make bench does).
@@ -71,7 +75,7 @@ var line = regexp.MustCompile(`^(Benchmark\S+?)(?:-\d+)?\s+\d+\s+([\d.]+) ns/op(
 // A tree is one checkout's benchmark binaries and what they measured.
 type tree struct {
 	root    string
-	bins    []string
+	bins    [][]string // per adapter, one per layout
 	samples []map[string][]sample
 }
 
@@ -81,9 +85,10 @@ func main() {
 	rounds := flag.Int("rounds", 5, "rounds; the table shows medians")
 	benchtime := flag.String("benchtime", "400ms", "each benchmark's -test.benchtime")
 	only := flag.String("only", "", "measure only the adapters whose name contains this")
+	layouts := flag.Int("layouts", 1, "builds of each binary with its functions in a random order (-ldflags=-randlayout), the same orders for both trees, used in turn round by round; 1 is the linker's own order")
 	flag.Parse()
-	if *rounds < 1 {
-		fmt.Fprintln(os.Stderr, "-rounds must be at least 1")
+	if *rounds < 1 || *layouts < 1 {
+		fmt.Fprintln(os.Stderr, "-rounds and -layouts must be at least 1")
 		os.Exit(2)
 	}
 	tmp, err := os.MkdirTemp("", "middlewarecost")
@@ -104,15 +109,22 @@ func main() {
 	}
 	trees := make([]*tree, len(roots))
 	for t, r := range roots {
-		tr := &tree{root: r, bins: make([]string, len(picked)), samples: make([]map[string][]sample, len(picked))}
+		tr := &tree{root: r, bins: make([][]string, len(picked)), samples: make([]map[string][]sample, len(picked))}
 		for i, a := range picked {
-			tr.bins[i] = filepath.Join(tmp, fmt.Sprintf("%d-%d.test", t, i))
 			tr.samples[i] = map[string][]sample{}
-			build := exec.Command("go", "test", "-c", "-o", tr.bins[i], ".")
-			build.Dir = filepath.Join(r, a.dir)
-			build.Env = append(os.Environ(), "GOWORK=off")
-			if out, err := build.CombinedOutput(); err != nil {
-				fail(fmt.Errorf("building %s in %s: %v\n%s", a.dir, r, err, out))
+			for l := range *layouts {
+				bin := filepath.Join(tmp, fmt.Sprintf("%d-%d-%d.test", t, i, l))
+				args := []string{"test", "-c", "-o", bin}
+				if *layouts > 1 {
+					args = append(args, fmt.Sprintf("-ldflags=-randlayout=%d", l+1))
+				}
+				build := exec.Command("go", append(args, ".")...)
+				build.Dir = filepath.Join(r, a.dir)
+				build.Env = append(os.Environ(), "GOWORK=off")
+				if out, err := build.CombinedOutput(); err != nil {
+					fail(fmt.Errorf("building %s in %s: %v\n%s", a.dir, r, err, out))
+				}
+				tr.bins[i] = append(tr.bins[i], bin)
 			}
 		}
 		trees[t] = tr
@@ -124,12 +136,16 @@ func main() {
 		fmt.Fprintf(os.Stderr, "round %d of %d\n", r+1, *rounds)
 		for i, a := range picked {
 			for _, tr := range trees {
-				tr.run(i, a, *benchtime)
+				tr.run(i, a, *benchtime, r%*layouts)
 			}
 		}
 	}
 
-	fmt.Printf("medians of %d rounds of %s each\n", *rounds, *benchtime)
+	fmt.Printf("medians of %d rounds of %s each", *rounds, *benchtime)
+	if *layouts > 1 {
+		fmt.Printf(", over %d random function orders in turn", *layouts)
+	}
+	fmt.Println()
 	missed := 0
 	for _, tr := range trees {
 		if len(trees) > 1 {
@@ -142,9 +158,10 @@ func main() {
 	}
 }
 
-// run runs adapter i's benchmarks once and keeps their lines.
-func (tr *tree) run(i int, a adapter, benchtime string) {
-	run := exec.Command(tr.bins[i], "-test.run", "^$", "-test.bench", "^"+a.bench+"$", "-test.benchtime", benchtime, "-test.benchmem")
+// run runs adapter i's benchmarks once, in the binary of the given
+// layout, and keeps their lines.
+func (tr *tree) run(i int, a adapter, benchtime string, layout int) {
+	run := exec.Command(tr.bins[i][layout], "-test.run", "^$", "-test.bench", "^"+a.bench+"$", "-test.benchtime", benchtime, "-test.benchmem")
 	run.Dir = filepath.Join(tr.root, a.dir)
 	out, err := run.CombinedOutput()
 	if err != nil {
