@@ -70,15 +70,16 @@ func (p *Policy) DraftTexts(q *Decision) (policy, limit string) {
 	return pv.field[0], lv.field[0]
 }
 
-// draftValues are the values of an admit's draft fields: most responses,
-// so the values kept before are found inline.
+// draftValues are the values of q's draft fields. On most responses (an
+// admit whose values were sent before) nothing is called: policyValue's
+// lookup and NextTokenSeconds' common case are written out here.
 func (p *Policy) draftValues(q *Decision) (policy, limit *value) {
 	t := p.tables()
 	if policy = t.policy.find(q.BucketSize, int64(q.Window)); policy == nil {
 		policy = p.renderPolicy(t, q)
 	}
-	s := int64(1) // NextTokenSeconds, inline for most admits
-	if !refillsWithinASecond(q) {
+	s := int64(1)
+	if !q.Allowed || !refillsWithinASecond(q) {
 		s = NextTokenSeconds(q)
 	}
 	if limit = t.limit.find(q.Remaining, s); limit == nil {
@@ -94,8 +95,9 @@ func (p Policy) each(q Decision, now time.Time, add func(name string, v *value))
 		add(RetryAfter, t.retryAfter.integer(RetryAfterSeconds(q.RetryAfter)))
 	}
 	if p.Style == Draft || p.Style == Both {
-		add(RateLimitPolicy, p.policyValue(t, &q))
-		add(RateLimit, p.limitValue(t, &q))
+		pv, lv := p.draftValues(&q)
+		add(RateLimitPolicy, pv)
+		add(RateLimit, lv)
 	}
 	if p.Style == Legacy || p.Style == Both {
 		legacy(t, q, now, add)
@@ -169,7 +171,7 @@ func (p *Policy) quotedName() string {
 }
 
 // policyValue is the RateLimit-Policy value for q's bucket size and
-// window. A value kept before is found inline; renderPolicy makes one.
+// window.
 func (p *Policy) policyValue(t *tables, q *Decision) *value {
 	if v := t.policy.find(q.BucketSize, int64(q.Window)); v != nil {
 		return v
@@ -177,22 +179,13 @@ func (p *Policy) policyValue(t *tables, q *Decision) *value {
 	return p.renderPolicy(t, q)
 }
 
+// renderPolicy renders and keeps a RateLimit-Policy value not sent before.
 func (p *Policy) renderPolicy(t *tables, q *Decision) *value {
 	var b [fieldBytes]byte
 	return t.policy.keep(q.BucketSize, int64(q.Window), appendPolicyField(b[:0], p.quotedName(), *q))
 }
 
-// limitValue is the RateLimit value for q's remaining tokens and the
-// seconds to its next one. A value kept before is found inline;
-// renderLimit makes one.
-func (p *Policy) limitValue(t *tables, q *Decision) *value {
-	r, s := q.Remaining, NextTokenSeconds(q)
-	if v := t.limit.find(r, s); v != nil {
-		return v
-	}
-	return p.renderLimit(t, r, s)
-}
-
+// renderLimit renders and keeps a RateLimit value not sent before.
 func (p *Policy) renderLimit(t *tables, remaining, seconds int64) *value {
 	var b [fieldBytes]byte
 	return t.limit.keep(remaining, seconds, appendLimitField(b[:0], p.quotedName(), remaining, seconds))
