@@ -70,18 +70,29 @@ func (p *Policy) DraftTexts(q *Decision) (policy, limit string) {
 	return pv.field[0], lv.field[0]
 }
 
-// draftValues are the values of q's draft fields. On most responses (an
-// admit whose values were sent before) nothing is called: policyValue's
-// lookup and NextTokenSeconds' common case are written out here.
+// draftValues are the values of q's draft fields. Most responses (an
+// admit whose bucket refills within a second and whose values were sent
+// before) take the first branch, which calls nothing, so that nothing
+// is saved around a call either: findDraftValues is the general case.
 func (p *Policy) draftValues(q *Decision) (policy, limit *value) {
+	if q.Allowed && refillsWithinASecond(q) {
+		t := p.tables()
+		policy, limit = t.policy.find(q.BucketSize, int64(q.Window)), t.limit.find(q.Remaining, 1)
+		if policy != nil && limit != nil {
+			return policy, limit
+		}
+	}
+	return p.findDraftValues(q)
+}
+
+// findDraftValues finds q's draft values, rendering those not sent
+// before.
+func (p *Policy) findDraftValues(q *Decision) (policy, limit *value) {
 	t := p.tables()
 	if policy = t.policy.find(q.BucketSize, int64(q.Window)); policy == nil {
 		policy = p.renderPolicy(t, q)
 	}
-	s := int64(1)
-	if !q.Allowed || !refillsWithinASecond(q) {
-		s = NextTokenSeconds(q)
-	}
+	s := NextTokenSeconds(q)
 	if limit = t.limit.find(q.Remaining, s); limit == nil {
 		limit = p.renderLimit(t, q.Remaining, s)
 	}
