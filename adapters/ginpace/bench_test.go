@@ -19,7 +19,7 @@ func (*discard) WriteHeader(int)             {}
 
 // ginRequest serves one GET through a Gin engine with use, from one
 // client address, and counts the requests that reached the handler.
-func ginRequest(use gin.HandlerFunc) (serve func(), served *int) {
+func ginRequest(use gin.HandlerFunc) (serve func(), served *int, header http.Header) {
 	r := gin.New()
 	if use != nil {
 		r.Use(use)
@@ -29,11 +29,11 @@ func ginRequest(use gin.HandlerFunc) (serve func(), served *int) {
 	w := &discard{h: http.Header{}}
 	req, _ := http.NewRequest(http.MethodGet, "/", nil)
 	req.RemoteAddr = "192.0.2.1:1234"
-	return func() { r.ServeHTTP(w, req) }, served
+	return func() { r.ServeHTTP(w, req) }, served, w.h
 }
 
 func benchEngine(b *testing.B, use gin.HandlerFunc) {
-	serve, served := ginRequest(use)
+	serve, served, _ := ginRequest(use)
 	b.ReportAllocs()
 	loops := 0
 	for b.Loop() {
@@ -63,15 +63,25 @@ func BenchmarkGin(b *testing.B) {
 	// batch in turn: the ratios docs/performance.md states.
 	b.Run("interleaved", func(b *testing.B) {
 		part := func(name string, use gin.HandlerFunc) conformance.Part {
-			serve, _ := ginRequest(use)
+			serve, _, _ := ginRequest(use)
 			return conformance.Part{Name: name, Serve: serve}
 		}
+		// fields-floor is the floor storing the two draft fields ours
+		// sends, as constants: the framework's own share of draft-fields.
+		policy, limit := []string{conformance.BenchPolicyField}, []string{conformance.BenchLimitField}
+		draft, _, draftHeader := ginRequest(New(newLimiter(b)))
 		conformance.Interleave(b,
 			part("floor", func(c *gin.Context) { c.Next() }),
 			conformance.TakePart(b, "192.0.2.1"),
 			part("no-fields", New(newLimiter(b), WithHeaders(headers.None))),
-			part("draft-fields", New(newLimiter(b))),
+			conformance.Part{Name: "draft-fields", Serve: draft},
+			part("fields-floor", func(c *gin.Context) {
+				h := c.Writer.Header()
+				h[headers.RateLimitPolicy], h[headers.RateLimit] = policy, limit
+				c.Next()
+			}),
 		)
+		conformance.CheckBenchFields(b, draftHeader.Get(headers.RateLimitPolicy), draftHeader.Get(headers.RateLimit))
 	})
 	b.Run("ginpace/per-ip/draft-fields", func(b *testing.B) { benchEngine(b, New(newLimiter(b))) })
 	b.Run("ginpace/per-ip/no-fields", func(b *testing.B) { benchEngine(b, New(newLimiter(b), WithHeaders(headers.None))) })

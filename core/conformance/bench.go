@@ -34,6 +34,27 @@ func BenchTake(b *testing.B, key string) {
 	}
 }
 
+// The draft fields an adapter sends on every admit from a BenchLimiter
+// (its bucket refills between requests, so one token leaves
+// 999,999,999). FieldsFloor parts set them as constants, the
+// framework's way: what the framework itself spends storing two
+// response fields, next to what the adapter spends finding and storing
+// them.
+const (
+	BenchPolicyField = `"default";q=1000000000;w=1`
+	BenchLimitField  = `"default";r=999999999;t=1`
+)
+
+// CheckBenchFields fails b unless policy and limit, the fields an
+// adapter sent in a benchmark, are BenchPolicyField and BenchLimitField:
+// the fields-floor part is then like for like.
+func CheckBenchFields(b *testing.B, policy, limit string) {
+	b.Helper()
+	if policy != BenchPolicyField || limit != BenchLimitField {
+		b.Fatalf("the adapter sent RateLimit-Policy %q, RateLimit %q; the fields-floor part sets %q, %q", policy, limit, BenchPolicyField, BenchLimitField)
+	}
+}
+
 // A Part is one of the things Interleave measures side by side: Serve
 // does one request (or one Take).
 type Part struct {

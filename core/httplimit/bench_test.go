@@ -36,22 +36,36 @@ func BenchmarkMiddleware(b *testing.B) {
 		}
 	})
 	b.Run("take-same-key", func(b *testing.B) { conformance.BenchTake(b, "192.0.2.1") })
-	// The floor, a bare Take and the middleware with and without fields,
-	// batch by batch in turn: the ratios docs/performance.md states.
+	// The floor, a bare Take, the middleware with and without fields and
+	// the floor storing the same fields, batch by batch in turn: the
+	// ratios docs/performance.md states.
 	b.Run("interleaved", func(b *testing.B) {
-		serve := func(h http.Handler) func() {
+		serve := func(h http.Handler) (func(), http.Header) {
 			w := &discardWriter{h: http.Header{}}
 			r, _ := http.NewRequest(http.MethodGet, "http://example.test/", nil)
 			r.RemoteAddr = "192.0.2.1:1234"
-			return func() { h.ServeHTTP(w, r) }
+			return func() { h.ServeHTTP(w, r) }, w.h
+		}
+		part := func(name string, h http.Handler) conformance.Part {
+			s, _ := serve(h)
+			return conformance.Part{Name: name, Serve: s}
 		}
 		handler := http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
+		// fields-floor is the floor storing the two draft fields ours
+		// sends, as constants: net/http's own share of draft-fields.
+		policy, limit := []string{conformance.BenchPolicyField}, []string{conformance.BenchLimitField}
+		draft, draftHeader := serve(New(conformance.BenchLimiter(b))(handler))
 		conformance.Interleave(b,
-			conformance.Part{Name: "floor", Serve: serve(handler)},
+			part("floor", handler),
 			conformance.TakePart(b, "192.0.2.1"),
-			conformance.Part{Name: "no-fields", Serve: serve(New(conformance.BenchLimiter(b), WithHeaders(headers.None))(handler))},
-			conformance.Part{Name: "draft-fields", Serve: serve(New(conformance.BenchLimiter(b))(handler))},
+			part("no-fields", New(conformance.BenchLimiter(b), WithHeaders(headers.None))(handler)),
+			conformance.Part{Name: "draft-fields", Serve: draft},
+			part("fields-floor", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				h := w.Header()
+				h[headers.RateLimitPolicy], h[headers.RateLimit] = policy, limit
+			})),
 		)
+		conformance.CheckBenchFields(b, draftHeader.Get(headers.RateLimitPolicy), draftHeader.Get(headers.RateLimit))
 	})
 	// The worst case for the fields' values: every response's remaining
 	// tokens are new (a bucket that only drains), so each RateLimit value
