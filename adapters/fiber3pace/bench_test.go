@@ -7,6 +7,7 @@ import (
 
 	"github.com/gofiber/fiber/v3"
 	fiberlimiter "github.com/gofiber/fiber/v3/middleware/limiter"
+	"github.com/pedreviljoen/gopherpace/core/adapter"
 	"github.com/pedreviljoen/gopherpace/core/conformance"
 	"github.com/pedreviljoen/gopherpace/core/headers"
 	"github.com/valyala/fasthttp"
@@ -118,4 +119,60 @@ func BenchmarkFiber(b *testing.B) {
 	b.Run("fiber3pace/global/no-fields", func(b *testing.B) {
 		benchFiber(b, New(newLimiter(b), WithHeaders(headers.None), WithKeyFunc(GlobalKey)), "")
 	})
+}
+
+// BenchmarkFiberSetters splits the draft fields' cost in Fiber v3
+// (docs/performance.md#middleware-targets): the middleware's decision
+// with nothing after it, with fasthttp's two setters of constant fields
+// after it, and with the fields' values found after it as the middleware
+// finds them. The setters' cost behind a decision depends on the order
+// of functions in the binary: build with -ldflags=-randlayout=N to see
+// it move.
+func BenchmarkFiberSetters(b *testing.B) {
+	policy, limit := []byte(conformance.BenchPolicyField), []byte(conformance.BenchLimitField)
+	const (
+		nothing = iota
+		constantSetters
+		foundValues
+	)
+	// decided is the middleware's decision, then what, then the chain.
+	// what is a switch, not a func: a Request handed to one escapes.
+	decided := func(name string, what int) conformance.Part {
+		g, err := adapter.Configure(conformance.BenchLimiter(b), "fiber3pace", []adapter.Option{adapter.Headers(headers.Draft)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		flow, err := adapter.NewFlow(g, adapter.Hooks[fiber.Ctx]{Peer: peer, Forwarded: forwarded, KeysOutliveRequest: true})
+		if err != nil {
+			b.Fatal(err)
+		}
+		serve, _, _ := fiberRequest(func(c fiber.Ctx) error {
+			var req adapter.Request
+			if step := flow.Decide(c, &req); step != adapter.Admit {
+				b.Fatalf("step %v", step)
+			}
+			switch what {
+			case constantSetters:
+				h := &c.Response().Header
+				h.SetCanonical(rateLimitPolicy, policy)
+				h.SetCanonical(rateLimit, limit)
+			case foundValues:
+				p, l, ok := g.AdmittedDraft(&req)
+				if !ok {
+					b.Fatal("no draft fields")
+				}
+				h := &c.Response().Header
+				h.SetCanonical(rateLimitPolicy, unsafeBytes(p))
+				h.SetCanonical(rateLimit, unsafeBytes(l))
+			}
+			return c.Next()
+		})
+		return conformance.Part{Name: name, Serve: serve}
+	}
+	conformance.Interleave(b,
+		conformance.TakePart(b, "192.0.2.1"),
+		decided("decided", nothing),
+		decided("constant-setters", constantSetters),
+		decided("found-values", foundValues),
+	)
 }
