@@ -124,16 +124,17 @@ func BenchmarkFiber(b *testing.B) {
 // BenchmarkFiberSetters splits the draft fields' cost in Fiber v3
 // (docs/performance.md#middleware-targets): the middleware's decision
 // with nothing after it, with fasthttp's two setters of constant fields
-// after it, and with the fields' values found after it as the middleware
-// finds them. The setters' cost behind a decision depends on the order
-// of functions in the binary: build with -ldflags=-randlayout=N to see
-// it move.
+// after it (or before it), and with the fields' values found after it as
+// the middleware finds them. What the setters cost beside a decision
+// depends on the order of functions in the binary: build with
+// -ldflags=-randlayout=N to see it move.
 func BenchmarkFiberSetters(b *testing.B) {
 	policy, limit := []byte(conformance.BenchPolicyField), []byte(conformance.BenchLimitField)
 	const (
 		nothing = iota
 		constantSetters
 		foundValues
+		settersFirst
 	)
 	// decided is the middleware's decision, then what, then the chain.
 	// what is a switch, not a func: a Request handed to one escapes.
@@ -148,6 +149,11 @@ func BenchmarkFiberSetters(b *testing.B) {
 		}
 		serve, _, _ := fiberRequest(func(c fiber.Ctx) error {
 			var req adapter.Request
+			if what == settersFirst {
+				h := &c.Response().Header
+				h.SetCanonical(rateLimitPolicy, policy)
+				h.SetCanonical(rateLimit, limit)
+			}
 			if step := flow.Decide(c, &req); step != adapter.Admit {
 				b.Fatalf("step %v", step)
 			}
@@ -174,5 +180,6 @@ func BenchmarkFiberSetters(b *testing.B) {
 		decided("decided", nothing),
 		decided("constant-setters", constantSetters),
 		decided("found-values", foundValues),
+		decided("setters-first", settersFirst),
 	)
 }
