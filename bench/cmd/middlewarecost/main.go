@@ -148,6 +148,8 @@ func main() {
 		fmt.Printf(", over %d random function orders in turn", *layouts)
 	}
 	fmt.Println()
+	// The targets are this checkout's (the last tree): -base is only for
+	// comparison.
 	missed := 0
 	for _, tr := range trees {
 		if len(trees) > 1 {
