@@ -89,9 +89,7 @@ func (p *Policy) draftValues(q *Decision) (policy, limit *value) {
 // before.
 func (p *Policy) findDraftValues(q *Decision) (policy, limit *value) {
 	t := p.tables()
-	if policy = t.policy.find(q.BucketSize, int64(q.Window)); policy == nil {
-		policy = p.renderPolicy(t, q)
-	}
+	policy = p.policyValue(t, q)
 	s := NextTokenSeconds(q)
 	if limit = t.limit.find(q.Remaining, s); limit == nil {
 		limit = p.renderLimit(t, q.Remaining, s)
