@@ -17,6 +17,9 @@ func accuracyScenarios() []scenario {
 	return []scenario{
 		{name: "uniform"},
 		{name: "skew", load: onNode(10, 0)},
+		// The busiest node is the one whose CPU is busiest: its requests
+		// reach the limiter in clumps, as a starved process takes them.
+		{name: "skew 80/5/5/5/5, busy node starved", load: eightyOnNode0, starved: []int{0}},
 		{name: "shift", load: func(t time.Duration, i int) float64 {
 			if int(t/(2*time.Second))%5 == i {
 				return 10
@@ -102,6 +105,15 @@ func rolling(sameName bool) []simEvent {
 	return evs
 }
 
+// eightyOnNode0 offers 4R to five nodes: 80% of it to node 0, 5% to each
+// of the other four.
+func eightyOnNode0(_ time.Duration, i int) float64 {
+	if i == 0 {
+		return 4 * 0.8
+	}
+	return 4 * 0.2 / 4
+}
+
 // afterHeal: the fairness windows of a partition from 5 to 10 s.
 var afterHeal = []time.Duration{12 * time.Second, 15 * time.Second}
 
@@ -156,7 +168,7 @@ func TestAccuracy(t *testing.T) {
 			case "cut 200 ms, heal", "load moves to all":
 				total(1)
 				window()
-			case "skew", "shift":
+			case "skew", "shift", "skew 80/5/5/5/5, busy node starved":
 				total(1)
 				window()
 			case "loss10", "loss10+dup+reorder":

@@ -180,3 +180,58 @@ func TestSlicedShareSavesNothingWhileTheReplicaIsEmpty(t *testing.T) {
 		t.Fatalf("room %d after a held forfeit of a share bucket; want %d back", room, before)
 	}
 }
+
+// A share holds what its node earns over the longest pause between its
+// asks, measured between asks (admitted or refused), each tick afresh, and
+// not across a time the share was off.
+func TestShareHoldsWhatANodeEarnsOverItsPauses(t *testing.T) {
+	var q shareBucket
+	q.on.Store(true)
+	ms := int64(time.Millisecond)
+	for _, at := range []int64{100, 102, 103, 130, 131} {
+		q.asked(at * ms)
+	}
+	if got := q.pauseSinceTick(); got != 27*ms {
+		t.Fatalf("longest pause %v; want 27ms", time.Duration(got))
+	}
+	q.asked(135 * ms)
+	if got := q.pauseSinceTick(); got != 4*ms {
+		t.Fatalf("next tick's pause %v; want 4ms, measured afresh", time.Duration(got))
+	}
+	q.on.Store(false)
+	q.pauseSinceTick()
+	q.on.Store(true)
+	q.asked(900 * ms)
+	q.asked(901 * ms)
+	if got := q.pauseSinceTick(); got != ms {
+		t.Fatalf("pause %v after the share was off; want 1ms: the time off is no pause", time.Duration(got))
+	}
+	// A refusal by the replica is an ask too; one while the share is
+	// off is not.
+	q.forfeit(1, 910*ms, false)
+	q.on.Store(false)
+	q.forfeit(1, 990*ms, false)
+	q.on.Store(true)
+	if got := q.pauseSinceTick(); got != 9*ms {
+		t.Fatalf("pause %v; want 9ms, from the refusal while on", time.Duration(got))
+	}
+
+	tick := 50 * ms
+	iv := int64(time.Second) / 800 // a share of 800 a second
+	for _, tc := range []struct {
+		pause int64
+		want  int64 // tokens held
+	}{
+		{0, 10},                       // a quarter of a tick: 12.5 ms of 800/s
+		{5 * ms, 10},                  // a pause shorter than the quarter
+		{30 * ms, 24},                 // the pause
+		{time.Hour.Nanoseconds(), 40}, // never over a tick
+	} {
+		if got := shareTolerance(800, iv, tick, tc.pause) / iv; got != tc.want {
+			t.Errorf("pause %v: holds %d tokens, want %d", time.Duration(tc.pause), got, tc.want)
+		}
+	}
+	if got := shareTolerance(10, int64(time.Second)/10, tick, 0) / (int64(time.Second) / 10); got != 2 {
+		t.Errorf("a share of 10/s holds %d tokens; want the floor of 2", got)
+	}
+}

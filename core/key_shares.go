@@ -201,7 +201,8 @@ func (k *keyShare) price(p *rule, ent *clusterEntry, now int64, at bucketTime, t
 		q.on.Store(false)
 		return
 	}
-	tol := max(2, saturate(share*float64(tick)/float64(time.Second)/10, 0, maxShareInterval)) * iv
+	// A hot key's record stays small: it measures no pauses.
+	tol := shareTolerance(share, iv, tick, 0)
 	q.set(iv, tol, at)
 	q.on.Store(true)
 }

@@ -44,6 +44,10 @@ type scenario struct {
 	// fairFrom lists the starts of the 5 s windows over which each node's
 	// admitted/offered must match the cluster's; nil: 2, 7 and 12 s.
 	fairFrom []time.Duration
+	// starved lists nodes whose process a busy CPU runs in slices: each
+	// sits out 5 to 30 ms at a time, runs 1 to 10 ms, and on waking
+	// decides at once every request that arrived while it sat out.
+	starved []int
 }
 
 type simEvent struct {
@@ -58,6 +62,11 @@ type simNode struct {
 	up   bool
 	// offered and admitted per step since the start of the run.
 	offered, admitted []int32
+	// A starved node (scenario.starved) sits out the steps before
+	// wakeAt and runs until sleepAt; backlog holds the requests that
+	// arrived while it sat out.
+	wakeAt, sleepAt int
+	backlog         int
 }
 
 type simCluster struct {
@@ -200,6 +209,23 @@ func (c *simCluster) arrivals(batch []arrival, s int, at time.Duration, start ti
 			offered *= float64(sc.rate)
 		}
 		k := poisson(c.rng, offered*step.Seconds())
+		if slices.Contains(sc.starved, i) {
+			if s >= n.sleepAt {
+				n.wakeAt = s + 5 + c.rng.IntN(26)
+				n.sleepAt = n.wakeAt + 1 + c.rng.IntN(10)
+			}
+			if s < n.wakeAt {
+				n.backlog += k
+				k = 0
+			} else {
+				// Woken: what queued while it sat out, all at the
+				// step's first instant.
+				for range n.backlog {
+					batch = append(batch, arrival{start, n, s})
+				}
+				n.backlog = 0
+			}
+		}
 		for range k {
 			batch = append(batch, arrival{start.Add(time.Duration(c.rng.Int64N(int64(step)))), n, s})
 		}
