@@ -236,6 +236,7 @@ func TestFairnessOverRealMemberlist(t *testing.T) {
 			}
 			if ideal > 0 {
 				total := float64(r.total())
+				t.Logf("total %.0f, %+.2f%% off R·t+B = %.0f", total, 100*(total-ideal)/ideal, ideal)
 				if errPct := 100 * (total - ideal) / ideal; math.Abs(errPct) > 2 {
 					t.Errorf("total %.0f is %+.2f%% off R·t+B = %.0f; bound ±2%%", total, errPct, ideal)
 				}
