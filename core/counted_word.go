@@ -142,6 +142,7 @@ func (c *countedBucket) allow(p *rule, at bucketTime, q *shareBucket) (ok bool, 
 			return false, time.Duration(next - p.tolerance), 0, true, contended
 		}
 		if !quotaHeld && q.needed(next, p.tolerance) {
+			q.asked(now)
 			if ok, wait := q.take(1, now); !ok {
 				return false, wait, 0, true, contended
 			}
@@ -185,6 +186,7 @@ func (c *countedBucket) take(d *Decision, p *rule, at bucketTime, n int64, q *sh
 			return 0, true
 		}
 		if !quotaHeld && q.needed(next, p.tolerance) {
+			q.asked(now)
 			if ok, wait := q.take(n, now); !ok {
 				p.fillDenied(d, now+base, now, now+next, unit)
 				d.RetryAfter = max(d.RetryAfter, wait)
@@ -231,6 +233,7 @@ func (c *countedBucket) takeUpTo(p *rule, at bucketTime, n, room int64, q *share
 		}
 		quotaHeld := int64(0)
 		if q.needed(base+got*unit, p.tolerance) {
+			q.asked(now)
 			got = min(got, q.room(now))
 			if got < 1 {
 				_, wait := q.take(1, now)

@@ -219,7 +219,6 @@ func (q *shareBucket) take(n, now int64) (bool, time.Duration) {
 	if q.sliced.Load() {
 		return q.takeSlice(n)
 	}
-	q.asked(now)
 	iv, tol := q.iv.Load(), q.tol.Load()
 	cost := costOf(n, max(iv, 1), tol+iv)
 	for {
@@ -276,12 +275,17 @@ func (q *shareBucket) forfeit(n, now int64, held bool) {
 	}
 }
 
-// asked notes that this node asked for tokens at now, below the gate while
-// contended, and so the longest pause between its asks (see shareTolerance).
+// asked notes that this node asked for tokens of the global bucket at now,
+// below the gate while contended, and so the longest pause between its
+// asks (see shareTolerance); the counted word calls it where it asks for
+// share, and forfeit where the replica refuses.
 // A pause is measured between asks, not admits: a replica left empty by
 // the other nodes is no pause of this node's. Two asks at once may keep
 // the shorter of their pauses; the next one long enough is kept again.
 func (q *shareBucket) asked(now int64) {
+	if q.sliced.Load() { // a sliced share holds nothing over time
+		return
+	}
 	if prev := q.lastAsked.Swap(now); prev > 0 && now-prev > q.longestPause.Load() {
 		q.longestPause.Store(now - prev)
 	}

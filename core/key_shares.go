@@ -201,7 +201,8 @@ func (k *keyShare) price(p *rule, ent *clusterEntry, now int64, at bucketTime, t
 		q.on.Store(false)
 		return
 	}
-	// A hot key's record stays small: it measures no pauses.
+	// A hot key's record stays small: it measures no pauses (only the
+	// counted word notes asks).
 	tol := shareTolerance(share, iv, tick, 0)
 	q.set(iv, tol, at)
 	q.on.Store(true)
