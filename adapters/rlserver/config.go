@@ -6,18 +6,20 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 	"strings"
 	"time"
 
 	gopherpace "github.com/pedreviljoen/gopherpace/core"
+	"github.com/pedreviljoen/gopherpace/core/connlimit"
 )
 
 // Config is a limiter service's setup: the flags of gopherpace serve, or
 // the GOPHERPACE_* variables of the same names (flags win).
 type Config struct {
 	Addr     string // HTTP listen address
-	GRPCAddr string // gRPC listen address: Envoy's RateLimitService, health, reflection
+	GRPCAddr string // gRPC listen address: Envoy's RateLimitService, health, and reflection if asked
 	// ConfigPath is the RateLimitService's limits, a file or a directory in
 	// envoyproxy/ratelimit's YAML format; "" is none (every domain answers
 	// OK). It is reloaded on SIGHUP and when its contents change.
@@ -31,6 +33,12 @@ type Config struct {
 	// /readyz answers 503 and gRPC health NOT_SERVING, before it stops
 	// accepting: longer than the load balancer's checks take to notice.
 	Drain time.Duration
+	// MaxConns and MaxConnsPerClient cap each listener's connections, in
+	// all and from one client address (core/connlimit: the longest idle
+	// give way to new ones). 0 is connlimit's default.
+	MaxConns, MaxConnsPerClient int
+	// GRPCReflection serves gRPC reflection, for grpcurl.
+	GRPCReflection bool
 
 	Rate  int64         // tokens a second for keys without a limit of their own
 	Burst int64         // their bucket size; 0 is Rate
@@ -68,13 +76,17 @@ func ParseFlags(args []string, getenv func(string) string, out io.Writer) (Confi
 	addr := fs.String("addr", env("ADDR", ":8100"), "HTTP listen address (GOPHERPACE_ADDR)")
 	rate := fs.String("rate", env("RATE", "10"), "tokens a second for every key without a limit of its own (GOPHERPACE_RATE)")
 	burst := fs.String("burst", env("BURST", "0"), "their bucket size; 0 is the rate (GOPHERPACE_BURST)")
-	grpcAddr := fs.String("grpc-addr", env("GRPC_ADDR", ":8081"), "gRPC listen address: Envoy's RateLimitService v3, gRPC health and reflection (GOPHERPACE_GRPC_ADDR)")
+	grpcAddr := fs.String("grpc-addr", env("GRPC_ADDR", ":8081"), "gRPC listen address: Envoy's RateLimitService v3 and gRPC health (GOPHERPACE_GRPC_ADDR)")
 	configPath := fs.String("config", env("CONFIG", ""), "limits for the RateLimitService in envoyproxy/ratelimit's YAML format: a file, or a directory of .yaml files; reloaded on SIGHUP and on change (GOPHERPACE_CONFIG)")
 	configPoll := fs.String("config-poll", env("CONFIG_POLL", "2s"), "how often -config's contents are read for a change (GOPHERPACE_CONFIG_POLL)")
 	headersEnv, headersErr := strconv.ParseBool(env("RESPONSE_HEADERS", "false"))
 	headers := fs.Bool("response-headers", headersEnv, "add RateLimit-Limit, RateLimit-Remaining and RateLimit-Reset to RateLimitService answers (GOPHERPACE_RESPONSE_HEADERS)")
 	maxKeys := fs.String("max-keys", env("MAX_KEYS", strconv.Itoa(gopherpace.DefaultMaxKeys)), "live buckets each limit holds at most; beyond, new keys share one overflow bucket (GOPHERPACE_MAX_KEYS)")
 	drain := fs.String("drain", env("DRAIN", "0s"), "after SIGTERM, serve this long answering /readyz 503 and gRPC health NOT_SERVING before stopping (GOPHERPACE_DRAIN)")
+	maxConns := fs.String("max-conns", env("MAX_CONNS", strconv.Itoa(connlimit.DefaultTotal)), "connections each listener holds at once; at the cap the longest idle one gives way to a new one (GOPHERPACE_MAX_CONNS)")
+	maxPerClient := fs.String("max-conns-per-client", env("MAX_CONNS_PER_CLIENT", strconv.Itoa(connlimit.DefaultPerClient)), "connections one client address (IPv6: one /64) holds on each listener; behind a proxy or sidecar that connects from one address, raise it to -max-conns (GOPHERPACE_MAX_CONNS_PER_CLIENT)")
+	reflectEnv, reflectErr := strconv.ParseBool(env("GRPC_REFLECTION", "false"))
+	reflect := fs.Bool("grpc-reflection", reflectEnv, "serve gRPC reflection on -grpc-addr, for grpcurl (GOPHERPACE_GRPC_REFLECTION)")
 	limits := fs.String("limits", env("LIMITS", ""), `per-key limits, "tenant-a=100:200,tenant-b=5:5" (rate:burst) (GOPHERPACE_LIMITS)`)
 	sweep := fs.String("sweep", env("SWEEP", "1m"), "accepted for the seed service's command lines: buckets are dropped once full whatever it says (GOPHERPACE_SWEEP)")
 	seedList := fs.String("seeds", env("SEEDS", ""), "host:port of peers to join, comma-separated: clusters the service (GOPHERPACE_SEEDS)")
@@ -102,6 +114,22 @@ func ParseFlags(args []string, getenv func(string) string, out io.Writer) (Confi
 		bad("response-headers", fmt.Errorf("GOPHERPACE_RESPONSE_HEADERS=%q is not true or false", getenv("GOPHERPACE_RESPONSE_HEADERS")))
 	}
 	c.ResponseHeaders = *headers
+	if reflectErr != nil {
+		bad("grpc-reflection", fmt.Errorf("GOPHERPACE_GRPC_REFLECTION=%q is not true or false", getenv("GOPHERPACE_GRPC_REFLECTION")))
+	}
+	c.GRPCReflection = *reflect
+	if n, err := positive(*maxConns, false); err != nil || n > math.MaxInt32 {
+		bad("max-conns", fmt.Errorf("%q is not a whole number above zero", *maxConns))
+	} else {
+		c.MaxConns = int(n)
+	}
+	if n, err := positive(*maxPerClient, false); err != nil || n > math.MaxInt32 {
+		bad("max-conns-per-client", fmt.Errorf("%q is not a whole number above zero", *maxPerClient))
+	} else if c.MaxConns > 0 && int(n) > c.MaxConns {
+		bad("max-conns-per-client", fmt.Errorf("%d is above -max-conns (%d)", n, c.MaxConns))
+	} else {
+		c.MaxConnsPerClient = int(n)
+	}
 	if c.MaxKeys, err = positive(*maxKeys, false); err != nil {
 		bad("max-keys", err)
 	}

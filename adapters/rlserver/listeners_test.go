@@ -4,13 +4,15 @@ import (
 	"context"
 	"io"
 	"net"
-	"net/http"
 	"sync"
 	"testing"
 	"time"
 
+	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 )
 
@@ -86,55 +88,45 @@ func TestHalfOpenConnectionsAreClosed(t *testing.T) {
 	}
 }
 
-// Each listener holds at most maxConnections: one more waits in the
-// kernel's backlog, holding no memory of the server's, until one closes.
-func TestConnectionsAreCapped(t *testing.T) {
-	httpAddr, _ := runServer(t)
-	var idle []net.Conn
-	defer func() {
-		for _, c := range idle {
-			c.Close()
-		}
-	}()
-	opened := time.Now()
-	for range maxConnections {
-		c, err := net.Dial("tcp", httpAddr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		idle = append(idle, c)
+// A call that opens its stream and never sends its message is ended
+// after firstMessageTimeout, and the connection it held goes back to
+// idle; a call that sent its message is not (a health Watch stays open
+// past the timeout).
+func TestSilentCallsAreEnded(t *testing.T) {
+	_, grpcAddr := runServer(t)
+	conn, err := grpc.NewClient(grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
 	}
-	// The cap's connections are accepted and held (they would close at
-	// the header timeout, 5 s after they opened): a request on a new
-	// connection is not served meanwhile.
-	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
-	answered := make(chan error, 1)
-	go func() {
-		resp, err := client.Get("http://" + httpAddr + "/healthz")
-		if err == nil {
-			resp.Body.Close()
-		}
-		answered <- err
-	}()
+	defer conn.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	silent, err := conn.NewStream(ctx, &grpc.StreamDesc{ClientStreams: true, ServerStreams: true}, rlspb.RateLimitService_ShouldRateLimit_FullMethodName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	watch, err := healthpb.NewHealthClient(conn).Watch(ctx, &healthpb.HealthCheckRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := watch.Recv(); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	var m healthpb.HealthCheckResponse // any message: none comes
+	err = silent.RecvMsg(&m)
+	took := time.Since(start)
+	if status.Code(err) != codes.Canceled || took < firstMessageTimeout-time.Second || took > firstMessageTimeout+5*time.Second {
+		t.Fatalf("a silent call ended after %v with %v, want Canceled after about %v", took, err, firstMessageTimeout)
+	}
+	// The Watch, which sent its message, is still open: it answers when
+	// the status changes, not with an error.
+	got := make(chan error, 1)
+	go func() { _, err := watch.Recv(); got <- err }()
 	select {
-	case err := <-answered:
-		t.Fatalf("a connection beyond the cap of %d was served at once (%v)", maxConnections, err)
-	case <-time.After(500 * time.Millisecond):
-	}
-	for _, c := range idle[:10] {
-		c.Close()
-	}
-	idle = idle[10:]
-	select {
-	case err := <-answered:
-		if err != nil {
-			t.Fatal(err)
-		}
-		if waited := time.Since(opened); waited >= readHeaderTimeout {
-			t.Fatalf("served only after %v: the held connections timed out rather than closed", waited)
-		}
-	case <-time.After(readHeaderTimeout):
-		t.Fatal("a waiting connection was not served once others closed")
+	case err := <-got:
+		t.Fatalf("the health Watch ended after the first-message timeout: %v", err)
+	case <-time.After(time.Second):
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/pedreviljoen/gopherpace/adapters/memberpace"
 	"github.com/pedreviljoen/gopherpace/adapters/prompace"
 	gopherpace "github.com/pedreviljoen/gopherpace/core"
+	"github.com/pedreviljoen/gopherpace/core/connlimit"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -38,6 +39,7 @@ type serviceMetrics struct {
 	requests    *prometheus.CounterVec
 	outcomes    map[string]prometheus.Counter // requests' children, looked up once
 	configLoads *prometheus.CounterVec
+	silentCalls prometheus.Counter
 
 	mu        sync.Mutex
 	collector *prompace.Collector
@@ -57,6 +59,10 @@ func newServiceMetrics(http *gopherpace.Limiter, transport *memberpace.Transport
 			Help: "Loads of the -config file by result: loaded, or refused (the limits before it stay).",
 		}, []string{"result"}),
 	}
+	m.silentCalls = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "gopherpace_grpc_silent_calls_total",
+		Help: "gRPC calls ended because they sent no request message within " + firstMessageTimeout.String() + ".",
+	})
 	m.outcomes = map[string]prometheus.Counter{}
 	for _, o := range []string{outcomeOK, outcomeOverLimit, outcomeBadRequest, outcomeUnknownDomain} {
 		m.outcomes[o] = m.requests.WithLabelValues(o)
@@ -67,6 +73,9 @@ func newServiceMetrics(http *gopherpace.Limiter, transport *memberpace.Transport
 		return nil, err
 	}
 	if err := m.reg.Register(m.configLoads); err != nil {
+		return nil, err
+	}
+	if err := m.reg.Register(m.silentCalls); err != nil {
 		return nil, err
 	}
 	if err := m.setLimiters(nil); err != nil {
@@ -137,4 +146,42 @@ func (m *serviceMetrics) unknownDomain(log *slog.Logger, domain string) {
 		return
 	}
 	log.Warn("rate limit request for a domain the config has no limits for: answered OK", "domain", truncate(domain, 64))
+}
+
+func (m *serviceMetrics) silentCall() {
+	if m != nil {
+		m.silentCalls.Inc()
+	}
+}
+
+// addListeners exports the connection caps' counts, labelled by listener
+// name.
+func (m *serviceMetrics) addListeners(ls map[string]*connlimit.Listener) error {
+	return m.reg.Register(listenerCollector(ls))
+}
+
+var (
+	connsOpen = prometheus.NewDesc("gopherpace_connections_open",
+		"Connections open on the listener.", []string{"listener"}, nil)
+	connsReclaimed = prometheus.NewDesc("gopherpace_connections_reclaimed_total",
+		"Connections closed to make room for new ones at the listener's caps (-max-conns, -max-conns-per-client): the longest idle first.", []string{"listener"}, nil)
+	connsRefused = prometheus.NewDesc("gopherpace_connections_refused_total",
+		"New connections closed at once: their client was at its cap with every connection busy.", []string{"listener"}, nil)
+)
+
+type listenerCollector map[string]*connlimit.Listener
+
+func (c listenerCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- connsOpen
+	ch <- connsReclaimed
+	ch <- connsRefused
+}
+
+func (c listenerCollector) Collect(ch chan<- prometheus.Metric) {
+	for name, l := range c {
+		s := l.Stats()
+		ch <- prometheus.MustNewConstMetric(connsOpen, prometheus.GaugeValue, float64(s.Open), name)
+		ch <- prometheus.MustNewConstMetric(connsReclaimed, prometheus.CounterValue, float64(s.Reclaimed), name)
+		ch <- prometheus.MustNewConstMetric(connsRefused, prometheus.CounterValue, float64(s.Refused), name)
+	}
 }

@@ -39,7 +39,7 @@ type rlsFixture struct {
 	client  rlspb.RateLimitServiceClient
 }
 
-func newRLS(t *testing.T, config string, headers bool) *rlsFixture {
+func newRLS(t *testing.T, config string, headers bool, reflection ...bool) *rlsFixture {
 	t.Helper()
 	var cfg *rlsConfig
 	if config != "" {
@@ -60,7 +60,7 @@ func newRLS(t *testing.T, config string, headers bool) *rlsFixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, _ := newGRPCServer(svc)
+	g, _ := newGRPCServer(svc, grpcOptions{metrics: metrics, reflection: len(reflection) > 0 && reflection[0]})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -361,6 +361,8 @@ func (rawCodec) Unmarshal(data mem.BufferSlice, v any) error {
 
 func (rawCodec) Name() string { return "proto" }
 
+// Health is served; reflection only when asked for (-grpc-reflection):
+// it tells anyone who can reach the port what the server offers.
 func TestGRPCHealthAndReflection(t *testing.T) {
 	f := newRLS(t, edgeConfig, false)
 	h := healthpb.NewHealthClient(f.conn)
@@ -370,6 +372,14 @@ func TestGRPCHealthAndReflection(t *testing.T) {
 			t.Fatalf("health of %q: %v %v", svc, resp, err)
 		}
 	}
+	off, err := reflectpb.NewServerReflectionClient(f.conn).ServerReflectionInfo(context.Background())
+	if err == nil {
+		_, err = off.Recv()
+	}
+	if status.Code(err) != codes.Unimplemented {
+		t.Fatalf("reflection by default: %v, want Unimplemented", err)
+	}
+	f = newRLS(t, edgeConfig, false, true)
 	stream, err := reflectpb.NewServerReflectionClient(f.conn).ServerReflectionInfo(context.Background())
 	if err != nil {
 		t.Fatal(err)

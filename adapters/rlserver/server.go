@@ -20,9 +20,9 @@ import (
 
 	"github.com/pedreviljoen/gopherpace/adapters/memberpace"
 	gopherpace "github.com/pedreviljoen/gopherpace/core"
+	"github.com/pedreviljoen/gopherpace/core/connlimit"
 	"github.com/pedreviljoen/gopherpace/seeds"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"golang.org/x/net/netutil"
 	"google.golang.org/grpc"
 )
 
@@ -35,10 +35,6 @@ const (
 	idleTimeout       = 60 * time.Second
 	maxHeaderBytes    = 16 << 10
 	shutdownTimeout   = 5 * time.Second
-	// maxConnections caps each listener's open connections, so a flood of
-	// connections costs bounded memory: beyond it, new ones wait in the
-	// kernel's backlog.
-	maxConnections = 1024
 )
 
 // Run serves c until ctx is done, then stops taking requests, finishes
@@ -133,8 +129,22 @@ func Run(ctx context.Context, c Config, log *slog.Logger, started func(httpAddr,
 		ln.Close()
 		return fmt.Errorf("-grpc-addr: %w", err)
 	}
-	ln, gln = netutil.LimitListener(ln, maxConnections), netutil.LimitListener(gln, maxConnections)
-	g, health := newGRPCServer(rls)
+	caps := connlimit.Limits{Total: c.MaxConns, PerClient: c.MaxConnsPerClient}
+	hl, err := connlimit.Wrap(ln, caps, "http", log)
+	if err != nil {
+		ln.Close()
+		gln.Close()
+		return fmt.Errorf("-max-conns: %w", err)
+	}
+	gl, _ := connlimit.Wrap(gln, caps, "grpc", log) // the same caps: no error
+	if err := metrics.addListeners(map[string]*connlimit.Listener{"http": hl, "grpc": gl}); err != nil {
+		hl.Close()
+		gl.Close()
+		return err
+	}
+	srv.ConnState = hl.ConnState
+	ln, gln = hl, gl
+	g, health := newGRPCServer(rls, grpcOptions{conns: gl, reflection: c.GRPCReflection, log: log, metrics: metrics})
 	log.Info("serving", "addr", ln.Addr().String(), "grpc", gln.Addr().String(), "clustered", c.Clustered(), "config", c.ConfigPath)
 	if started != nil {
 		started(ln.Addr().String(), gln.Addr().String())

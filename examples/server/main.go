@@ -21,6 +21,12 @@
 //	GOPHERPACE_DRAIN           how long to go on serving after SIGTERM while
 //	                           /readyz answers 503, so that load balancers stop
 //	                           sending first (default 0; the manifest sets 5s)
+//	GOPHERPACE_MAX_CONNS       connections held at once (default 1024); at the cap
+//	                           the longest idle ones give way to new ones
+//	GOPHERPACE_MAX_CONNS_PER_CLIENT
+//	                           connections one client address holds (default 256);
+//	                           behind a proxy that connects from one address, raise
+//	                           it to GOPHERPACE_MAX_CONNS
 //
 // Routes: /work is limited; /healthz is not (liveness); /readyz answers 200
 // while this replica serves and 503 once it is shutting down (readiness:
@@ -32,6 +38,10 @@
 // On SIGTERM it answers /readyz with 503 for GOPHERPACE_DRAIN, then stops
 // accepting connections, finishes the requests in flight, and only then
 // says goodbye to its peers, so that no request fails in a rolling deploy.
+//
+// No client can hold its port: connections are capped in all and per
+// client address (core/connlimit), and a connection that is slow to send
+// its request, slow to read its answer, or idle is closed.
 package main
 
 import (
@@ -55,6 +65,7 @@ import (
 	"github.com/pedreviljoen/gopherpace/adapters/memberpace"
 	"github.com/pedreviljoen/gopherpace/adapters/prompace"
 	gopherpace "github.com/pedreviljoen/gopherpace/core"
+	"github.com/pedreviljoen/gopherpace/core/connlimit"
 	"github.com/pedreviljoen/gopherpace/core/httplimit"
 	"github.com/pedreviljoen/gopherpace/core/status"
 	"github.com/pedreviljoen/gopherpace/seeds"
@@ -69,6 +80,7 @@ type config struct {
 	partition   gopherpace.PartitionPolicy
 	httpAddr    string
 	drain       time.Duration
+	conns       connlimit.Limits
 }
 
 // loadConfig reads the environment through getenv.
@@ -137,6 +149,18 @@ func loadConfig(getenv func(string) string) (config, error) {
 	if v := getenv("GOPHERPACE_HTTP_ADDR"); v != "" {
 		c.httpAddr = v
 	}
+	for _, v := range []struct {
+		name string
+		to   *int
+	}{{"GOPHERPACE_MAX_CONNS", &c.conns.Total}, {"GOPHERPACE_MAX_CONNS_PER_CLIENT", &c.conns.PerClient}} {
+		if s := getenv(v.name); s != "" {
+			n, err := strconv.Atoi(s)
+			if err != nil || n < 1 {
+				return c, fmt.Errorf("%s: %q is not a whole number above zero", v.name, s)
+			}
+			*v.to = n
+		}
+	}
 	if v := getenv("GOPHERPACE_DRAIN"); v != "" {
 		if c.drain, err = time.ParseDuration(v); err != nil || c.drain < 0 {
 			return c, fmt.Errorf("GOPHERPACE_DRAIN: %q is not a duration such as 5s", v)
@@ -199,20 +223,30 @@ func serve(ctx context.Context, cfg config, ready chan<- [2]string) error {
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(metrics)
 	mux.Handle("/metrics", promhttp.HandlerFor(registry, promhttp.HandlerOpts{}))
-	mux.HandleFunc("/stats", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		json.NewEncoder(w).Encode(struct {
-			Node    string
-			Members []string
-			Limiter gopherpace.Stats
-			Gossip  memberpace.Stats
-		}{tr.Name(), tr.Members(), limiter.Stats(), tr.Stats()})
-	})
-	ln, err := net.Listen("tcp", cfg.httpAddr)
+	tcp, err := net.Listen("tcp", cfg.httpAddr)
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	ln, err := connlimit.Wrap(tcp, cfg.conns, "http", logger)
+	if err != nil {
+		tcp.Close()
+		return err
+	}
+	mux.HandleFunc("/stats", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(struct {
+			Node        string
+			Members     []string
+			Limiter     gopherpace.Stats
+			Gossip      memberpace.Stats
+			Connections connlimit.Stats
+		}{tr.Name(), tr.Members(), limiter.Stats(), tr.Stats(), ln.Stats()})
+	})
+	srv := &http.Server{
+		Handler: mux, ConnState: ln.ConnState, MaxHeaderBytes: 16 << 10,
+		ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second,
+		IdleTimeout: 60 * time.Second,
+	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	logger.Info("serving", "http", ln.Addr().String(), "gossip", tr.GossipAddr(), "rate", cfg.rate)

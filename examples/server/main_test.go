@@ -2,13 +2,16 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	gopherpace "github.com/pedreviljoen/gopherpace/core"
+	"github.com/pedreviljoen/gopherpace/core/connlimit"
 )
 
 func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
@@ -131,5 +134,88 @@ func TestTwoServersShareOneLimit(t *testing.T) {
 		if err := <-done; err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// 3,000 keep-alive connections from five addresses, each sending one
+// request and then idling (what held 3,000 connections open on this
+// server before it capped them), leave room for a fresh client: it is
+// served within a second, and the server holds no more than its cap.
+func TestIdleConnectionsLockNobodyOut(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cfg, err := loadConfig(env(map[string]string{"GOPHERPACE_RATE": "1000", "GOPHERPACE_GOSSIP_PORT": "0",
+		"GOPHERPACE_BIND_ADDR": "127.0.0.1", "GOPHERPACE_HTTP_ADDR": "127.0.0.1:0"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ready, done := make(chan [2]string, 1), make(chan error, 1)
+	go func() { done <- serve(ctx, cfg, ready) }()
+	var addr string
+	select {
+	case a := <-ready:
+		addr = a[0]
+	case err := <-done:
+		t.Fatal(err)
+	}
+	var held []net.Conn
+	defer func() {
+		for _, c := range held {
+			c.Close()
+		}
+	}()
+	closed := 0
+	for i := range 3000 {
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, byte(2+i%5))}, Timeout: 5 * time.Second}
+		c, err := d.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, c)
+		if _, err := io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+			closed++ // reclaimed already
+		}
+	}
+	client := &http.Client{Timeout: time.Second, Transport: &http.Transport{DisableKeepAlives: true,
+		DialContext: (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)}}).DialContext}}
+	stats := func() connlimit.Stats {
+		var s struct{ Connections connlimit.Stats }
+		resp, err := client.Get("http://" + addr + "/stats")
+		if err != nil {
+			t.Fatalf("a fresh client's /stats: %v", err)
+		}
+		defer resp.Body.Close()
+		if err := json.NewDecoder(resp.Body).Decode(&s); err != nil {
+			t.Fatal(err)
+		}
+		return s.Connections
+	}
+	// Wait until the server has taken in the whole attack, so that the
+	// fresh client measures the caps, not the time to serve 3,000
+	// requests.
+	deadline := time.Now().Add(30 * time.Second)
+	for s := stats(); s.Accepted+s.Refused < 3000; s = stats() {
+		if time.Now().After(deadline) {
+			t.Fatalf("the server took in %+v of 3,000 connections in 30 s", s)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for i := range 3 {
+		start := time.Now()
+		resp, err := client.Get("http://" + addr + "/healthz")
+		if err != nil {
+			t.Fatalf("ask %d: a fresh client failed while 3,000 connections were held: %v", i, err)
+		}
+		resp.Body.Close()
+		t.Logf("ask %d: served in %v", i, time.Since(start))
+	}
+	s := stats()
+	if s.Open > connlimit.DefaultTotal || s.Reclaimed+s.Refused < 3000-connlimit.DefaultTotal {
+		t.Fatalf("%+v: over the cap of %d, or too few reclaimed or refused", s, connlimit.DefaultTotal)
+	}
+	t.Logf("after 3,000 idle connections: %+v", s)
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
 	}
 }
