@@ -51,11 +51,13 @@ func BenchmarkTakeKeyed(b *testing.B) {
 	}
 }
 
+// BenchmarkHashKey is the keyed hash of an address key (keyhash.go).
 func BenchmarkHashKey(b *testing.B) {
 	b.ReportAllocs()
+	kh := randomKeyHasher()
 	var h uint64
 	for b.Loop() {
-		h += hashKey(0, "203.0.113.195")
+		h += kh.sum("203.0.113.195")
 	}
 	_ = h
 }
@@ -235,7 +237,7 @@ func BenchmarkReceive(b *testing.B) {
 		p := i % peers
 		i++
 		sums[p]++
-		buf = wire.Encode(buf[:0], &wire.Frame{Limiter: hashKey(0, DefaultLimiterID), Incarnation: inc,
+		buf = wire.Encode(buf[:0], &wire.Frame{Limiter: nameHash(0, DefaultLimiterID), Incarnation: inc,
 			GlobalSum: sums[p], Global: 1, DemandSum: 2 * sums[p], Level: int64(p % 100)})
 		tr.now = tr.now.Add(step)
 		tr.receive(tr.members[p], buf)
@@ -262,7 +264,7 @@ func BenchmarkTick(b *testing.B) {
 	for round := range 10 {
 		for p := range peers {
 			sum := uint64(round + 1)
-			buf = wire.Encode(buf[:0], &wire.Frame{Limiter: hashKey(0, DefaultLimiterID), Incarnation: inc,
+			buf = wire.Encode(buf[:0], &wire.Frame{Limiter: nameHash(0, DefaultLimiterID), Incarnation: inc,
 				GlobalSum: sum, Global: 1, DemandSum: 2 * sum, Level: int64(p % 100)})
 			tr.receive(tr.members[p], buf)
 		}
@@ -310,7 +312,7 @@ func BenchmarkReceiveRelayed(b *testing.B) {
 		p := i % len(others)
 		i++
 		sums[p]++
-		frame = wire.Encode(frame[:0], &wire.Frame{Limiter: hashKey(0, DefaultLimiterID), Incarnation: inc,
+		frame = wire.Encode(frame[:0], &wire.Frame{Limiter: nameHash(0, DefaultLimiterID), Incarnation: inc,
 			GlobalSum: sums[p], Global: 1, DemandSum: 2 * sums[p], Level: int64(p % 100)})
 		env = wire.AppendRelay(env[:0], others[p], false, frame)
 		tr.now = tr.now.Add(step)
@@ -358,7 +360,7 @@ func BenchmarkReceiveDigest(b *testing.B) {
 	const rate, perDigest = 7_000, 8
 	l, tr, h, others := groupedCrowd(b)
 	inc := uint64(tr.now.UnixNano())
-	id, tag := hashKey(0, DefaultLimiterID), wire.IncarnationTag(inc)
+	id, tag := nameHash(0, DefaultLimiterID), wire.IncarnationTag(inc)
 	sums := make([]uint64, len(others))
 	entries, digest := make([]byte, 0, perDigest*wire.DigestEntryMax), make([]byte, 0, 512)
 	step := time.Second / rate

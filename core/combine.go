@@ -185,5 +185,5 @@ func (l *Limiter) ruleFor(key string, now int64) *rule {
 	if key == "" || !l.rules.hasOverrides() {
 		return l.rules.dflt()
 	}
-	return l.keyRule(hashKey(l.hashSecret, key), key, now)
+	return l.keyRule(l.hasher.sum(key), key, now)
 }

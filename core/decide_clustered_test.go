@@ -87,7 +87,7 @@ func TestClusteredKeyedRefund(t *testing.T) {
 	t0 := l.epoch.Add(time.Second)
 	l.TakeAt(t0, "k", 10)
 	l.RefundAt(t0, "k", 4)
-	h := hashKey(0, "k")
+	h := l.hasher.sum("k")
 	if got := engineOf(l).keys.lookup(h).pending.Load(); got != 6 {
 		t.Fatalf("%d tokens left to report, want 6", got)
 	}

@@ -16,7 +16,7 @@ import (
 func TestTaggedEntries(t *testing.T) {
 	l, tr, _, others := groupedCrowd(t)
 	origin, relay := others[0], others[1]
-	id := hashKey(0, DefaultLimiterID)
+	id := nameHash(0, DefaultLimiterID)
 	first := uint64(tr.now.UnixNano())
 	restarted := first + 1_000_000_000
 	send := func(tagged bool, inc, sum uint64) {
@@ -67,7 +67,7 @@ func TestTaggedEntries(t *testing.T) {
 func TestTruncatedTotals(t *testing.T) {
 	l, tr, h, others := groupedCrowd(t)
 	origin, relay := others[0], others[1]
-	id := hashKey(0, DefaultLimiterID)
+	id := nameHash(0, DefaultLimiterID)
 	inc := uint64(tr.now.UnixNano()) - uint64(time.Hour)
 	const base = 3<<21 - 30 // a long-running origin's total, 30 short of a wrap of 21, 14 and 7 bits
 	send := func(bits uint8, sum uint64) {

@@ -1,6 +1,7 @@
 package gopherpace
 
 import (
+	"context"
 	"log/slog"
 	"math"
 	"sync"
@@ -69,6 +70,9 @@ type engineParts struct {
 	// leases hand out the global bucket's tokens per processor while it
 	// is hot; nil when it is too small to lease.
 	leases *leases
+	// keyHashID is the fingerprint of the key hash's secret, on every
+	// frame with keyed counts (keyhash.go).
+	keyHashID uint32
 }
 
 // engineEnv is what every part shares and none changes once the engine has
@@ -118,7 +122,7 @@ func newEngine(parts engineParts, c *config) *engine {
 		engineParts: parts,
 		t:           c.transport,
 		clock:       realClock{},
-		id:          hashKey(0, c.limiterID),
+		id:          nameHash(0, c.limiterID),
 		interval:    int64(c.interval),
 		tick:        int64(c.interval) / 2,
 		isolation:   int64(c.interval) * 3 / 2,
@@ -151,7 +155,7 @@ func newEngine(parts engineParts, c *config) *engine {
 	// A sliced share starts part of the way to its first token, at a phase
 	// of its own: started alike, every node of a cold cluster would earn
 	// its first token in the same millisecond.
-	e.fair.share.credit.Store(int64(hashKey(0, parts.name) % sliceOne))
+	e.fair.share.credit.Store(int64(nameHash(0, parts.name) % sliceOne))
 	e.hotKeys = newKeyShares(env, &e.view)
 	e.join = joining{engineEnv: env, word: &e.global, mode: &e.mode, view: &e.view}
 	return e
@@ -203,7 +207,7 @@ func (e *engineEnv) untilTick() time.Duration { return e.untilGrid(e.tick) }
 // untilGrid is the time until the next instant of a grid every apart,
 // from the hub's start at this node's phase: never zero, at most every.
 func (e *engineEnv) untilGrid(every int64) time.Duration {
-	phase := int64(hashKey(0, e.name) % uint64(every))
+	phase := int64(nameHash(0, e.name) % uint64(every))
 	at := int64(e.clock.Now().Sub(e.hub.began)) - phase
 	return time.Duration(every - (at%every+every)%every)
 }
@@ -333,9 +337,18 @@ func (e *engineEnv) maxDebt(p *rule) int64 {
 // warnf logs a WARN record at most once per degradedLogEvery, tracked in
 // *last, a field of the calling part; the caller holds the engine's lock.
 func (e *engineEnv) warnf(now int64, last *int64, msg string, args ...any) {
+	e.logEvery(slog.LevelWarn, now, last, msg, args)
+}
+
+// errorf is warnf at ERROR, for what a person must fix.
+func (e *engineEnv) errorf(now int64, last *int64, msg string, args ...any) {
+	e.logEvery(slog.LevelError, now, last, msg, args)
+}
+
+func (e *engineEnv) logEvery(level slog.Level, now int64, last *int64, msg string, args []any) {
 	if *last != 0 && now-*last < degradedLogEvery {
 		return
 	}
 	*last = now
-	e.log.Warn(msg, append([]any{"node", e.name}, args...)...)
+	e.log.Log(context.Background(), level, msg, append([]any{"node", e.name}, args...)...)
 }

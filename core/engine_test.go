@@ -117,11 +117,12 @@ func TestMalformedFramesAreDroppedAndCounted(t *testing.T) {
 		evil.Broadcast(junk)
 	}
 	// A well-formed frame that carries keyed counts without a sequence number.
-	hb := binary.LittleEndian.AppendUint64([]byte("gp\x0a\x00"), gopherpace.WireLimiterID(gopherpace.DefaultLimiterID))
+	hb := binary.LittleEndian.AppendUint64([]byte("gp\x0b\x00"), gopherpace.WireLimiterID(gopherpace.DefaultLimiterID))
 	hb = binary.LittleEndian.AppendUint64(hb, 1)
 	hb = append(hb, 0, 0, 0, 0, 0, 0, 1)          // seq 0, totals, demand, level and withheld 0, one entry
+	hb = binary.LittleEndian.AppendUint32(hb, 0)  // the key hash's fingerprint
 	hb = binary.LittleEndian.AppendUint64(hb, 42) // key hash
-	evil.Broadcast(append(hb, 3, 0))              // 3 tokens, none refused
+	evil.Broadcast(append(hb, 3, 0, 0))           // 3 tokens, none refused, level 0
 	net.Advance(10 * time.Millisecond)
 	if got := lims[0].Stats().FramesMalformed; got != 5 {
 		t.Fatalf("malformed frames counted %d, want 5", got)

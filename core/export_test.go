@@ -15,7 +15,16 @@ func WithFloorAtZero() Option { return func(c *config) { c.floorAtZero = true } 
 const GroupsFrom = groupsFrom
 
 // WireLimiterID is the 8-byte limiter identity that frames carry for id.
-func WireLimiterID(id string) uint64 { return hashKey(0, id) }
+func WireLimiterID(id string) uint64 { return nameHash(0, id) }
+
+// TestKeyHashSecret is memtransport.DefaultKeyHashSecret, which the
+// package cannot import (memtransport imports it): the secret
+// EncodeTestFrame hashes keys with unless told another.
+// TestTestKeyHashSecretIsMemtransports holds the two equal.
+var TestKeyHashSecret = []byte("memtransport: a simulated cluster's key hash secret")
+
+// KeyHashOf is key's hash under secret, as a limiter names the key.
+func KeyHashOf(secret []byte, key string) uint64 { return newKeyHasher(secret).sum(key) }
 
 // LeaseTokens puts n fresh tokens into one of l's lease slots, as a
 // processor's lease taken at time at would hold them. It reports false when
@@ -29,7 +38,8 @@ func LeaseTokens(l *Limiter, at time.Time, n int64) bool {
 }
 
 // TestFrame is a frame's fields, for tests that craft frames as an
-// attacker would. Keys are hashed with secret 0.
+// attacker would. Keys are hashed under KeyHashSecret, TestKeyHashSecret
+// when nil, and the frame names that secret's fingerprint.
 type TestFrame struct {
 	Leaving, Idle, Partial      bool
 	Limiter                     string // the limiter ID; DefaultLimiterID if empty
@@ -41,6 +51,7 @@ type TestFrame struct {
 	KeyTokens                   []uint64
 	KeyRefused                  []uint64 // zero when nil
 	KeyLevels                   []int64  // the sender's level of each key; a full bucket (1<<20) when nil
+	KeyHashSecret               []byte
 }
 
 // EncodeTestFrame encodes f in the current wire format, without checking
@@ -50,11 +61,15 @@ func EncodeTestFrame(f TestFrame) []byte {
 	if f.Limiter == "" {
 		f.Limiter = DefaultLimiterID
 	}
-	fr := wire.Frame{Leaving: f.Leaving, Idle: f.Idle, Partial: f.Partial, Limiter: hashKey(0, f.Limiter), Incarnation: f.Incarnation, Seq: f.Seq,
-		GlobalSum: f.GlobalSum, Global: int64(f.Global), DemandSum: f.DemandSum, Level: f.Level, Withheld: f.Withheld}
+	if f.KeyHashSecret == nil {
+		f.KeyHashSecret = TestKeyHashSecret
+	}
+	h := newKeyHasher(f.KeyHashSecret)
+	fr := wire.Frame{Leaving: f.Leaving, Idle: f.Idle, Partial: f.Partial, Limiter: nameHash(0, f.Limiter), Incarnation: f.Incarnation, Seq: f.Seq,
+		GlobalSum: f.GlobalSum, Global: int64(f.Global), DemandSum: f.DemandSum, Level: f.Level, Withheld: f.Withheld, KeyHashID: h.fingerprint()}
 	b := wire.AppendHeader(nil, &fr, len(f.Keys))
 	for i, k := range f.Keys {
-		b = binary.LittleEndian.AppendUint64(b, hashKey(0, k))
+		b = binary.LittleEndian.AppendUint64(b, h.sum(k))
 		b = binary.AppendUvarint(b, f.KeyTokens[i])
 		refused := uint64(0)
 		if f.KeyRefused != nil {

@@ -14,59 +14,67 @@ import (
 // rolling deploy: change them only together with the wire version, and
 // say so in the release notes.
 
-// TestKeyHashGolden pins hashKey: nodes that hash a key differently keep
-// different buckets for it and never charge each other's admits.
+// TestKeyHashGolden pins the key hash: nodes that hash a key differently
+// keep different buckets for it and never charge each other's admits. It
+// is SipHash-2-4, checked against its authors' reference vectors (key
+// 00 01 … 0f, the message 00 01 … of each length), and a secret other
+// than 16 bytes is reduced by SHA-256 (pinned here), as is the
+// fingerprint frames carry.
 func TestKeyHashGolden(t *testing.T) {
+	var ref [16]byte
+	for i := range ref {
+		ref[i] = byte(i)
+	}
+	msg := make([]byte, 64)
+	for i := range msg {
+		msg[i] = byte(i)
+	}
+	h := newKeyHasher(ref[:])
+	for n, want := range map[int]uint64{0: 0x726fdb47dd0e0e31, 1: 0x74f839c593dc67fd, 7: 0xab0200f58b01d137,
+		8: 0x93f5f5799a932462, 15: 0xa129ca6149be45e5, 16: 0x3f2acc7f57c29bdb, 63: 0x958a324ceb064572} {
+		if got := h.sum(string(msg[:n])); got != want {
+			t.Errorf("SipHash-2-4 of %d bytes = %#x, want %#x", n, got, want)
+		}
+	}
+	long := newKeyHasher([]byte("a secret of more than sixteen bytes"))
 	for _, tc := range []struct {
-		key    string
-		secret uint64
-		want   uint64
+		got, want uint64
+		what      string
 	}{
-		{"", 0, 0xef46db3751d8e999},
-		{"", 0xfeedface, 0x9e4890353cfa0455},
-		{"a", 0, 0xd24ec4f1a98c6e5b},
-		{"a", 0xfeedface, 0x40362a1a4ed42535},
-		{"tenant-a", 0, 0x24cbcbec76c2694a},
-		{"tenant-a", 0xfeedface, 0x63b13b393bf51bcb},
-		{"10.1.2.3", 0, 0x43bc2967acb25af4},
-		{"10.1.2.3", 0xfeedface, 0x2863974f9d65102e},
-		{"2001:db8::/64", 0, 0x74bb4ac9704ab632},
-		{"2001:db8::/64", 0xfeedface, 0x47b075dccb86350d},
-		{"a key of more than sixteen bytes", 0, 0xeccc77e16a6881b7},
-		{"a key of more than sixteen bytes", 0xfeedface, 0xf9dfc772ed3c918},
+		{long.sum("tenant-a"), 0xd92290178dddeaaf, "a long secret's hash of tenant-a"},
+		{uint64(h.fingerprint()), 0x935517f3, "the reference key's fingerprint"},
 	} {
-		t.Run(tc.key, func(t *testing.T) {
-			if got := hashKey(tc.secret, tc.key); got != tc.want {
-				t.Fatalf("hashKey(%#x, %q) = %#x, want %#x", tc.secret, tc.key, got, tc.want)
-			}
-		})
+		if tc.got != tc.want {
+			t.Errorf("%s = %#x, want %#x", tc.what, tc.got, tc.want)
+		}
 	}
 }
 
 // goldenFrame is a frame of the current wire version with every field set, and its bytes.
 var (
-	goldenFrame = wire.Frame{Leaving: true, Idle: true, Partial: true, Limiter: hashKey(0, DefaultLimiterID), Incarnation: 1_700_000_000_123_456_789,
+	goldenFrame = wire.Frame{Leaving: true, Idle: true, Partial: true, Limiter: nameHash(0, DefaultLimiterID), Incarnation: 1_700_000_000_123_456_789,
 		Seq: 300, GlobalSum: 70_000, Global: 129, DemandSum: 1_000_000, Level: -42, Withheld: 1 << 14,
-		Keys: []wire.KeyCount{{Key: hashKey(0, "tenant-a"), Tokens: 1, Level: 99}, {Key: hashKey(0, "tenant-b"), Tokens: 200, Refused: 3, Level: -7}}}
+		KeyHashID: newKeyHasher(TestKeyHashSecret).fingerprint(),
+		Keys: []wire.KeyCount{{Key: KeyHashOf(TestKeyHashSecret, "tenant-a"), Tokens: 1, Level: 99}, {Key: KeyHashOf(TestKeyHashSecret, "tenant-b"), Tokens: 200, Refused: 3, Level: -7}}}
 	goldenBytes = goldenBytesLiteral
 )
 
 const (
-	goldenBytesLiteral = "67700a07961c565c8abd14cb15cd853dfe9c9717ac02f0a2048101c0843d53808001024a69c276eccbcb240100c60175fbf4ac2a0a32d2c801030d"
+	goldenBytesLiteral = "67700b07961c565c8abd14cb15cd853dfe9c9717ac02f0a2048101c0843d53808001022b34b5ecb82945e94559df170100c601694644a2645e0a7fc801030d"
 )
 
 // goldenRelay is the golden frame relayed, on its last hop, for node-7,
 // and its bytes: the envelope's header, then the frame's bytes unchanged.
-const goldenRelay = "67700ac0066e6f64652d373b" + goldenBytesLiteral
+const goldenRelay = "67700bc0066e6f64652d373f" + goldenBytesLiteral
 
 // goldenDigest is the golden frame's running totals in a digest, on its
 // last hop, from node-7 whole, from node-8 tagged and from node-9 tagged
-// and truncated: the digest's header ("gp", 10, the relay, digest and
+// and truncated: the digest's header ("gp", 11, the relay, digest and
 // last-hop flags), then its length,
 // limiter and the entries.
 const (
-	goldenDigest      = "67700ae0"
-	goldenDigestBytes = "67700ae04a961c565c8abd14cbf5837820c2f20715cd853dfe9c9717f0a2048101c0843d53808001a8857820c2f30ff97bf0a2048101c0843d538080015b877820c2f49ff97b708101c00453808001"
+	goldenDigest      = "67700be0"
+	goldenDigestBytes = "67700be04a961c565c8abd14cbf5837820c2f20715cd853dfe9c9717f0a2048101c0843d53808001a8857820c2f30ff97bf0a2048101c0843d538080015b877820c2f49ff97b708101c00453808001"
 )
 
 func TestRelayGolden(t *testing.T) {
@@ -135,7 +143,7 @@ func TestDigestGolden(t *testing.T) {
 		var e wire.Entry
 		e, rest, err = wire.NextEntry(rest, &f)
 		g := goldenFrame
-		g.Seq, g.Keys, f.Keys = 0, nil, nil
+		g.Seq, g.Keys, g.KeyHashID, f.Keys = 0, nil, 0, nil
 		if head.Tagged {
 			g.Incarnation = 0
 		}

@@ -65,7 +65,7 @@ type groupView struct {
 func groupCount(n int) int { return max(1, int(math.Round(math.Sqrt(float64(n))))) }
 
 // groupOf is the group of the node named name among count groups.
-func groupOf(name string, count int) int { return int(hashKey(groupSalt, name) % uint64(count)) }
+func groupOf(name string, count int) int { return int(nameHash(groupSalt, name) % uint64(count)) }
 
 // hashGroups groups n nodes of one zone by a hash of their names: about
 // √n groups from groupsFrom nodes on, none below.

@@ -89,6 +89,10 @@ func (nopTransport) Subscribe(func(string, []byte)) (unsubscribe func()) { retur
 func (nopTransport) Members() []string                                   { return nil }
 func (nopTransport) Close() error                                        { return nil }
 
+// KeyHashSecret gives the test fakes memtransport's secret, so that a
+// test's frames and its limiters name keys alike (TestFrame).
+func (nopTransport) KeyHashSecret() []byte { return TestKeyHashSecret }
+
 // frozenTransport is nopTransport on a clock that stands still and never
 // fires: no tick runs, so counts stay unreported for a test to read.
 type frozenTransport struct {

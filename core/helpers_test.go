@@ -64,6 +64,15 @@ func (h *countingHandler) WithGroup(string) slog.Handler      { return h }
 // real timers (virtual inside a synctest bubble).
 type hideClock struct{ gopherpace.Transport }
 
+// KeyHashSecret forwards the wrapped transport's secret, which is not a
+// clock.
+func (h hideClock) KeyHashSecret() []byte {
+	if s, ok := h.Transport.(gopherpace.KeyHashSecreter); ok {
+		return s.KeyHashSecret()
+	}
+	return nil
+}
+
 // tapTransport is a memtransport.Transport into which a test can also feed
 // frames directly, under any sender name, as an attacker on a plaintext
 // network could send them. Embedding keeps the virtual clock.

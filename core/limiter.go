@@ -45,7 +45,7 @@ type Limiter struct {
 	epoch      time.Time
 	rules      rules
 	keys       *plainStore // nil when clustered: the engine holds the keys
-	hashSecret uint64
+	hasher     keyHasher
 	name       string
 	log        *slog.Logger
 	dec        decider // standalone or the engine: chosen once, in New (decider.go)
@@ -78,10 +78,15 @@ func New(opts ...Option) (*Limiter, error) {
 	}
 	l := &Limiter{
 		epoch:      time.Now(),
-		hashSecret: c.hashSecret,
 		name:       c.nodeName,
 		log:        c.logger.With("component", "gopherpace"),
 		counts:     newDecisionCounts(),
+	}
+	var publicHash bool
+	l.hasher, publicHash = c.keyHasher()
+	if publicHash {
+		l.log.Warn("the key hash has no secret: the transport gives none (plaintext gossip), so anyone can compute which keys share a bucket or a shard. Pin one with WithKeyHashSecret, the same on every node",
+			"node", l.name, "limiter", c.limiterID)
 	}
 	l.dec.solo = (*standalone)(l)
 	set := &ruleSet{def: def}
@@ -91,9 +96,9 @@ func New(opts ...Option) (*Limiter, error) {
 			return nil, errorf("%s: %w", o.words, err) // checked in finish
 		}
 		if set.overrides == nil {
-			set.overrides = make(map[uint64]*rule, len(c.overrides))
+			set.overrides = make(map[uint64]ownRule, len(c.overrides))
 		}
-		set.overrides[hashKey(l.hashSecret, o.key)] = p
+		set.overrides[l.hasher.sum(o.key)] = ownRule{p, o.key}
 	}
 	l.rules.set.Store(set)
 	if c.shadow {
@@ -123,6 +128,7 @@ func New(opts ...Option) (*Limiter, error) {
 		eng := newEngine(engineParts{
 			epoch: l.epoch, name: l.name, log: l.log, rules: &l.rules,
 			keys: newClusterStore(c.maxKeys), standalone: &l.global.tat, leases: l.leases,
+			keyHashID: l.hasher.fingerprint(),
 		}, &c)
 		l.dec.eng = eng
 		eng.start()

@@ -226,14 +226,15 @@ func TestLoggerComponentAndNoPerRequestLogs(t *testing.T) {
 }
 
 func TestKeyHashSpreadsAndIsStable(t *testing.T) {
-	if hashKey(0, "x") == hashKey(1, "x") {
+	kh := randomKeyHasher()
+	if kh.sum("x") == randomKeyHasher().sum("x") {
 		t.Fatal("the secret has no effect")
 	}
 	seen := make(map[uint64]string, 200_000)
 	var shards [shardCount]int
 	for i := range 200_000 {
 		k := fmt.Sprintf("10.%d.%d.%d", i>>16, (i>>8)&255, i&255)
-		h := hashKey(0, k)
+		h := kh.sum(k)
 		if prev, dup := seen[h]; dup {
 			t.Fatalf("collision between %q and %q", prev, k)
 		}
@@ -250,16 +251,16 @@ func TestKeyHashSpreadsAndIsStable(t *testing.T) {
 // The hash secret decides which keys share a bucket: the same on every node
 // keeps the cluster's buckets the same, and a different one moves them.
 func TestKeyHashSecretSeparatesOverrides(t *testing.T) {
-	mk := func(secret uint64) *Limiter {
+	mk := func(secret []byte) *Limiter {
 		return newTestLimiter(t, WithRefillRate(1), WithBucketSize(1), WithOverride("vip", 1, 5), WithKeyHashSecret(secret))
 	}
-	for _, secret := range []uint64{0, 0xfeedface} {
+	for _, secret := range [][]byte{[]byte("0123456789abcdef"), []byte("another secret of 32 random bytes")} {
 		l := mk(secret)
 		if d, _ := l.TakeAt(t0, "vip", 5); !d.Allowed {
-			t.Fatalf("secret %#x: the override was not found under the same secret", secret)
+			t.Fatalf("secret %q: the override was not found under the same secret", secret)
 		}
-		if l.rules.forKey(hashKey(secret^1, "vip")) != l.rules.dflt() {
-			t.Fatalf("secret %#x: the override answers to another secret's hash", secret)
+		if l.rules.forKey(newKeyHasher(append(secret, 'x')).sum("vip")) != l.rules.dflt() {
+			t.Fatalf("secret %q: the override answers to another secret's hash", secret)
 		}
 	}
 }

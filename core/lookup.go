@@ -139,8 +139,8 @@ func sameRule(a, b *rule) bool {
 func (l *Limiter) keyRule(h uint64, key string, now int64) *rule {
 	s := l.rules.set.Load()
 	if s.overrides != nil {
-		if p, ok := s.overrides[h]; ok {
-			return p
+		if o, ok := s.overrides[h]; ok && o.key == key {
+			return o.p
 		}
 	}
 	c := l.rules.lookup

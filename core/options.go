@@ -24,7 +24,7 @@ type config struct {
 	nodeName   string
 	logger     *slog.Logger
 	maxKeys    int64
-	hashSecret uint64
+	hashSecret []byte // nil: the transport's, or random (keyhash.go)
 	shadow     bool
 	lookup     *lookupConfig
 	overrides  []override
@@ -249,12 +249,37 @@ func WithOverrideRate(key string, tokens int64, per time.Duration, bucketSize in
 // such requests through, with the fields of the denial.
 func WithShadowMode() Option { return func(c *config) { c.shadow = true } }
 
-// WithKeyHashSecret sets the secret mixed into the 64-bit hash that
-// identifies keys. Every node of a cluster must use the same one. Set a
-// random one when keys come from untrusted clients, so that nobody can
-// craft two keys that share a bucket. Default 0.
-func WithKeyHashSecret(secret uint64) Option {
-	return func(c *config) { c.hashSecret = secret }
+// WithKeyHashSecret pins the secret of the keyed hash that names keys
+// (SipHash-1-3): at least 16 random bytes, the same on every node of a
+// cluster. Without it the secret is random per limiter standalone, and
+// clustered it is the transport's (memberpace derives it from the gossip
+// encryption key), so nobody who lacks it can find two keys that share a
+// bucket. Pin it when the transport gives none (plaintext gossip), or to
+// keep keys' buckets across a change of the gossip key.
+func WithKeyHashSecret(secret []byte) Option {
+	return func(c *config) {
+		if len(secret) < 16 {
+			c.errs = append(c.errs, errorf("WithKeyHashSecret: %d bytes; the secret must be at least 16 random bytes", len(secret)))
+		}
+		c.hashSecret = append([]byte(nil), secret...)
+	}
+}
+
+// keyHasher is the hasher the options give (keyhash.go), and whether its
+// secret is public: clustered over a transport that gives none.
+func (c *config) keyHasher() (h keyHasher, public bool) {
+	switch {
+	case c.hashSecret != nil:
+		return newKeyHasher(c.hashSecret), false
+	case c.transport == nil:
+		return randomKeyHasher(), false
+	}
+	if s, ok := c.transport.(KeyHashSecreter); ok {
+		if secret := s.KeyHashSecret(); len(secret) >= 16 {
+			return newKeyHasher(secret), false
+		}
+	}
+	return newKeyHasher(publicSecret), true
 }
 
 func defaultConfig() config {

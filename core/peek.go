@@ -25,7 +25,7 @@ func (l *Limiter) peek(now int64, key string, n int64) Decision {
 	if key == "" {
 		tat, at, leased = l.dec.peekGlobal(now)
 	} else {
-		h := hashKey(l.hashSecret, key)
+		h := l.hasher.sum(key)
 		p = l.keyRule(h, key, now)
 		tat, at = l.dec.peekKeyed(h, now)
 	}
@@ -66,5 +66,5 @@ func (l *Limiter) reset(now int64, key string) {
 		l.dec.resetGlobal(now)
 		return
 	}
-	l.dec.resetKeyed(hashKey(l.hashSecret, key))
+	l.dec.resetKeyed(l.hasher.sum(key))
 }

@@ -22,6 +22,8 @@ type fuzzNet struct {
 	recv    func(string, []byte)
 }
 
+func (*fuzzNet) KeyHashSecret() []byte { return TestKeyHashSecret }
+
 type fuzzTimer struct {
 	at   time.Time
 	id   int
@@ -118,7 +120,7 @@ func FuzzReceive(f *testing.F) {
 				tat, _ := e.global.tat(p, bucketTime(now))
 				return max(tat, now)
 			}
-			if ent := e.keys.lookup(hashKey(0, key)); ent != nil {
+			if ent := e.keys.lookup(l.hasher.sum(key)); ent != nil {
 				return max(ent.tat.Load(), now)
 			}
 			return now // no bucket: full
@@ -171,7 +173,7 @@ func FuzzReceive(f *testing.F) {
 					}
 					// The sender's level of the key: any claim, extremes too.
 					level := int64(extremeOr(byteAt(i+13), uint64(byteAt(i+12))-128, burst))
-					hdr = appendKeyed(hdr, keys[byteAt(i+8)%2], tokens, refused, level)
+					hdr = appendKeyed(hdr, l.hasher, keys[byteAt(i+8)%2], tokens, refused, level)
 				} else {
 					hdr = append(hdr, 0)
 				}
@@ -261,10 +263,12 @@ func extremeOr(x byte, v uint64, b int64) uint64 {
 	return v
 }
 
-// appendKeyed appends an entry count of one and one entry.
-func appendKeyed(b []byte, key string, tokens, refused uint64, level int64) []byte {
+// appendKeyed appends an entry count of one, the fingerprint of h's
+// secret and one entry.
+func appendKeyed(b []byte, h keyHasher, key string, tokens, refused uint64, level int64) []byte {
 	b = append(b, 1)
-	b = binary.LittleEndian.AppendUint64(b, hashKey(0, key))
+	b = binary.LittleEndian.AppendUint32(b, h.fingerprint())
+	b = binary.LittleEndian.AppendUint64(b, h.sum(key))
 	b = binary.AppendUvarint(b, tokens)
 	b = binary.AppendUvarint(b, refused)
 	return binary.AppendVarint(b, level)

@@ -34,14 +34,16 @@ type receiver struct {
 	stats receiverStats
 
 	// Under the engine's lock.
-	rx           wire.Frame
-	unlisted     unlisted
-	lastSkewWarn int64
+	rx              wire.Frame
+	unlisted        unlisted
+	lastSkewWarn    int64
+	lastKeyHashWarn int64
 }
 
 type receiverStats struct {
 	framesReceived, bytesReceived, malformed, duplicate atomic.Uint64
 	otherLimiter, keysDropped, notMember, tokensCharged atomic.Uint64
+	otherKeyHash                                        atomic.Uint64
 }
 
 // maxClockSkew is how far ahead of this node's clock a peer's incarnation
@@ -155,6 +157,14 @@ func (r *receiver) apply(from string, b []byte, keep, relayed bool) {
 	} else if !s.window.accept(f.Seq) {
 		r.stats.duplicate.Add(1)
 		return
+	}
+	if len(f.Keys) > 0 && f.KeyHashID != r.keyHashID {
+		// Its keys' hashes name other keys here: its global count stands,
+		// its keyed counts cannot be placed.
+		r.stats.otherKeyHash.Add(1)
+		r.errorf(now, &r.lastKeyHashWarn, "a peer hashes keys under another secret: its keyed counts are dropped, so keyed limits are not shared with it. Give every node the same gossip key, or the same WithKeyHashSecret",
+			"peer", from, "its key hash", f.KeyHashID, "this node's", r.keyHashID, "dropped so far", r.stats.otherKeyHash.Load())
+		f.Keys = f.Keys[:0]
 	}
 	s.lastGlobal, s.lastDemand = f.GlobalSum, f.DemandSum
 	news := f.Global > 0 || len(f.Keys) > 0 || f.Partial || f.DemandSum > s.demandSeen

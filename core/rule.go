@@ -149,7 +149,15 @@ type rules struct {
 
 type ruleSet struct {
 	def       *rule
-	overrides map[uint64]*rule // by key hash; nil without overrides
+	overrides map[uint64]ownRule // by key hash; nil without overrides
+}
+
+// ownRule is a key's rule of its own (an override), with the key it was
+// given for: a caller's request gets it only by that key, never by
+// another that shares its hash.
+type ownRule struct {
+	p   *rule
+	key string
 }
 
 // dflt is the default rule.
@@ -161,8 +169,8 @@ func (ps *rules) dflt() *rule { return ps.set.Load().def }
 func (ps *rules) forKey(h uint64) *rule {
 	s := ps.set.Load()
 	if s.overrides != nil {
-		if p, ok := s.overrides[h]; ok {
-			return p
+		if o, ok := s.overrides[h]; ok {
+			return o.p
 		}
 	}
 	if ps.lookup != nil {
@@ -180,8 +188,8 @@ func (ps *rules) hasOverrides() bool { return ps.set.Load().overrides != nil || 
 func (ps *rules) each(f func(*rule)) {
 	s := ps.set.Load()
 	f(s.def)
-	for _, p := range s.overrides {
-		f(p)
+	for _, o := range s.overrides {
+		f(o.p)
 	}
 }
 

@@ -308,7 +308,7 @@ func (s *sender) flush(now int64, heartbeat, leaving, atOnce bool) [][]byte {
 	carries := len(batch) > 0
 	var frames [][]byte
 	f := wire.Frame{Leaving: leaving, Idle: idle, Partial: partial, Limiter: s.id, Incarnation: s.inc, GlobalSum: s.globalSum, Global: global,
-		DemandSum: demand, Level: s.fair.levelTokens(now), Withheld: uint64(s.view.withheld * wire.WithheldOne)}
+		KeyHashID: s.keyHashID, DemandSum: demand, Level: s.fair.levelTokens(now), Withheld: uint64(s.view.withheld * wire.WithheldOne)}
 	for first := true; first || len(batch) > 0; first = false {
 		// Fill one frame with as many entries as fit.
 		room, n := s.maxFrame-wire.HeaderMax, 0

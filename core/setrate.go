@@ -1,6 +1,7 @@
 package gopherpace
 
 import (
+	"strings"
 	"sync/atomic"
 	"time"
 )
@@ -59,15 +60,15 @@ func (l *Limiter) setOverride(now int64, key string, tokens int64, per time.Dura
 	if err != nil {
 		return errorf("SetOverride(%q, %d, %v, %d): %w", key, tokens, per, burst, err)
 	}
-	h := hashKey(l.hashSecret, key)
+	h := l.hasher.sum(key)
 	l.changeMu.Lock()
 	defer l.changeMu.Unlock()
 	old := l.rules.set.Load()
-	overrides := make(map[uint64]*rule, len(old.overrides)+1)
+	overrides := make(map[uint64]ownRule, len(old.overrides)+1)
 	for k, v := range old.overrides {
 		overrides[k] = v
 	}
-	overrides[h] = p
+	overrides[h] = ownRule{p, strings.Clone(key)}
 	l.rules.set.Store(&ruleSet{def: old.def, overrides: overrides})
 	l.repriceKey(now, h, old.forKeyIn(h), p)
 	return nil
@@ -77,17 +78,17 @@ func (l *Limiter) setOverride(now int64, key string, tokens int64, per time.Dura
 func (l *Limiter) RemoveOverride(key string) { l.removeOverride(l.changeTime(), key) }
 
 func (l *Limiter) removeOverride(now int64, key string) {
-	h := hashKey(l.hashSecret, key)
+	h := l.hasher.sum(key)
 	l.changeMu.Lock()
 	defer l.changeMu.Unlock()
 	old := l.rules.set.Load()
 	from, ok := old.overrides[h]
-	if !ok {
+	if !ok || from.key != key {
 		return
 	}
-	var overrides map[uint64]*rule
+	var overrides map[uint64]ownRule
 	if len(old.overrides) > 1 {
-		overrides = make(map[uint64]*rule, len(old.overrides)-1)
+		overrides = make(map[uint64]ownRule, len(old.overrides)-1)
 		for k, v := range old.overrides {
 			if k != h {
 				overrides[k] = v
@@ -95,13 +96,13 @@ func (l *Limiter) removeOverride(now int64, key string) {
 		}
 	}
 	l.rules.set.Store(&ruleSet{def: old.def, overrides: overrides})
-	l.repriceKey(now, h, from, old.def)
+	l.repriceKey(now, h, from.p, old.def)
 }
 
 // forKeyIn is the rule for key hash h in the set s.
 func (s *ruleSet) forKeyIn(h uint64) *rule {
-	if p, ok := s.overrides[h]; ok {
-		return p
+	if o, ok := s.overrides[h]; ok {
+		return o.p
 	}
 	return s.def
 }

@@ -76,6 +76,10 @@ type Stats struct {
 	// KeysDropped counts peers' keyed counts dropped because this node's
 	// store was at its key cap.
 	KeysDropped uint64
+	// FramesOtherKeyHash counts frames whose keyed counts were dropped
+	// because their sender hashes keys under another secret (logged at
+	// ERROR, at most every 30 s): the two nodes do not share keyed limits.
+	FramesOtherKeyHash uint64
 	// HotKeys is how many keys are shared by offered load now: keys that
 	// a peer uses while this node's copy holds less than a token
 	// (docs/design.md, "A hot key is shared the same way").
@@ -136,6 +140,7 @@ func (e *engine) fillStats(s *Stats) (at bucketTime, tat int64) {
 	hs := &e.hub.stats
 	s.FramesMalformed, s.FramesDuplicate = rs.malformed.Load()+hs.malformed.Load(), rs.duplicate.Load()+hs.untagged.Load()
 	s.FramesOtherLimiter, s.KeysDropped = rs.otherLimiter.Load()+hs.otherLimiter.Load(), rs.keysDropped.Load()
+	s.FramesOtherKeyHash = rs.otherKeyHash.Load()
 	s.FramesNotMember, s.SendFailures = rs.notMember.Load()+hs.notMember.Load(), ss.sendFailures.Load()
 	s.FramesOtherVersion, s.DatagramsSent = hs.ofVersion.Load(), hs.datagramsSent.Load()
 	s.DatagramsToPeers, s.BytesToPeers = hs.peerDatagrams.Load(), hs.peerBytes.Load()

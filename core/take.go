@@ -86,7 +86,7 @@ func (l *Limiter) take(d *Decision, now int64, key string, n int64) (waits bool,
 		}
 		return l.dec.takeGlobal(d, now, n), nil
 	}
-	h := hashKey(l.hashSecret, key)
+	h := l.hasher.sum(key)
 	p := l.keyRule(h, key, now)
 	if err := p.checkCost(n); err != nil {
 		return false, err
@@ -115,7 +115,7 @@ func (l *Limiter) refund(now int64, key string, n int64) {
 		l.dec.refundGlobal(now, min(n, l.rules.dflt().burst))
 		return
 	}
-	h := hashKey(l.hashSecret, key)
+	h := l.hasher.sum(key)
 	p := l.keyRule(h, key, now)
 	l.dec.refundKeyed(h, p, now, min(n, p.burst))
 }

@@ -65,6 +65,17 @@ type Zoner interface {
 	Zone(member string) string
 }
 
+// KeyHashSecreter is a Transport that gives the limiters of its cluster
+// the secret of their key hash, so that every node names a key alike and
+// nobody outside the cluster can compute those names (keyhash.go). A
+// limiter over a transport that is not one, or that gives nil, hashes
+// keys under a public secret unless WithKeyHashSecret pins one.
+type KeyHashSecreter interface {
+	// KeyHashSecret is at least 16 bytes, the same on every node of the
+	// cluster and unknown outside it; nil when the transport has none.
+	KeyHashSecret() []byte
+}
+
 type realClock struct{}
 
 func (realClock) Now() time.Time { return time.Now() }

@@ -152,7 +152,8 @@ func WithProfile(p Profile) Option {
 // WithSecretKeys encrypts gossip with AES-GCM. Each key is 16, 24 or 32
 // bytes; the first is the primary, used to send; all are tried on receipt.
 // Rotate with Keyring: install the new key everywhere, use it, then remove
-// the old one.
+// the old one. The primary key also gives the limiters their key hash
+// secret (KeyHashSecret).
 func WithSecretKeys(keys ...[]byte) Option {
 	return func(c *config) {
 		if len(keys) == 0 {

@@ -2,7 +2,9 @@ package memberpace
 
 import (
 	"context"
+	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -56,9 +58,10 @@ type inbound struct {
 }
 
 var (
-	_ gopherpace.Transport = (*Transport)(nil)
-	_ gopherpace.Unicaster = (*Transport)(nil)
-	_ gopherpace.Zoner     = (*Transport)(nil)
+	_ gopherpace.Transport       = (*Transport)(nil)
+	_ gopherpace.Unicaster       = (*Transport)(nil)
+	_ gopherpace.Zoner           = (*Transport)(nil)
+	_ gopherpace.KeyHashSecreter = (*Transport)(nil)
 )
 
 // New starts memberlist, makes a first attempt to join the seeds (bounded
@@ -198,6 +201,24 @@ func (t *Transport) GossipAddr() string {
 // Keyring is memberlist's keyring, for key rotation, or nil without
 // encryption.
 func (t *Transport) Keyring() *memberlist.Keyring { return t.keyring }
+
+// KeyHashSecret is the secret the limiters on this transport hash keys
+// with (gopherpace.KeyHashSecreter): derived from the primary gossip key
+// the transport was created with (HMAC-SHA256 of a fixed label), so every
+// node that shares that key names keys alike and nobody without it can
+// compute the names; nil with plaintext gossip. A key installed later
+// through Keyring does not change it: after a rotation, restart the nodes
+// (one at a time) so that each derives it from the new key; until then a
+// node started with the new key and one started with the old drop each
+// other's keyed counts, and say so at ERROR.
+func (t *Transport) KeyHashSecret() []byte {
+	if len(t.cfg.keys) == 0 {
+		return nil
+	}
+	mac := hmac.New(sha256.New, t.cfg.keys[0])
+	mac.Write([]byte("gopherpace key hash secret"))
+	return mac.Sum(nil)
+}
 
 // MaxFrameSize leaves room in one datagram for the sender's name.
 func (t *Transport) MaxFrameSize() int { return MaxDatagram - 1 - len(t.name) }

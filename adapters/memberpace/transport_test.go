@@ -2,6 +2,7 @@ package memberpace
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -199,11 +200,23 @@ func TestEncryptedClusterAndLabel(t *testing.T) {
 	if a.Keyring() == nil {
 		t.Fatal("no keyring for rotation")
 	}
+	// The limiters' key hash secret is the key's, the same on both nodes,
+	// and is no secret without encryption.
+	if sa, sb := a.KeyHashSecret(), b.KeyHashSecret(); len(sa) < 16 || !bytes.Equal(sa, sb) || bytes.Contains(sa, key) {
+		t.Fatalf("key hash secrets %x and %x from one gossip key", sa, sb)
+	}
+	other := node(t, "e3", WithSecretKeys([]byte("fedcba9876543210")))
+	if bytes.Equal(other.KeyHashSecret(), a.KeyHashSecret()) {
+		t.Fatal("two gossip keys give one key hash secret")
+	}
 	// A node without the key cannot join: New's first, synchronous join
 	// attempt has already failed.
 	c := node(t, "e2", WithLabel("prod"), WithSeeds(seeds.Static{a.GossipAddr()}))
 	if st := c.Stats(); st.JoinErrors == 0 || len(c.Members()) != 0 || len(a.Members()) != 1 {
 		t.Fatalf("a node without the key joined: %+v, members %v / %v", st, c.Members(), a.Members())
+	}
+	if c.KeyHashSecret() != nil {
+		t.Fatal("a plaintext transport gives a key hash secret")
 	}
 }
 

@@ -113,6 +113,7 @@ func (in *instruments) observe(o metric.Observer, name string, l *gopherpace.Lim
 	o.ObserveInt64(in.dropped, clamp(s.FramesOtherLimiter), by("reason", "other_limiter"))
 	o.ObserveInt64(in.dropped, clamp(s.FramesNotMember), by("reason", "not_member"))
 	o.ObserveInt64(in.dropped, clamp(s.FramesOtherVersion), by("reason", "other_version"))
+	o.ObserveInt64(in.dropped, clamp(s.FramesOtherKeyHash), by("reason", "other_key_hash"))
 	o.ObserveInt64(in.missing, clamp(s.FramesMissing), one)
 	o.ObserveInt64(in.sendFailures, clamp(s.SendFailures), one)
 	o.ObserveInt64(in.tokensGossip, clamp(s.TokensReported), by("direction", "reported"))

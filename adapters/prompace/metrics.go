@@ -91,6 +91,7 @@ func collectLimiter(ch chan<- prometheus.Metric, name string, l *gopherpace.Limi
 	counter(dropped, s.FramesOtherLimiter, "other_limiter")
 	counter(dropped, s.FramesNotMember, "not_member")
 	counter(dropped, s.FramesOtherVersion, "other_version")
+	counter(dropped, s.FramesOtherKeyHash, "other_key_hash")
 	counter(missing, s.FramesMissing)
 	counter(sendFailures, s.SendFailures)
 	counter(tokensGossip, s.TokensReported, "reported")

@@ -54,6 +54,9 @@ type Config struct {
 	BindPort  int      // gossip port; 0 picks one
 	NodeName  string   // this replica's name; "" is the host's
 	SecretKey []byte   // AES key for gossip (16, 24 or 32 bytes); required off loopback
+	// KeyHashSecret pins the secret keys are hashed with (at least 16
+	// bytes); nil: derived from SecretKey when clustered, random when not.
+	KeyHashSecret []byte
 }
 
 // Clustered reports whether the service gossips with peers.
@@ -94,6 +97,7 @@ func ParseFlags(args []string, getenv func(string) string, out io.Writer) (Confi
 	port := fs.String("port", env("PORT", "7946"), "gossip port; 0 picks one (GOPHERPACE_PORT)")
 	node := fs.String("node", env("NODE_NAME", ""), "this replica's name; default the host's (GOPHERPACE_NODE_NAME)")
 	key := fs.String("secret-key", env("SECRET_KEY", ""), "base64 AES key (16, 24 or 32 bytes) that encrypts gossip; required off loopback (GOPHERPACE_SECRET_KEY)")
+	keyHash := fs.String("key-hash-secret", env("KEY_HASH_SECRET", ""), "base64 secret (16 bytes or more) that keys are hashed with, the same on every replica; default: derived from -secret-key, or random standalone (GOPHERPACE_KEY_HASH_SECRET)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -162,6 +166,13 @@ func ParseFlags(args []string, getenv func(string) string, out io.Writer) (Confi
 			bad("secret-key", errors.New("not base64"))
 		} else if n := len(c.SecretKey); n != 16 && n != 24 && n != 32 {
 			bad("secret-key", fmt.Errorf("%d bytes; AES keys are 16, 24 or 32", n))
+		}
+	}
+	if *keyHash != "" {
+		if c.KeyHashSecret, err = base64.StdEncoding.DecodeString(*keyHash); err != nil {
+			bad("key-hash-secret", errors.New("not base64"))
+		} else if len(c.KeyHashSecret) < 16 {
+			bad("key-hash-secret", fmt.Errorf("%d bytes; at least 16 random bytes", len(c.KeyHashSecret)))
 		}
 	}
 	return c, errors.Join(errs...)

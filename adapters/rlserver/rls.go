@@ -50,6 +50,7 @@ type rlsService struct {
 	headers   bool
 	log       *slog.Logger
 	metrics   *serviceMetrics
+	shared    []gopherpace.Option // every rule's limiter takes them
 
 	reloadMu sync.Mutex // one reload at a time
 }
@@ -60,8 +61,8 @@ type ruleSet struct {
 	limiters map[string]*gopherpace.Limiter // by rule id
 }
 
-func newRLSService(cfg *rlsConfig, transport gopherpace.Transport, maxKeys int64, headers bool, log *slog.Logger, metrics *serviceMetrics) (*rlsService, error) {
-	s := &rlsService{transport: transport, maxKeys: maxKeys, headers: headers, log: log, metrics: metrics}
+func newRLSService(cfg *rlsConfig, transport gopherpace.Transport, maxKeys int64, headers bool, log *slog.Logger, metrics *serviceMetrics, shared ...gopherpace.Option) (*rlsService, error) {
+	s := &rlsService{transport: transport, maxKeys: maxKeys, headers: headers, log: log, metrics: metrics, shared: shared}
 	if cfg == nil {
 		cfg = newRLSConfig()
 	}
@@ -114,6 +115,7 @@ func (s *rlsService) swap(cfg *rlsConfig) error {
 		if s.transport != nil {
 			opts = append(opts, gopherpace.WithTransport(s.transport))
 		}
+		opts = append(opts, s.shared...)
 		l, err := gopherpace.New(opts...)
 		if err != nil {
 			return fail(fmt.Errorf("%s: %s: %w", r.at, id, err))

@@ -57,6 +57,11 @@ func Run(ctx context.Context, c Config, log *slog.Logger, started func(httpAddr,
 		burst = c.Rate
 	}
 	opts = append(opts, gopherpace.WithRefillRate(c.Rate), gopherpace.WithBucketSize(burst), gopherpace.WithLogger(log))
+	var shared []gopherpace.Option // every limiter's, the HTTP API's and each rule's
+	if c.KeyHashSecret != nil {
+		shared = append(shared, gopherpace.WithKeyHashSecret(c.KeyHashSecret))
+	}
+	opts = append(opts, shared...)
 	if c.MaxKeys > 0 {
 		opts = append(opts, gopherpace.WithMaxKeys(c.MaxKeys))
 	}
@@ -108,7 +113,7 @@ func Run(ctx context.Context, c Config, log *slog.Logger, started func(httpAddr,
 	if maxKeys <= 0 {
 		maxKeys = gopherpace.DefaultMaxKeys
 	}
-	rls, err := newRLSService(cfg, t, maxKeys, c.ResponseHeaders, log, metrics)
+	rls, err := newRLSService(cfg, t, maxKeys, c.ResponseHeaders, log, metrics, shared...)
 	if err != nil {
 		return fmt.Errorf("-config: %w", err)
 	}

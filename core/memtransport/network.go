@@ -34,7 +34,13 @@ type Network struct {
 	detect   time.Duration
 	running  bool
 	realTime bool
+	secret   []byte
 }
+
+// DefaultKeyHashSecret is every network's key hash secret unless
+// WithKeyHashSecret sets another: fixed, so that simulations repeat
+// exactly, and public, as a simulation needs no secret.
+var DefaultKeyHashSecret = []byte("memtransport: a simulated cluster's key hash secret")
 
 type link struct{ from, to string }
 
@@ -88,6 +94,12 @@ func WithMaxFrameSize(b int) Option { return func(n *Network) { n.maxFrame = b }
 // 5 s.
 func WithFailureDetection(d time.Duration) Option { return func(n *Network) { n.detect = d } }
 
+// WithKeyHashSecret sets the secret every node's limiters hash keys with
+// (gopherpace.KeyHashSecreter); at least 16 bytes.
+func WithKeyHashSecret(secret []byte) Option {
+	return func(n *Network) { n.secret = append([]byte(nil), secret...) }
+}
+
 // WithRealTime runs the network on the real clock instead of a virtual
 // one: frames arrive after their latency without anyone calling Advance,
 // and limiters run on real timers. Use it behind real servers in tests of
@@ -104,6 +116,7 @@ func New(opts ...Option) *Network {
 		cut:      make(map[link]time.Time),
 		maxFrame: 1350,
 		detect:   5 * time.Second,
+		secret:   DefaultKeyHashSecret,
 	}
 	for _, o := range opts {
 		o(n)

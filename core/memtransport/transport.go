@@ -20,10 +20,11 @@ type Transport struct {
 }
 
 var (
-	_ gopherpace.Transport = (*Transport)(nil)
-	_ gopherpace.Unicaster = (*Transport)(nil)
-	_ gopherpace.Zoner     = (*Transport)(nil)
-	_ transportkit.Clock   = (*Transport)(nil)
+	_ gopherpace.Transport       = (*Transport)(nil)
+	_ gopherpace.Unicaster       = (*Transport)(nil)
+	_ gopherpace.Zoner           = (*Transport)(nil)
+	_ gopherpace.KeyHashSecreter = (*Transport)(nil)
+	_ transportkit.Clock         = (*Transport)(nil)
 )
 
 // Name is the node's name.
@@ -37,6 +38,10 @@ func (t *Transport) Broadcast(frame []byte) error { return t.net.broadcast(t, fr
 // SendTo schedules frame for delivery to the node named member alone,
 // subject to the same latency, loss, duplication and cuts as Broadcast.
 func (t *Transport) SendTo(member string, frame []byte) error { return t.net.sendTo(t, member, frame) }
+
+// KeyHashSecret is the network's key hash secret, the same for every
+// node on it (WithKeyHashSecret, or DefaultKeyHashSecret).
+func (t *Transport) KeyHashSecret() []byte { return t.net.secret }
 
 // Zone is member's zone, as the network's WithZones gives it ("" without).
 func (t *Transport) Zone(member string) string {

@@ -16,7 +16,7 @@ const DefaultMaxFrameSize = 1350
 
 // MinFrameSize is the smallest MaxFrameSize a Transport may report: room
 // for a frame's header and at least one keyed count.
-const MinFrameSize = 128
+const MinFrameSize = 136
 
 // Clock is an optional Transport capability for simulated networks: a
 // transport that brings its own virtual time makes the limiters that use

@@ -7,7 +7,7 @@
 // receiver, and how far a lying sender can move it, is the engine's
 // business (docs/security.md).
 //
-// Version 10. A datagram holds one or more frames back to back, each
+// Version 11. A datagram holds one or more frames back to back, each
 // complete with its own magic and version, so that the limiters sharing a
 // transport send one datagram per peer, not one each (Next splits them).
 // In a large cluster a datagram may also hold relay envelopes (another
@@ -16,7 +16,7 @@
 // little-endian or unsigned varints (uv):
 //
 //	magic       2 bytes  "gp"
-//	version     1 byte   10
+//	version     1 byte   11
 //	flags       1 byte   bit 0: the sender is leaving the cluster
 //	                     bit 1: the sender is idle, and sends nothing more
 //	                     until it admits or is refused again
@@ -42,6 +42,10 @@
 //	withheld    uv       the share of the refill the sender withholds for
 //	                     peers out of its sight, in 65536ths
 //	count       uv       number of keyed entries that follow
+//	keyHashID   4 bytes  only when count is above 0: a fingerprint of the
+//	                     secret the sender hashes keys with, so that a
+//	                     receiver with another never reads the entries as
+//	                     its own keys'
 //	entries     count × (key hash 8 bytes, tokens uv, refused uv, level sv):
 //	            tokens admitted from the key's bucket since the sender's
 //	            previous report, and tokens refused for want of tokens
@@ -58,7 +62,7 @@
 // others (the groups of a large cluster, docs/design.md):
 //
 //	magic       2 bytes  "gp"
-//	version     1 byte   10
+//	version     1 byte   11
 //	flags       1 byte   bit 7 set; bit 6: the last hop (spread inside the
 //	                     receiver's group, not to be passed on again)
 //	origin      1 byte n (1 to 255), then n bytes: the origin's node name
@@ -66,7 +70,9 @@
 //	frames      the origin's frames, back to back, exactly as it sent them
 //	            (at least one; never an envelope)
 //
-// Version 10 has the same bytes as 9, but a node in a group sends its
+// Version 11 added the key hash's fingerprint: version 10 hashed keys
+// under a secret that was 0 unless set, and had no way to tell two
+// secrets apart. Version 10 has the same bytes as 9, but a node in a group sends its
 // mates its own frames of running totals as digest entries, which a node
 // of version 9 would not pass on to other groups. Version 9 added
 // truncated running totals to tagged digest entries.
@@ -91,7 +97,7 @@ const (
 	magic1 = 'p'
 	// Version is the frame format's version; a frame of another is refused
 	// (ErrVersion), never misread.
-	Version     = 10
+	Version     = 11
 	flagLeaving = 1 << 0
 	flagIdle    = 1 << 1
 	flagPartial = 1 << 2
@@ -105,9 +111,11 @@ const (
 	// HeaderFixed is the header's fixed part: magic, version, flags,
 	// limiter and incarnation.
 	HeaderFixed = 2 + 1 + 1 + 8 + 8
-	// HeaderMax is the largest possible header: the fixed part plus seven
-	// 10-byte varints.
-	HeaderMax = HeaderFixed + 7*binary.MaxVarintLen64
+	// HeaderMax is the largest possible header: the fixed part, seven
+	// 10-byte varints and the key hash's fingerprint.
+	HeaderMax = HeaderFixed + 7*binary.MaxVarintLen64 + keyHashIDSize
+	// keyHashIDSize is the fingerprint's size.
+	keyHashIDSize = 4
 	// EntryMax is the largest encoded keyed entry.
 	EntryMax = 8 + 3*binary.MaxVarintLen64
 	// entryMin is the smallest: the key, two one-byte counts and a
@@ -143,7 +151,10 @@ type Frame struct {
 	DemandSum   uint64
 	Level       int64
 	Withheld    uint64 // 65536ths
-	Keys        []KeyCount
+	// KeyHashID names the secret Keys' hashes were made with; written
+	// only with keyed entries.
+	KeyHashID uint32
+	Keys      []KeyCount
 }
 
 // The reasons Decode refuses a frame.
@@ -199,7 +210,11 @@ func AppendHeader(b []byte, f *Frame, count int) []byte {
 	b = binary.AppendUvarint(b, f.DemandSum+aged)
 	b = binary.AppendVarint(b, f.Level)
 	b = binary.AppendUvarint(b, f.Withheld)
-	return binary.AppendUvarint(b, uint64(count))
+	b = binary.AppendUvarint(b, uint64(count))
+	if count > 0 {
+		b = binary.LittleEndian.AppendUint32(b, f.KeyHashID)
+	}
+	return b
 }
 
 // frameFlags is f's flags byte, the same in a frame and a digest entry.
@@ -285,6 +300,12 @@ func Next(b []byte) (frame, rest []byte, err error) {
 			count = v
 		}
 	}
+	if count > 0 {
+		if len(b)-at < keyHashIDSize {
+			return nil, nil, ErrShort
+		}
+		at += keyHashIDSize
+	}
 	if count > uint64(len(b)-at)/entryMin {
 		return nil, nil, ErrEntryCount
 	}
@@ -362,6 +383,14 @@ func Decode(b []byte, f *Frame) error {
 	var count uint64
 	if count, b, err = uvarint(b); err != nil {
 		return err
+	}
+	f.KeyHashID = 0
+	if count > 0 {
+		if len(b) < keyHashIDSize {
+			return ErrShort
+		}
+		f.KeyHashID = binary.LittleEndian.Uint32(b)
+		b = b[keyHashIDSize:]
 	}
 	if count > uint64(len(b)/entryMin) {
 		return ErrEntryCount
@@ -528,7 +557,7 @@ func OpenRelay(env []byte) (Relay, error) {
 // from its member list:
 //
 //	magic       2 bytes  "gp"
-//	version     1 byte   10
+//	version     1 byte   11
 //	flags       1 byte   bits 7 and 5 set; bit 6: the last hop
 //	length      uv       of what follows
 //	limiter     8 bytes

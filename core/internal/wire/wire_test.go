@@ -11,7 +11,7 @@ import (
 
 func TestRoundTrip(t *testing.T) {
 	in := Frame{Leaving: true, Idle: true, Partial: true, Limiter: 42, Incarnation: 1 << 60, Seq: 300, GlobalSum: 1 << 40, Global: 1_000_000,
-		DemandSum: 1 << 41, Level: -7, Withheld: WithheldOne / 3,
+		DemandSum: 1 << 41, Level: -7, Withheld: WithheldOne / 3, KeyHashID: 0xdeadbeef,
 		Keys: []KeyCount{{1, 1, 0, 0}, {0x24cbcbec76c2694a, 127, 128, -64}, {^uint64(0), 128, 1, 63}, {7, int64(MaxTokens), int64(MaxTokens), -int64(MaxTokens)}, {8, 0, 3, int64(MaxTokens)}}}
 	b := Encode(nil, &in)
 	var out Frame
@@ -20,7 +20,7 @@ func TestRoundTrip(t *testing.T) {
 	}
 	if out.Leaving != in.Leaving || out.Idle != in.Idle || out.Partial != in.Partial || out.Limiter != in.Limiter || out.Incarnation != in.Incarnation ||
 		out.Seq != in.Seq || out.GlobalSum != in.GlobalSum || out.Global != in.Global ||
-		out.DemandSum != in.DemandSum || out.Level != in.Level || out.Withheld != in.Withheld || len(out.Keys) != len(in.Keys) {
+		out.DemandSum != in.DemandSum || out.Level != in.Level || out.Withheld != in.Withheld || out.KeyHashID != in.KeyHashID || len(out.Keys) != len(in.Keys) {
 		t.Fatalf("round trip: %+v, want %+v", out, in)
 	}
 	for i := range in.Keys {
@@ -77,10 +77,12 @@ func TestDecodeRejects(t *testing.T) {
 		{"version 7", mutate(func(b []byte) []byte { b[2] = 7; return b }), ErrVersion},
 		{"version 8", mutate(func(b []byte) []byte { b[2] = 8; return b }), ErrVersion},
 		{"version 9", mutate(func(b []byte) []byte { b[2] = 9; return b }), ErrVersion},
-		{"version 11", mutate(func(b []byte) []byte { b[2] = 11; return b }), ErrVersion},
+		{"version 10", mutate(func(b []byte) []byte { b[2] = 10; return b }), ErrVersion},
+		{"version 12", mutate(func(b []byte) []byte { b[2] = 12; return b }), ErrVersion},
+		{"no key hash fingerprint", append(AppendHeader(nil, &Frame{Limiter: 1, Seq: 1}, 1)[:HeaderFixed+7:HeaderFixed+7], 1, 2), ErrShort},
 		{"an envelope", AppendRelay(nil, "n", false, good), ErrRelay},
 		{"trailing byte", append(append([]byte(nil), good...), 0), ErrTrailing},
-		{"entry count past the end", mutate(func(b []byte) []byte { b[len(b)-12] = 100; return b }), ErrEntryCount},
+		{"entry count past the end", mutate(func(b []byte) []byte { b[len(b)-16] = 100; return b }), ErrEntryCount},
 		{"delta above the running total", Encode(nil, &Frame{GlobalSum: 3, Global: 4}), ErrTokens},
 		{"withheld above the whole refill", Encode(nil, &Frame{Withheld: WithheldOne + 1}), ErrTokens},
 		{"an entry that counts nothing", mutate(func(b []byte) []byte { b[len(b)-3] = 0; return b }), ErrTokens},
