@@ -156,7 +156,8 @@ func (e *engine) takeKeyed(d *Decision, h uint64, p *rule, now, n int64) (waits 
 	for {
 		ent := e.keys.get(h, at)
 		if ent == nil {
-			e.keys.takeOverflow(d, p, at, n)
+			// No room before the next flush clears some buckets' counts.
+			*d = noRoomDecision(p, e.tick)
 			return false
 		}
 		if wait, capped := e.overCap(ent.pending.Load()+ent.inflight.Load(), p, n); capped {

@@ -68,9 +68,6 @@ func (e *engine) reprice(now int64, pick func(h uint64, global bool) (from, to *
 			repriceWord(&ent.tat, from, to, at)
 		}
 	})
-	if from, to := pick(0, false); from != nil {
-		repriceWord(&e.keys.overflow.tat, from, to, at)
-	}
 }
 
 func (e *engine) repriceKey(now int64, h uint64, from, to *rule) {

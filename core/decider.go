@@ -126,8 +126,8 @@ func (d *decider) admitRule(p *rule) error {
 }
 
 // reprice reprices every bucket whose rule change pick reports (from,
-// to; nil: unchanged): the global bucket (key hash 0, global true), every
-// live keyed bucket, and the overflow bucket.
+// to; nil: unchanged): the global bucket (key hash 0, global true) and
+// every live keyed bucket.
 func (d *decider) reprice(now int64, pick func(h uint64, global bool) (from, to *rule)) {
 	if d.eng != nil {
 		d.eng.reprice(now, pick)
@@ -248,9 +248,6 @@ func (s *standalone) reprice(now int64, pick func(h uint64, global bool) (from, 
 			repriceWord(&e.tat, from, to, at)
 		}
 	})
-	if from, to := pick(0, false); from != nil {
-		repriceWord(&s.keys.overflow.tat, from, to, at)
-	}
 }
 
 func (s *standalone) repriceKey(now int64, h uint64, from, to *rule) {
@@ -258,6 +255,6 @@ func (s *standalone) repriceKey(now int64, h uint64, from, to *rule) {
 }
 
 func (s *standalone) fillStats(st *Stats) (at bucketTime, tat int64) {
-	st.LiveKeys, st.OverflowDecisions = s.keys.len(), s.keys.overflowCount()
+	st.LiveKeys, st.KeysEvicted = s.keys.len(), s.keys.evictedCount()
 	return standaloneTime(int64(time.Since(s.epoch))), s.global.tat.Load()
 }

@@ -55,7 +55,7 @@ var (
 	goldenFrame = wire.Frame{Leaving: true, Idle: true, Partial: true, Limiter: nameHash(0, DefaultLimiterID), Incarnation: 1_700_000_000_123_456_789,
 		Seq: 300, GlobalSum: 70_000, Global: 129, DemandSum: 1_000_000, Level: -42, Withheld: 1 << 14,
 		KeyHashID: newKeyHasher(TestKeyHashSecret).fingerprint(),
-		Keys: []wire.KeyCount{{Key: KeyHashOf(TestKeyHashSecret, "tenant-a"), Tokens: 1, Level: 99}, {Key: KeyHashOf(TestKeyHashSecret, "tenant-b"), Tokens: 200, Refused: 3, Level: -7}}}
+		Keys:      []wire.KeyCount{{Key: KeyHashOf(TestKeyHashSecret, "tenant-a"), Tokens: 1, Level: 99}, {Key: KeyHashOf(TestKeyHashSecret, "tenant-b"), Tokens: 200, Refused: 3, Level: -7}}}
 	goldenBytes = goldenBytesLiteral
 )
 

@@ -141,6 +141,25 @@ func (t *keyTable[S, E, PS]) each(f func(k uint64, e *E)) {
 	}
 }
 
+// sample calls f for up to n live entries, the first from the slot at
+// start (modulo the table's size) on, and returns how many it called f
+// for. The caller holds the lock.
+func (t *keyTable[S, E, PS]) sample(start uint64, n int, f func(k uint64, e *E)) (seen int) {
+	a := t.slots.Load()
+	if a == nil || t.live == 0 {
+		return 0
+	}
+	for i, walked := start&a.mask, uint64(0); seen < n && walked <= a.mask; i, walked = (i+1)&a.mask, walked+1 {
+		if k := a.s[i].key.Load(); k != 0 {
+			if e := PS(&a.s[i].v).entry(); e != nil {
+				f(k, e)
+				seen++
+			}
+		}
+	}
+	return seen
+}
+
 // rebuild moves the live entries to a new array with room for at least
 // want of them at half load. The caller holds the lock.
 func (t *keyTable[S, E, PS]) rebuild(want int) {

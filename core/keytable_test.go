@@ -217,7 +217,7 @@ func TestKeyTableSpreadsOneShardsKeys(t *testing.T) {
 // copied it, would be an admit that no bucket remembers.
 func TestRebuildLosesNoSpend(t *testing.T) {
 	t.Run("inline", func(t *testing.T) {
-		s := newPlainStore(1 << 30)
+		s := newPlainStore(1<<30, nil, nil)
 		rebuildLosesNoSpend(t, s, func(h uint64) int64 {
 			var tat int64
 			s.with(h, func(e *plainEntry) { tat = e.tat.Load() })
@@ -225,7 +225,7 @@ func TestRebuildLosesNoSpend(t *testing.T) {
 		})
 	})
 	t.Run("pointer", func(t *testing.T) {
-		s := newClusterStore(1 << 30)
+		s := newClusterStore(1<<30, nil, nil)
 		rebuildLosesNoSpend(t, s, func(h uint64) int64 {
 			if e := s.lookup(h); e != nil {
 				return e.tat.Load()

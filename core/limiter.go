@@ -41,21 +41,21 @@ import (
 //	clustered, hot             a lease counted for gossip                TestClusteredLeasesAdmitAndCountExactlyOneBucket
 //	clustered, other modes     engine.takeCounted (decide_clustered.go)   TestAccuracy, TestFailClosedWhenIsolated, TestCountedHandBackUnderLoad
 type Limiter struct {
-	global     bucket // the global word while standalone, and after Close
-	epoch      time.Time
-	rules      rules
-	keys       *plainStore // nil when clustered: the engine holds the keys
-	hasher     keyHasher
-	name       string
-	log        *slog.Logger
-	dec        decider // standalone or the engine: chosen once, in New (decider.go)
-	leases     *leases // nil when the bucket is too small to lease
-	release    func()  // frees the limiter ID on the transport
-	closeOnce  sync.Once
-	closed     atomic.Bool // Close was called (Stats.Closed)
-	shadow     *shadowing  // nil unless WithShadowMode
-	changeMu   sync.Mutex  // serialises changes of the rules (setrate.go)
-	counts     decisionCounts
+	global    bucket // the global word while standalone, and after Close
+	epoch     time.Time
+	rules     rules
+	keys      *plainStore // nil when clustered: the engine holds the keys
+	hasher    keyHasher
+	name      string
+	log       *slog.Logger
+	dec       decider // standalone or the engine: chosen once, in New (decider.go)
+	leases    *leases // nil when the bucket is too small to lease
+	release   func()  // frees the limiter ID on the transport
+	closeOnce sync.Once
+	closed    atomic.Bool // Close was called (Stats.Closed)
+	shadow    *shadowing  // nil unless WithShadowMode
+	changeMu  sync.Mutex  // serialises changes of the rules (setrate.go)
+	counts    decisionCounts
 }
 
 // New returns a Limiter configured by opts. A rate is required (WithRate or
@@ -77,10 +77,10 @@ func New(opts ...Option) (*Limiter, error) {
 		return nil, errorf("%s: %w", c.rateWords, err) // checked in finish
 	}
 	l := &Limiter{
-		epoch:      time.Now(),
-		name:       c.nodeName,
-		log:        c.logger.With("component", "gopherpace"),
-		counts:     newDecisionCounts(),
+		epoch:  time.Now(),
+		name:   c.nodeName,
+		log:    c.logger.With("component", "gopherpace"),
+		counts: newDecisionCounts(),
 	}
 	var publicHash bool
 	l.hasher, publicHash = c.keyHasher()
@@ -107,7 +107,7 @@ func New(opts ...Option) (*Limiter, error) {
 	l.global.init()
 	l.leases = newLeases(def)
 	if c.transport == nil {
-		l.keys = newPlainStore(c.maxKeys)
+		l.keys = newPlainStore(c.maxKeys, l.log, l.rules.forKey)
 	} else {
 		if def.tolerance > maxClusteredTolerance {
 			return nil, errorf("%s: a bucket of %d takes %s to refill, over the %s a clustered limiter allows: lower the bucket size or raise the rate",
@@ -127,7 +127,7 @@ func New(opts ...Option) (*Limiter, error) {
 		l.global.tat.Store(evicted)
 		eng := newEngine(engineParts{
 			epoch: l.epoch, name: l.name, log: l.log, rules: &l.rules,
-			keys: newClusterStore(c.maxKeys), standalone: &l.global.tat, leases: l.leases,
+			keys: newClusterStore(c.maxKeys, l.log, l.rules.forKey), standalone: &l.global.tat, leases: l.leases,
 			keyHashID: l.hasher.fingerprint(),
 		}, &c)
 		l.dec.eng = eng

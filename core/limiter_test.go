@@ -161,37 +161,132 @@ func TestEvictionNeverDropsAPartlySpentBucket(t *testing.T) {
 	}
 }
 
-func TestKeyCapUsesOverflowBucket(t *testing.T) {
-	l := newTestLimiter(t, WithRefillRate(1), WithBucketSize(5), WithMaxKeys(100))
-	for i := range 100 {
-		l.TakeAt(t0, fmt.Sprint("k", i), 1)
+// At the key cap a new key takes the place of the bucket nearest full of
+// a sample, and gets a bucket of its own at once; the evicted key's debt
+// is remembered, so it comes back owing what it owed; a flood of new keys
+// is decided key by key and never touches a key with a limit of its own.
+func TestKeyCapEvictsTheNearestFull(t *testing.T) {
+	l := newTestLimiter(t, WithRefillRate(1), WithBucketSize(5), WithMaxKeys(100), WithOverride("vip", 100, 500))
+	spent := map[string]int64{}
+	for i := range 99 {
+		k := fmt.Sprint("k", i)
+		spent[k] = int64(i%5 + 1)
+		l.TakeAt(t0, k, spent[k])
 	}
-	// A flood of new keys at the cap shares one bucket of 5.
+	l.TakeAt(t0, "vip", 400)
+	if d, _ := l.TakeAt(t0, "newcomer", 5); !d.Allowed {
+		t.Fatal("a new key at the cap was denied its first request")
+	}
+	st := l.Stats()
+	if st.LiveKeys != 100 || st.KeysEvicted != 1 {
+		t.Fatalf("live %d, evicted %d: want the cap of 100 and one eviction", st.LiveKeys, st.KeysEvicted)
+	}
+	var gone string
+	for k := range spent {
+		if l.keys.lookup(l.hasher.sum(k)) == nil {
+			gone = k
+		}
+	}
+	// The nearest full of 16 sampled: below the median debt but with odds
+	// of 2^-16.
+	if gone == "" || spent[gone] > 3 {
+		t.Fatalf("evicted %q, which had spent %d of 5", gone, spent[gone])
+	}
+	if d, _ := l.TakeAt(t0, gone, 5-spent[gone]+1); d.Allowed {
+		t.Fatalf("%q came back with its debt forgotten", gone)
+	}
+	if d, _ := l.TakeAt(t0, gone, 5-spent[gone]); !d.Allowed {
+		t.Fatalf("%q came back owing more than it spent", gone)
+	}
 	admitted := 0
 	for i := range 10_000 {
-		if d, _ := l.TakeAt(t0, fmt.Sprint("flood", i), 1); d.Allowed {
+		if d, _ := l.TakeAt(t0, fmt.Sprint("flood", i), 5); d.Allowed {
 			admitted++
 		}
 	}
-	st := l.Stats()
-	if st.LiveKeys != 100 {
-		t.Fatalf("live keys %d, want the cap of 100", st.LiveKeys)
+	if st := l.Stats(); admitted != 10_000 || st.LiveKeys > 100 {
+		t.Fatalf("a flood of 10,000 new keys: %d admitted their own bucket (want all), %d live (cap 100)", admitted, st.LiveKeys)
 	}
-	if admitted != 5 || st.OverflowDecisions != 10_000 {
-		t.Fatalf("flood at the cap: admitted %d (want 5), overflow decisions %d", admitted, st.OverflowDecisions)
+	if d, _ := l.TakeAt(t0, "vip", 100); !d.Allowed || d.BucketSize != 500 {
+		t.Fatalf("vip after the flood: %+v, want its own bucket of 500 with 100 left", d)
 	}
-	// Keys already live keep their own buckets.
-	if d, _ := l.TakeAt(t0, "k7", 4); !d.Allowed {
-		t.Fatal("an existing key lost its bucket to the flood")
+	if d, _ := l.TakeAt(t0, "vip", 1); d.Allowed {
+		t.Fatal("vip's bucket was refilled by the flood")
 	}
-	// Once buckets refill, new keys get buckets of their own again.
-	later := t0.Add(10 * time.Second)
-	if d, _ := l.TakeAt(later, "newcomer", 5); !d.Allowed {
-		t.Fatal("newcomer denied after the idle buckets refilled")
-	}
-	if l.Stats().OverflowDecisions != 10_000 {
-		t.Fatal("newcomer should have a bucket of its own, not the overflow")
-	}
+}
+
+// The attacks on the key cap: filling it must not lock out new keys, nor
+// mix limits, nor refill anyone.
+func TestKeyCapLocksNobodyOut(t *testing.T) {
+	t.Run("a day's quota spent by more keys than the cap", func(t *testing.T) {
+		// 101 keys spend a day's 1,000 each against a cap of 100; alice,
+		// who comes next, still gets her own bucket, and the keys that were
+		// evicted still owe their day's quota.
+		l := newTestLimiter(t, WithRate(1000, 24*time.Hour), WithMaxKeys(100))
+		for i := range 101 {
+			if d, _ := l.TakeAt(t0, fmt.Sprint("crafted-", i), 1000); !d.Allowed {
+				t.Fatalf("crafted key %d denied its own bucket", i)
+			}
+		}
+		if d, _ := l.TakeAt(t0, "alice", 1); !d.Allowed {
+			t.Fatalf("alice denied her first request: retry after %v", d.RetryAfter)
+		}
+		for i := range 101 {
+			if d, _ := l.TakeAt(t0.Add(time.Minute), fmt.Sprint("crafted-", i), 2); d.Allowed {
+				t.Fatalf("crafted key %d got tokens back by being evicted", i)
+			}
+		}
+	})
+	t.Run("200,000 keys against a cap of 50,000", func(t *testing.T) {
+		// Past the cap, new keys and keys whose buckets refilled (and were
+		// swept) each get a bucket of their own.
+		l := newTestLimiter(t, WithRefillRate(10), WithBucketSize(10), WithMaxKeys(50_000), WithOverride("tier-1", 1000, 5000))
+		l.TakeAt(t0, "tenant", 10)
+		l.TakeAt(t0, "tier-1", 5000)
+		for i := range 200_000 {
+			if d, _ := l.TakeAt(t0.Add(time.Duration(i)*time.Microsecond), fmt.Sprint("flood-", i), 10); !d.Allowed {
+				t.Fatalf("flood key %d denied its own bucket", i)
+			}
+		}
+		now := t0.Add(time.Second) // tenant's bucket has refilled
+		if d, _ := l.TakeAt(now, "new tenant", 10); !d.Allowed {
+			t.Fatal("a new tenant was denied its own bucket after the flood")
+		}
+		if d, _ := l.TakeAt(now, "tenant", 10); !d.Allowed || d.BucketSize != 10 {
+			t.Fatal("a refilled tenant was denied its own bucket after the flood")
+		}
+		// tier-1 owed 4,000 tokens at 1,000 a second, far more than any
+		// flood key: its bucket is never the one evicted.
+		if d, _ := l.TakeAt(now, "tier-1", 1001); d.Allowed {
+			t.Fatal("tier-1's debt was forgotten in the flood")
+		}
+		if d, _ := l.TakeAt(now, "tier-1", 1000); !d.Allowed || d.BucketSize != 5000 {
+			t.Fatalf("tier-1 after the flood: %+v, want its own limit's 1,000 refilled tokens", d)
+		}
+		if st := l.Stats(); st.LiveKeys > 50_000 || st.KeysEvicted < 150_000 {
+			t.Fatalf("%d live keys (cap 50,000), %d evicted", st.LiveKeys, st.KeysEvicted)
+		}
+	})
+	t.Run("a cap of one, a VIP and a default key taking turns", func(t *testing.T) {
+		// The two evict each other at every turn, and each is decided on
+		// its own bucket, by its own limit: the default key (1 a second, a
+		// bucket of 1,000) gets at most 1,001 tokens in a second, and the
+		// VIP is never denied.
+		l := newTestLimiter(t, WithRefillRate(1), WithBucketSize(1000), WithMaxKeys(1), WithOverride("vip", 100, 5000))
+		var defaultTokens int64
+		for i := range 2000 {
+			now := t0.Add(time.Duration(i) * 500 * time.Microsecond)
+			if d, _ := l.TakeAt(now, "someone", 10); d.Allowed {
+				defaultTokens += 10
+			}
+			if d, _ := l.TakeAt(now, "vip", 1); !d.Allowed || d.BucketSize != 5000 {
+				t.Fatalf("turn %d: vip %+v, want admitted on its own bucket of 5,000", i, d)
+			}
+		}
+		if defaultTokens > 1001 {
+			t.Fatalf("the default key was admitted %d tokens in a second; its limit allows 1,001", defaultTokens)
+		}
+	})
 }
 
 func TestRefund(t *testing.T) {
@@ -300,5 +395,26 @@ func TestNewReportsEveryBadOption(t *testing.T) {
 	}
 	if err := l.SetRate(10, time.Second, 1<<50); err == nil || !strings.Contains(err.Error(), "SetRate(10, 1s, 1125899906842624): a bucket of") || !strings.Contains(err.Error(), "years") {
 		t.Fatalf("SetRate error %v", err)
+	}
+}
+
+// A clustered store at its cap evicts only buckets whose counts have gone
+// to the peers: with every bucket holding unsent counts (no tick ever
+// runs here) it goes an eighth over the cap, and then denies a new key
+// until a flush, never admitting it on no bucket at all.
+func TestClusteredKeyCapKeepsUnsentCounts(t *testing.T) {
+	l := newTestLimiter(t, WithRefillRate(1), WithBucketSize(5), WithMaxKeys(16), WithTransport(&frozenTransport{now: time.Now()}))
+	at := l.epoch.Add(time.Second)
+	for i := range 18 {
+		if d, _ := l.TakeAt(at, fmt.Sprint("k", i), 1); !d.Allowed {
+			t.Fatalf("key %d denied with %d live of a cap of 16 (and an eighth)", i, l.Stats().LiveKeys)
+		}
+	}
+	d, _ := l.TakeAt(at, "one too many", 1)
+	if d.Allowed || d.RetryAfter < time.Duration(engineOf(l).tick) {
+		t.Fatalf("a key with no room: %+v, want a denial until the next flush", d)
+	}
+	if st := l.Stats(); st.LiveKeys != 18 || st.KeysEvicted != 0 {
+		t.Fatalf("live %d, evicted %d: a bucket with unsent counts was evicted", st.LiveKeys, st.KeysEvicted)
 	}
 }

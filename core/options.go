@@ -209,10 +209,12 @@ func WithLogger(logger *slog.Logger) Option {
 }
 
 // WithMaxKeys caps the number of live keyed buckets (buckets that are not
-// full). Once the cap is reached, requests for new keys share a single
-// overflow bucket with the default rate and size until idle buckets are
-// swept; keys already live keep their own buckets. Defaults to
-// DefaultMaxKeys; must be at least 1.
+// full). At the cap a new key takes the place of the bucket that owes the
+// fewest tokens of a random sample; that bucket's debt is kept in a
+// 24-byte ghost (up to a quarter of the cap's keys) and given back when
+// its key returns. Every key keeps a bucket of its own and its own limit,
+// and Stats.KeysEvicted counts the evictions. Defaults to DefaultMaxKeys;
+// must be at least 1.
 func WithMaxKeys(n int64) Option {
 	return func(c *config) { c.maxKeys = n }
 }

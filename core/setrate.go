@@ -122,7 +122,7 @@ func (l *Limiter) buildRule(tokens int64, per time.Duration, burst int64) (*rule
 
 // reprice reprices every bucket whose rule change pick reports (from,
 // to; nil: unchanged): the global bucket (key hash 0, global true), every
-// live keyed bucket, and the overflow bucket.
+// live keyed bucket.
 func (l *Limiter) reprice(now int64, pick func(h uint64, global bool) (from, to *rule)) {
 	l.dec.reprice(now, pick)
 }

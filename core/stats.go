@@ -15,9 +15,9 @@ type Stats struct {
 	GlobalTokens int64
 	// LiveKeys is the number of keyed buckets currently held.
 	LiveKeys int64
-	// OverflowDecisions counts decisions made on the shared overflow bucket
-	// because the key cap was reached.
-	OverflowDecisions uint64
+	// KeysEvicted counts keyed buckets evicted at the key cap (WithMaxKeys)
+	// to make room for new keys: the nearest full of a sample first.
+	KeysEvicted uint64
 
 	// Clustered reports whether the limiter has a transport.
 	Clustered bool
@@ -130,7 +130,7 @@ func (e *engine) fillStats(s *Stats) (at bucketTime, tat int64) {
 	} else { // handed back: the standalone word, on the limiter's clock
 		at, tat = standaloneTime(e.now()), e.standalone.Load()
 	}
-	s.LiveKeys, s.OverflowDecisions = e.keys.len(), e.keys.overflowCount()
+	s.LiveKeys, s.KeysEvicted = e.keys.len(), e.keys.evictedCount()
 	s.Clustered = true
 	vs, ss, rs := &e.view.stats, &e.send.stats, &e.recv.stats
 	s.VisibleNodes, s.KnownNodes, s.HeardNodes = vs.visible.Load(), vs.known.Load(), vs.heard.Load()

@@ -1,6 +1,8 @@
 package gopherpace
 
 import (
+	"log/slog"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -22,6 +24,12 @@ const (
 	// reached, so that a flood of new keys cannot make every request scan a
 	// shard.
 	pressureSweepGap = int64(100 * time.Millisecond)
+	// evictShards and evictPerShard are the sample an eviction picks its
+	// victim from: this many live buckets from each of this many shards
+	// that hold any, from a random one on.
+	evictShards, evictPerShard = 4, 4
+	// evictWarnEvery spaces the WARN records of evictions.
+	evictWarnEvery = int64(30 * time.Second)
 )
 
 // An entry is the state of one keyed bucket. A standalone store holds
@@ -111,17 +119,23 @@ type (
 
 // store holds one bucket per key hash. A bucket lives while it is not full:
 // a full bucket carries no information (a new one starts full), so sweeps
-// remove it. The number of live buckets is capped; a key that arrives while
-// the store is at its cap shares one overflow bucket with every other such
-// key, so a flood of random keys is limited as if it were a single client
-// and never displaces the buckets of keys already being limited.
+// remove it. The number of live buckets is capped. A key that arrives at
+// the cap, when a sweep frees nothing, takes the place of the bucket that
+// would be full soonest of a random sample (evict): every key keeps a
+// bucket of its own, with its own limit, and a flood of new keys costs
+// the buckets nearest full, which hold the least (docs/design.md, "Keys").
 type store[S, E any, PS slotValue[S, E], P entry[E]] struct {
-	shards   [shardCount]shard[S, E, PS]
-	live     atomic.Int64
-	maxKeys  int64
-	overflow bucket
-	// overflowed counts decisions made on the overflow bucket.
-	overflowed atomic.Uint64
+	shards  [shardCount]shard[S, E, PS]
+	live    atomic.Int64
+	maxKeys int64
+	// evictions counts buckets evicted at the cap to make room; ghosts
+	// keep their debts (ghosts.go).
+	evictions atomic.Uint64
+	ghosts    ghosts
+	log       *slog.Logger // for the WARN at the cap; nil: none
+	lastWarn  atomic.Int64 // request time of the last one, +1
+	// ruleOf is a key hash's rule, to price a bucket's debt in tokens.
+	ruleOf func(h uint64) *rule
 
 	sweepMu       sync.Mutex
 	lastFullSweep int64 // guarded by sweepMu
@@ -138,22 +152,21 @@ type shard[S, E any, PS slotValue[S, E]] struct {
 	_ [24]byte
 }
 
-func newStore[S, E any, PS slotValue[S, E], P entry[E]](maxKeys int64) *store[S, E, PS, P] {
-	s := &store[S, E, PS, P]{maxKeys: maxKeys}
+func newStore[S, E any, PS slotValue[S, E], P entry[E]](maxKeys int64, log *slog.Logger, ruleOf func(uint64) *rule) *store[S, E, PS, P] {
+	s := &store[S, E, PS, P]{maxKeys: maxKeys, log: log, ruleOf: ruleOf}
 	for i := range s.shards {
 		s.shards[i].nextSweep = neverUsed
 	}
-	s.overflow.init()
 	s.lastFullSweep = neverUsed
 	return s
 }
 
-func newPlainStore(maxKeys int64) *plainStore {
-	return newStore[plainEntry, plainEntry, *plainEntry, *plainEntry](maxKeys)
+func newPlainStore(maxKeys int64, log *slog.Logger, ruleOf func(uint64) *rule) *plainStore {
+	return newStore[plainEntry, plainEntry, *plainEntry, *plainEntry](maxKeys, log, ruleOf)
 }
 
-func newClusterStore(maxKeys int64) *clusterStore {
-	return newStore[clusterSlot, clusterEntry, *clusterSlot, *clusterEntry](maxKeys)
+func newClusterStore(maxKeys int64, log *slog.Logger, ruleOf func(uint64) *rule) *clusterStore {
+	return newStore[clusterSlot, clusterEntry, *clusterSlot, *clusterEntry](maxKeys, log, ruleOf)
 }
 
 func (s *store[S, E, PS, P]) shardFor(h uint64) *shard[S, E, PS] { return &s.shards[h&(shardCount-1)] }
@@ -163,7 +176,7 @@ func (s *store[S, E, PS, P]) take(d *Decision, h uint64, p *rule, at bucketTime,
 	for {
 		e := P(s.get(h, at))
 		if e == nil {
-			s.takeOverflow(d, p, at, n)
+			*d = noRoomDecision(p, 0)
 			return
 		}
 		if takeInto(d, e.word(), p, at, n) {
@@ -173,14 +186,16 @@ func (s *store[S, E, PS, P]) take(d *Decision, h uint64, p *rule, at bucketTime,
 	}
 }
 
-// takeOverflow decides on the bucket shared by keys that found the store
-// at its cap.
-func (s *store[S, E, PS, P]) takeOverflow(d *Decision, p *rule, at bucketTime, n int64) {
-	s.overflowed.Add(1)
-	takeInto(d, &s.overflow.tat, p, at, n)
+// noRoomDecision denies a key the store found no room for (every bucket
+// it sampled held counts not yet sent to peers): for wait, when they will
+// have gone. It never admits: a key without a bucket has no limit to
+// admit against.
+func noRoomDecision(p *rule, wait int64) Decision {
+	return Decision{BucketSize: p.burst, RetryAfter: time.Duration(max(wait, 1)), ResetAfter: time.Duration(max(wait, 1)), Window: p.window()}
 }
 
-// get returns the live entry for h, creating it, or nil at the cap.
+// get returns the live entry for h, creating it, or nil when the store is
+// at its cap and has no room to make (see insert).
 func (s *store[S, E, PS, P]) get(h uint64, at bucketTime) *E {
 	sh := s.shardFor(h)
 	e := sh.t.get(h)
@@ -236,17 +251,115 @@ func (s *store[S, E, PS, P]) each(f func(h uint64, e *E)) {
 	}
 }
 
-// insert returns the live entry for h, creating a full one, or nil when the
-// store is at its cap and sweeping idle buckets freed no room.
+// insert returns the live entry for h, creating a full one. At the cap it
+// sweeps (at most every pressureSweepGap), and when that frees no room it
+// evicts a bucket to make some. It returns nil only when every bucket the
+// eviction sampled holds counts not yet sent to peers (clustered, under a
+// flood of new keys faster than a flush) and the store is an eighth over
+// its cap already.
 func (s *store[S, E, PS, P]) insert(sh *shard[S, E, PS], h uint64, at bucketTime) *E {
 	if e, full := s.tryInsert(sh, h, at); !full {
 		return e
 	}
-	if !s.pressureSweep(at) {
-		return nil
+	if s.pressureSweep(at) {
+		if e, full := s.tryInsert(sh, h, at); !full {
+			return e
+		}
 	}
-	e, _ := s.tryInsert(sh, h, at)
-	return e
+	if s.evict(at) {
+		return s.insertInPlace(sh, h, at)
+	}
+	if s.live.Load() < s.maxKeys+s.maxKeys/8 {
+		s.live.Add(1)
+		return s.insertInPlace(sh, h, at)
+	}
+	return nil
+}
+
+// insertInPlace inserts h into the place an eviction freed: the count of
+// live keys is not changed, so that no other insert takes the place in
+// between. A key that is already there (inserted meanwhile) gives the
+// place back.
+func (s *store[S, E, PS, P]) insertInPlace(sh *shard[S, E, PS], h uint64, at bucketTime) *E {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if e := sh.t.get(h); e != nil {
+		s.live.Add(-1)
+		return e
+	}
+	return sh.t.put(h, s.startOf(h, at))
+}
+
+// evict removes the bucket of a random sample that owes the fewest tokens
+// (each priced by its own rule), skipping buckets with counts not yet
+// sent, and reports whether it removed one. Its place stays counted in
+// live, for the caller's insertInPlace. Its debt goes to a ghost, which a
+// return of the key takes back; were the ghost lost too, the key would
+// start again from a full bucket of its own limit, as a swept key does.
+func (s *store[S, E, PS, P]) evict(at bucketTime) bool {
+	var victim struct {
+		sh   *shard[S, E, PS]
+		h    uint64
+		debt int64 // tokens
+	}
+	now := int64(at)
+	found := false
+	first, sampled := rand.IntN(shardCount), 0
+	for i := 0; i < shardCount && sampled < evictShards; i++ {
+		sh := &s.shards[(first+i)%shardCount]
+		sh.mu.Lock()
+		seen := sh.t.sample(rand.Uint64(), evictPerShard, func(k uint64, e *E) {
+			t := P(e).word().Load()
+			if t == evicted || P(e).busy() {
+				return
+			}
+			if debt := max(t-now, 0) / s.ruleOf(k).interval; !found || debt < victim.debt {
+				victim.sh, victim.h, victim.debt, found = sh, k, debt, true
+			}
+		})
+		sh.mu.Unlock()
+		if seen > 0 {
+			sampled++
+		}
+	}
+	if !found {
+		return false
+	}
+	sh := victim.sh
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	e := sh.t.get(victim.h)
+	if e == nil || P(e).busy() {
+		return false
+	}
+	w := P(e).word()
+	t := w.Load()
+	for t == evicted || !w.CompareAndSwap(t, evicted) {
+		if t == evicted {
+			return false
+		}
+		t = w.Load()
+	}
+	sh.t.remove(victim.h)
+	s.ghosts.keep(victim.h, t, now, s.ruleOf(victim.h).interval, ghostCells(s.maxKeys))
+	n := s.evictions.Add(1)
+	s.warnEvicted(at, n)
+	return true
+}
+
+// warnEvicted says, at most every evictWarnEvery of request time, that the
+// cap is evicting buckets.
+func (s *store[S, E, PS, P]) warnEvicted(at bucketTime, n uint64) {
+	if s.log == nil {
+		return
+	}
+	now := int64(at) + 1 // 0 is never
+	last := s.lastWarn.Load()
+	if last != 0 && now-last < evictWarnEvery || !s.lastWarn.CompareAndSwap(last, now) {
+		return
+	}
+	s.log.Warn("the key cap is reached: buckets are evicted to make room for new keys, the nearest full first. Raise WithMaxKeys if these are real clients; a flood of invented keys costs only buckets that were nearly full",
+		"cap", s.maxKeys, "evicted so far", n)
 }
 
 func (s *store[S, E, PS, P]) tryInsert(sh *shard[S, E, PS], h uint64, at bucketTime) (e *E, full bool) {
@@ -262,9 +375,15 @@ func (s *store[S, E, PS, P]) tryInsert(sh *shard[S, E, PS], h uint64, at bucketT
 	if s.live.Load() >= s.maxKeys {
 		return nil, true
 	}
-	e = sh.t.put(h, at)
+	e = sh.t.put(h, s.startOf(h, at))
 	s.live.Add(1)
 	return e, false
+}
+
+// startOf is the time a new bucket for h begins at: full at at, unless h
+// was evicted owing tokens (its ghost's TAT).
+func (s *store[S, E, PS, P]) startOf(h uint64, at bucketTime) bucketTime {
+	return bucketTime(s.ghosts.start(h, int64(at)))
 }
 
 // pressureSweep sweeps the whole store when the cap is reached, at most once
@@ -315,5 +434,5 @@ func (s *store[S, E, PS, P]) sweep(at bucketTime) {
 
 func (s *store[S, E, PS, P]) len() int64 { return s.live.Load() }
 
-// overflowCount is the number of decisions made on the overflow bucket.
-func (s *store[S, E, PS, P]) overflowCount() uint64 { return s.overflowed.Load() }
+// evictedCount is the number of buckets evicted at the cap.
+func (s *store[S, E, PS, P]) evictedCount() uint64 { return s.evictions.Load() }

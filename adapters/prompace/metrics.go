@@ -17,8 +17,8 @@ var (
 		"Tokens in this node's replica of the global bucket (below zero: debt).", []string{"limiter"}, nil)
 	liveKeys = prometheus.NewDesc("gopherpace_keys_live",
 		"Keyed buckets held (buckets that are not full).", []string{"limiter"}, nil)
-	overflow = prometheus.NewDesc("gopherpace_overflow_decisions_total",
-		"Decisions made on the shared overflow bucket because the key cap was reached.", []string{"limiter"}, nil)
+	keysEvicted = prometheus.NewDesc("gopherpace_keys_evicted_total",
+		"Keyed buckets evicted at the key cap to make room for new keys, those owing the fewest tokens first.", []string{"limiter"}, nil)
 	limitTokens = prometheus.NewDesc("gopherpace_limit_tokens",
 		"The default policy's rate: tokens per gopherpace_limit_period_seconds.", []string{"limiter"}, nil)
 	limitPeriod = prometheus.NewDesc("gopherpace_limit_period_seconds",
@@ -69,7 +69,7 @@ func collectLimiter(ch chan<- prometheus.Metric, name string, l *gopherpace.Limi
 	counter(tokensAllowed, s.TokensAllowed)
 	gauge(globalTokens, float64(s.GlobalTokens))
 	gauge(liveKeys, float64(s.LiveKeys))
-	counter(overflow, s.OverflowDecisions)
+	counter(keysEvicted, s.KeysEvicted)
 	tokens, per := l.Rate()
 	gauge(limitTokens, float64(tokens))
 	gauge(limitPeriod, per.Seconds())

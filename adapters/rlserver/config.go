@@ -84,7 +84,7 @@ func ParseFlags(args []string, getenv func(string) string, out io.Writer) (Confi
 	configPoll := fs.String("config-poll", env("CONFIG_POLL", "2s"), "how often -config's contents are read for a change (GOPHERPACE_CONFIG_POLL)")
 	headersEnv, headersErr := strconv.ParseBool(env("RESPONSE_HEADERS", "false"))
 	headers := fs.Bool("response-headers", headersEnv, "add RateLimit-Limit, RateLimit-Remaining and RateLimit-Reset to RateLimitService answers (GOPHERPACE_RESPONSE_HEADERS)")
-	maxKeys := fs.String("max-keys", env("MAX_KEYS", strconv.Itoa(gopherpace.DefaultMaxKeys)), "live buckets each limit holds at most; beyond, new keys share one overflow bucket (GOPHERPACE_MAX_KEYS)")
+	maxKeys := fs.String("max-keys", env("MAX_KEYS", strconv.Itoa(gopherpace.DefaultMaxKeys)), "live buckets each limit holds at most; at the cap a new key takes the place of the bucket owing the fewest tokens (GOPHERPACE_MAX_KEYS)")
 	drain := fs.String("drain", env("DRAIN", "0s"), "after SIGTERM, serve this long answering /readyz 503 and gRPC health NOT_SERVING before stopping (GOPHERPACE_DRAIN)")
 	maxConns := fs.String("max-conns", env("MAX_CONNS", strconv.Itoa(connlimit.DefaultTotal)), "connections each listener holds at once; at the cap the longest idle one gives way to a new one (GOPHERPACE_MAX_CONNS)")
 	maxPerClient := fs.String("max-conns-per-client", env("MAX_CONNS_PER_CLIENT", strconv.Itoa(connlimit.DefaultPerClient)), "connections one client address (IPv6: one /64) holds on each listener; behind a proxy or sidecar that connects from one address, raise it to -max-conns (GOPHERPACE_MAX_CONNS_PER_CLIENT)")

@@ -39,7 +39,22 @@ type rlsFixture struct {
 	client  rlspb.RateLimitServiceClient
 }
 
-func newRLS(t *testing.T, config string, headers bool, reflection ...bool) *rlsFixture {
+// fixtureOptions are newRLS's choices beyond the config and headers.
+type fixtureOptions struct {
+	reflection bool
+	maxKeys    int64
+}
+
+func withReflection() func(*fixtureOptions) { return func(o *fixtureOptions) { o.reflection = true } }
+func withMaxKeys(n int64) func(*fixtureOptions) {
+	return func(o *fixtureOptions) { o.maxKeys = n }
+}
+
+func newRLS(t *testing.T, config string, headers bool, opts ...func(*fixtureOptions)) *rlsFixture {
+	o := fixtureOptions{maxKeys: gopherpace.DefaultMaxKeys}
+	for _, f := range opts {
+		f(&o)
+	}
 	t.Helper()
 	var cfg *rlsConfig
 	if config != "" {
@@ -56,11 +71,11 @@ func newRLS(t *testing.T, config string, headers bool, reflection ...bool) *rlsF
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc, err := newRLSService(cfg, nil, gopherpace.DefaultMaxKeys, headers, quiet, metrics)
+	svc, err := newRLSService(cfg, nil, o.maxKeys, headers, quiet, metrics)
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, _ := newGRPCServer(svc, grpcOptions{metrics: metrics, reflection: len(reflection) > 0 && reflection[0]})
+	g, _ := newGRPCServer(svc, grpcOptions{metrics: metrics, reflection: o.reflection})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -379,7 +394,7 @@ func TestGRPCHealthAndReflection(t *testing.T) {
 	if status.Code(err) != codes.Unimplemented {
 		t.Fatalf("reflection by default: %v, want Unimplemented", err)
 	}
-	f = newRLS(t, edgeConfig, false, true)
+	f = newRLS(t, edgeConfig, false, withReflection())
 	stream, err := reflectpb.NewServerReflectionClient(f.conn).ServerReflectionInfo(context.Background())
 	if err != nil {
 		t.Fatal(err)
