@@ -144,22 +144,36 @@ func takeUpTo(tat *atomic.Int64, p *rule, at bucketTime, n int64) (got int64, re
 }
 
 // refund gives n tokens back, never filling the bucket past full.
-func refund(tat *atomic.Int64, p *rule, at bucketTime, n int64) {
+func refund(tat *atomic.Int64, p *rule, at bucketTime, n int64) (ok bool) {
 	now := int64(at)
 	if n < 1 {
-		return
+		return true
 	}
 	cost := costOf(n, p.interval, p.ceiling)
 	for {
 		old := tat.Load()
-		if old == evicted || old <= now {
-			return
+		if old == evicted {
+			return true
+		}
+		if !refundable(p, max(old-now, 0), n) {
+			return false
+		}
+		if old <= now {
+			return true
 		}
 		next := max(old-cost, now)
 		if tat.CompareAndSwap(old, next) {
-			return
+			return true
 		}
 	}
+}
+
+// refundable reports whether a bucket whose TAT runs ahead of now by
+// ahead can have spent n tokens within its window: no more than it still
+// owes and one bucket besides (what refill repaid meanwhile). A refund of
+// more gives back tokens nobody spent: a bug or an attack, refused whole.
+func refundable(p *rule, ahead, n int64) bool {
+	return n <= p.burst || n-p.burst <= ahead/p.interval
 }
 
 // debit charges n tokens that a peer admitted. Unlike a local take it always

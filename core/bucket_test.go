@@ -137,7 +137,17 @@ func TestRefundNeverOverfills(t *testing.T) {
 	if d, _ := take(&tat, p, 0, 1); !d.Allowed {
 		t.Fatal("refunded token not available")
 	}
-	refund(&tat, p, 0, 100)
+	// Owing 3, the bucket can have spent 6 within its window: a refund of
+	// 100 is refused whole, one of 6 fills it, and no more.
+	if refund(&tat, p, 0, 100) {
+		t.Fatal("a refund of 100 tokens owing 3 was taken")
+	}
+	if d, _ := take(&tat, p, 0, 1); d.Allowed {
+		t.Fatal("a refused refund gave tokens back")
+	}
+	if !refund(&tat, p, 0, 6) {
+		t.Fatal("a refund of 6 tokens owing 3 (and a bucket of 3) was refused")
+	}
 	admitted := 0
 	for range 10 {
 		if d, _ := take(&tat, p, 0, 1); d.Allowed {

@@ -104,15 +104,20 @@ func (ls *Limits) count(d *Decision, by int, n int64) {
 }
 
 // Refund gives back n tokens to every limit's bucket, as Limiter.Refund
-// does, for a request that was admitted but should not count.
-func (ls *Limits) Refund(keys []string, n int64) {
+// does, for a request that was admitted but should not count; it returns
+// the errors of the limits that refused (ErrRefundExceedsSpent), joined.
+func (ls *Limits) Refund(keys []string, n int64) error {
 	if len(keys) != len(ls.parts) {
-		return
+		return errorf("Refund: %d keys for %d limits", len(keys), len(ls.parts))
 	}
 	now := time.Now()
+	var errs []error
 	for i, l := range ls.parts {
-		l.refund(l.nanos(now), keys[i], n)
+		if err := l.refund(l.nanos(now), keys[i], n); err != nil {
+			errs = append(errs, err)
+		}
 	}
+	return errors.Join(errs...)
 }
 
 // take decides for every limit at now into d, and each limit's own
@@ -162,7 +167,7 @@ func (ls *Limits) take(d *Decision, now time.Time, keys []string, n int64, all [
 	// Give back what the limits before the denial took, and read the ones
 	// after it: the request must wait for the last of them.
 	for i := range denied {
-		ls.parts[i].refund(ls.parts[i].nanos(now), keys[i], n)
+		_ = ls.parts[i].refund(ls.parts[i].nanos(now), keys[i], n) // what it just took: never refused
 	}
 	for i := denied + 1; i < len(ls.parts); i++ {
 		di := each(i)

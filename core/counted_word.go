@@ -319,24 +319,32 @@ func (c *countedBucket) lowerTo(p *rule, at bucketTime, level int64) {
 }
 
 // refund gives back n tokens, never past full, and takes up to n of them
-// out of the unreported count. It reports false when the word was handed
-// back (the limiter closed meanwhile): the caller refunds the standalone
-// word instead, which holds the bucket now.
-func (c *countedBucket) refund(p *rule, at bucketTime, n int64) bool {
+// out of the unreported count; a refund of more than the bucket can have
+// spent within its window (refundable) is refused whole: refused reports
+// it. applied is false when the word was handed back (the limiter closed
+// meanwhile): the caller refunds the standalone word instead, which holds
+// the bucket now.
+func (c *countedBucket) refund(p *rule, at bucketTime, n int64) (applied, refused bool) {
 	if n < 1 {
-		return true
+		return true, false
 	}
 	cost := costOf(n, p.interval, p.ceiling)
 	fromWord := int64(0)
-	applied := c.update(at, p, func(a, count int64) (int64, int64) {
+	applied = c.update(at, p, func(a, count int64) (int64, int64) {
+		fromWord, refused = 0, !refundable(p, max(a, 0), n)
+		if refused {
+			return a, count
+		}
 		fromWord = min(count, n)
 		if a > 0 {
 			a = max(a-cost, 0)
 		}
 		return a, count - fromWord
 	})
-	unreport(&c.spill, n-fromWord)
-	return applied
+	if applied && !refused {
+		unreport(&c.spill, n-fromWord)
+	}
+	return applied, refused
 }
 
 // drain takes the unreported count for a report, and moves an idle

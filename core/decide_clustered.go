@@ -184,20 +184,28 @@ func (e *engine) takeKeyed(d *Decision, h uint64, p *rule, now, n int64) (waits 
 }
 
 // refundGlobal gives back n tokens of the global bucket: to the standalone
-// word once the counted word is handed back.
-func (e *engine) refundGlobal(now, n int64) {
-	if !e.global.refund(e.rules.dflt(), e.bucketTime(now), n) {
-		refund(e.standalone, e.rules.dflt(), standaloneTime(now), n)
+// word once the counted word is handed back. It reports false for a
+// refund refused (refundable).
+func (e *engine) refundGlobal(now, n int64) bool {
+	applied, refused := e.global.refund(e.rules.dflt(), e.bucketTime(now), n)
+	if !applied {
+		return refund(e.standalone, e.rules.dflt(), standaloneTime(now), n)
 	}
+	return !refused
 }
 
 // refundKeyed gives back n tokens of key hash h's bucket, taking them out
-// of the count not yet sent.
-func (e *engine) refundKeyed(h uint64, p *rule, now, n int64) {
-	if ent := e.keys.lookup(h); ent != nil {
-		refund(&ent.tat, p, e.bucketTime(now), n)
-		unreport(&ent.pending, n)
+// of the count not yet sent. It reports false for a refund refused.
+func (e *engine) refundKeyed(h uint64, p *rule, now, n int64) bool {
+	ent := e.keys.lookup(h)
+	if ent == nil {
+		return refundable(p, 0, n) // a full bucket: nothing to give back
 	}
+	if !refund(&ent.tat, p, e.bucketTime(now), n) {
+		return false
+	}
+	unreport(&ent.pending, n)
+	return true
 }
 
 // countedSource is a clustered limiter's global bucket as the source of
@@ -226,8 +234,8 @@ func (s countedSource) takeUpTo(p *rule, at bucketTime, n int64) (int64, time.Du
 // taken, to the standalone word that holds the bucket now, whose clock is
 // the limiter's: at plus the lag.
 func (s countedSource) giveBack(p *rule, at bucketTime, n int64) {
-	if !s.e.global.refund(p, at, n) {
-		refund(s.e.standalone, p, standaloneTime(int64(at)+s.e.view.lag.Load()), n)
+	if applied, _ := s.e.global.refund(p, at, n); !applied {
+		_ = refund(s.e.standalone, p, standaloneTime(int64(at)+s.e.view.lag.Load()), n)
 	}
 }
 

@@ -57,20 +57,20 @@ func (d *decider) takeKeyed(dec *Decision, h uint64, p *rule, now, n int64) (wai
 	return d.solo.takeKeyed(dec, h, p, now, n)
 }
 
-func (d *decider) refundGlobal(now, n int64) {
+// refundGlobal and refundKeyed give tokens back, and report false for a
+// refund refused because the bucket cannot have spent them (refundable).
+func (d *decider) refundGlobal(now, n int64) bool {
 	if d.eng != nil {
-		d.eng.refundGlobal(now, n)
-		return
+		return d.eng.refundGlobal(now, n)
 	}
-	d.solo.refundGlobal(now, n)
+	return d.solo.refundGlobal(now, n)
 }
 
-func (d *decider) refundKeyed(h uint64, p *rule, now, n int64) {
+func (d *decider) refundKeyed(h uint64, p *rule, now, n int64) bool {
 	if d.eng != nil {
-		d.eng.refundKeyed(h, p, now, n)
-		return
+		return d.eng.refundKeyed(h, p, now, n)
 	}
-	d.solo.refundKeyed(h, p, now, n)
+	return d.solo.refundKeyed(h, p, now, n)
 }
 
 // peekGlobal and peekKeyed read a bucket without spending: its theoretical
@@ -211,12 +211,14 @@ func (s *standalone) takeKeyed(d *Decision, h uint64, p *rule, now, n int64) boo
 	return false
 }
 
-func (s *standalone) refundGlobal(now, n int64) {
-	refund(&s.global.tat, s.rules.dflt(), standaloneTime(now), n)
+func (s *standalone) refundGlobal(now, n int64) bool {
+	return refund(&s.global.tat, s.rules.dflt(), standaloneTime(now), n)
 }
 
-func (s *standalone) refundKeyed(h uint64, p *rule, now, n int64) {
-	s.keys.with(h, func(e *plainEntry) { refund(&e.tat, p, standaloneTime(now), n) })
+func (s *standalone) refundKeyed(h uint64, p *rule, now, n int64) bool {
+	ok := refundable(p, 0, n) // a key with no bucket is full
+	s.keys.with(h, func(e *plainEntry) { ok = refund(&e.tat, p, standaloneTime(now), n) })
+	return ok
 }
 
 func (s *standalone) peekGlobal(now int64) (tat int64, at bucketTime, leased int64) {

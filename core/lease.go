@@ -148,7 +148,7 @@ func (s plainSource) takeUpTo(p *rule, at bucketTime, n int64) (int64, time.Dura
 	return takeUpTo(s.tat, p, at, n)
 }
 
-func (s plainSource) giveBack(p *rule, at bucketTime, n int64) { refund(s.tat, p, at, n) }
+func (s plainSource) giveBack(p *rule, at bucketTime, n int64) { _ = refund(s.tat, p, at, n) }
 
 // allow spends one token from this processor's lease, taking a new lease
 // from src when it runs dry or expires.

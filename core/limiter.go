@@ -56,6 +56,9 @@ type Limiter struct {
 	shadow    *shadowing  // nil unless WithShadowMode
 	changeMu  sync.Mutex  // serialises changes of the rules (setrate.go)
 	counts    decisionCounts
+	// refundsRefused counts refunds of tokens the key cannot have spent
+	// (refund.go).
+	refundsRefused refusedRefunds
 }
 
 // New returns a Limiter configured by opts. A rate is required (WithRate or

@@ -297,7 +297,9 @@ func TestRefund(t *testing.T) {
 		t.Fatal("refund lost")
 	}
 	l.TakeAt(t0, "", 2)
-	l.RefundAt(t0, "", 5)
+	if err := l.RefundAt(t0, "", 4); err != nil {
+		t.Fatal(err)
+	}
 	if d, _ := l.TakeAt(t0, "", 2); !d.Allowed || d.Remaining != 0 {
 		t.Fatalf("global refund: %+v", d)
 	}

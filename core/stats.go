@@ -92,6 +92,9 @@ type Stats struct {
 	// ShadowDenials counts the requests that shadow mode (WithShadowMode)
 	// let through because the limit denied them.
 	ShadowDenials uint64
+	// RefundsRefused counts refunds of more tokens than their key can have
+	// spent (ErrRefundExceedsSpent).
+	RefundsRefused uint64
 
 	// Closed reports that Close was called: the limiter still decides, on
 	// its own bucket alone, but has left the cluster.
@@ -111,6 +114,7 @@ func (l *Limiter) Stats() Stats {
 		s.ShadowDenials = uint64(l.shadow.denials.load())
 	}
 	l.counts.fill(&s)
+	s.RefundsRefused = l.refundsRefused.count.Load()
 	s.Closed = l.closed.Load()
 	p := l.rules.dflt()
 	tat = max(tat, int64(at))

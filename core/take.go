@@ -93,29 +93,3 @@ func (l *Limiter) take(d *Decision, now int64, key string, n int64) (waits bool,
 	}
 	return l.dec.takeKeyed(d, h, p, now, n), nil
 }
-
-// Refund gives back n tokens to key's bucket, for a request that was
-// allowed but should not count (for example one that failed). A bucket is
-// never filled past full. Clustered, a refund of tokens not yet reported to
-// peers also takes them out of the report.
-func (l *Limiter) Refund(key string, n int64) {
-	l.refund(int64(time.Since(l.epoch)), key, n)
-}
-
-// RefundAt is Refund at the given time.
-func (l *Limiter) RefundAt(now time.Time, key string, n int64) {
-	l.refund(l.nanos(now), key, n)
-}
-
-func (l *Limiter) refund(now int64, key string, n int64) {
-	if n < 1 {
-		return
-	}
-	if key == "" {
-		l.dec.refundGlobal(now, min(n, l.rules.dflt().burst))
-		return
-	}
-	h := l.hasher.sum(key)
-	p := l.keyRule(h, key, now)
-	l.dec.refundKeyed(h, p, now, min(n, p.burst))
-}

@@ -9,7 +9,7 @@ import (
 // The limiter instruments, one stream per limiter (and per attribute value
 // below). docs/operations.md lists them beside prompace's names.
 type instruments struct {
-	requests, tokensAllowed, keysEvicted                            metric.Int64ObservableCounter
+	requests, tokensAllowed, keysEvicted, refundsRefused            metric.Int64ObservableCounter
 	globalTokens, liveKeys, limitTokens, limitBucketSize, clustered metric.Int64ObservableGauge
 	limitPeriod                                                     metric.Float64ObservableGauge
 	peers, partitioned                                              metric.Int64ObservableGauge
@@ -43,6 +43,8 @@ func newInstruments(m metric.Meter) (in instruments, err error) {
 	in.liveKeys = gauge("gopherpace.keys.live", "{bucket}", "Keyed buckets held (buckets that are not full).")
 	in.keysEvicted = counter("gopherpace.keys.evicted", "{bucket}",
 		"Keyed buckets evicted at the key cap to make room for new keys, those owing the fewest tokens first.")
+	in.refundsRefused = counter("gopherpace.refunds.refused", "{refund}",
+		"Refunds of more tokens than their key can have spent, refused whole: a bug, or a caller undoing others' spending.")
 	in.limitTokens = gauge("gopherpace.limit.tokens", "{token}", "The default policy's rate: tokens per gopherpace.limit.period.")
 	if err == nil {
 		in.limitPeriod, err = m.Float64ObservableGauge("gopherpace.limit.period", metric.WithUnit("s"),
@@ -71,7 +73,7 @@ func newInstruments(m metric.Meter) (in instruments, err error) {
 
 func (in *instruments) all() []metric.Observable {
 	return []metric.Observable{
-		in.requests, in.tokensAllowed, in.globalTokens, in.liveKeys, in.keysEvicted, in.limitTokens, in.limitPeriod,
+		in.requests, in.tokensAllowed, in.globalTokens, in.liveKeys, in.keysEvicted, in.refundsRefused, in.limitTokens, in.limitPeriod,
 		in.limitBucketSize, in.clustered, in.peers, in.partitioned, in.frames, in.bytes, in.dropped, in.missing,
 		in.sendFailures, in.tokensGossip, in.keysDropped, in.hotKeys, in.hotKeysRefused, in.relayed,
 	}
@@ -92,6 +94,7 @@ func (in *instruments) observe(o metric.Observer, name string, l *gopherpace.Lim
 	o.ObserveInt64(in.globalTokens, s.GlobalTokens, one)
 	o.ObserveInt64(in.liveKeys, int64(s.LiveKeys), one)
 	o.ObserveInt64(in.keysEvicted, clamp(s.KeysEvicted), one)
+	o.ObserveInt64(in.refundsRefused, clamp(s.RefundsRefused), one)
 	tokens, per := l.Rate()
 	o.ObserveInt64(in.limitTokens, tokens, one)
 	o.ObserveFloat64(in.limitPeriod, per.Seconds(), one)

@@ -17,6 +17,8 @@ var (
 		"Tokens in this node's replica of the global bucket (below zero: debt).", []string{"limiter"}, nil)
 	liveKeys = prometheus.NewDesc("gopherpace_keys_live",
 		"Keyed buckets held (buckets that are not full).", []string{"limiter"}, nil)
+	refundsRefused = prometheus.NewDesc("gopherpace_refunds_refused_total",
+		"Refunds of more tokens than their key can have spent, refused whole: a bug, or a caller undoing others' spending.", []string{"limiter"}, nil)
 	keysEvicted = prometheus.NewDesc("gopherpace_keys_evicted_total",
 		"Keyed buckets evicted at the key cap to make room for new keys, those owing the fewest tokens first.", []string{"limiter"}, nil)
 	limitTokens = prometheus.NewDesc("gopherpace_limit_tokens",
@@ -70,6 +72,7 @@ func collectLimiter(ch chan<- prometheus.Metric, name string, l *gopherpace.Limi
 	gauge(globalTokens, float64(s.GlobalTokens))
 	gauge(liveKeys, float64(s.LiveKeys))
 	counter(keysEvicted, s.KeysEvicted)
+	counter(refundsRefused, s.RefundsRefused)
 	tokens, per := l.Rate()
 	gauge(limitTokens, float64(tokens))
 	gauge(limitPeriod, per.Seconds())

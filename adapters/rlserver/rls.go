@@ -225,7 +225,11 @@ func (s *rlsService) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitRe
 			checks[i] = checked{}
 		}
 	}
-	denied := s.decide(checks)
+	denied, err := s.decide(checks)
+	if err != nil {
+		s.metrics.count(outcomeBadRequest)
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
 	resp := &rlspb.RateLimitResponse{OverallCode: rlspb.RateLimitResponse_OK, Statuses: make([]*rlspb.RateLimitResponse_DescriptorStatus, len(checks))}
 	if denied {
 		resp.OverallCode = rlspb.RateLimitResponse_OVER_LIMIT
@@ -255,8 +259,11 @@ func (s *rlsService) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitRe
 // decide spends from every limited descriptor in order; at the first
 // denial it gives back what the ones before took and reads the rest, so a
 // denied request spends nothing. A shadow rule's denial lets the request
-// through, as envoyproxy/ratelimit's shadow_mode does.
-func (s *rlsService) decide(checks []checked) (denied bool) {
+// through, as envoyproxy/ratelimit's shadow_mode does. A negative hit of
+// more than its key can have spent is refused (gopherpace's
+// ErrRefundExceedsSpent): the request is an error, and what the
+// descriptors before it took is given back.
+func (s *rlsService) decide(checks []checked) (denied bool, err error) {
 	for i := range checks {
 		c := &checks[i]
 		switch {
@@ -270,7 +277,10 @@ func (s *rlsService) decide(checks []checked) (denied bool) {
 			c.over = !c.d.Allowed && !c.rule.shadow && c.hits > 0
 			continue
 		case c.refund:
-			c.l.Refund(c.key, c.hits)
+			if err := c.l.Refund(c.key, c.hits); err != nil {
+				s.giveBack(checks[:i])
+				return false, fmt.Errorf("descriptor %d: %w", i, err)
+			}
 			c.d = c.l.Peek(c.key)
 			continue
 		default:
@@ -284,15 +294,20 @@ func (s *rlsService) decide(checks []checked) (denied bool) {
 		}
 		if c.over && !denied {
 			denied = true
-			for j := range i {
-				if p := &checks[j]; p.spent {
-					p.l.Refund(p.key, p.hits)
-					p.spent = false
-				}
-			}
+			s.giveBack(checks[:i])
 		}
 	}
-	return denied
+	return denied, nil
+}
+
+// giveBack returns what checks spent: tokens just taken, never refused.
+func (s *rlsService) giveBack(checks []checked) {
+	for i := range checks {
+		if p := &checks[i]; p.spent {
+			_ = p.l.Refund(p.key, p.hits)
+			p.spent = false
+		}
+	}
 }
 
 func descriptorStatus(c *checked) *rlspb.RateLimitResponse_DescriptorStatus {

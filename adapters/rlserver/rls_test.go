@@ -242,6 +242,42 @@ func TestRLSHitsAddend(t *testing.T) {
 	}
 }
 
+// A negative hit gives back exactly what it names, never more than its
+// key can have spent within its window: a caller that emptied its bucket
+// cannot refill it with hits_addend 2^63-1 (the request is InvalidArgument,
+// counted as invalid, and what its other descriptors took is given back),
+// but may give back what it did spend.
+func TestNegativeHitsCannotRefill(t *testing.T) {
+	f := newRLS(t, edgeConfig, false)
+	addr := []string{"remote_address", "10.4.4.4"}
+	other := []string{"remote_address", "10.4.4.5"}
+	negative := func(hits uint64) *rlv3.RateLimitDescriptor {
+		d := descriptor(addr...)
+		d.HitsAddend, d.IsNegativeHits = wrapperspb.UInt64(hits), true
+		return d
+	}
+	f.ask(t, &rlspb.RateLimitRequest{Domain: "edge", HitsAddend: 20, Descriptors: []*rlv3.RateLimitDescriptor{descriptor(addr...)}})
+	for _, hits := range []uint64{math.MaxInt64, math.MaxUint64, 41} {
+		_, err := f.client.ShouldRateLimit(context.Background(), &rlspb.RateLimitRequest{Domain: "edge",
+			Descriptors: []*rlv3.RateLimitDescriptor{descriptor(other...), negative(hits)}})
+		if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "refund exceeds what the key spent") {
+			t.Fatalf("%d negative hits on an emptied bucket of 20: %v, want InvalidArgument", hits, err)
+		}
+		if r := f.remaining(t, "edge.remote_address", addr...); r != 0 {
+			t.Fatalf("%d negative hits refilled the bucket to %d", hits, r)
+		}
+		if r := f.remaining(t, "edge.remote_address", other...); r != 20 {
+			t.Fatalf("the refused request's other descriptor spent: %d left", r)
+		}
+	}
+	if st := f.svc.limiterFor("edge.remote_address").Stats(); st.RefundsRefused != 3 {
+		t.Fatalf("%d refunds refused, want 3", st.RefundsRefused)
+	}
+	if st := f.ask(t, &rlspb.RateLimitRequest{Domain: "edge", Descriptors: []*rlv3.RateLimitDescriptor{negative(7)}}).Statuses[0]; st.LimitRemaining != 7 {
+		t.Fatalf("7 negative hits after spending 20: %v, want exactly 7 back", st)
+	}
+}
+
 func TestRLSShadowUnlimitedAndReplaces(t *testing.T) {
 	f := newRLS(t, edgeConfig+`
   - key: trial
