@@ -39,6 +39,10 @@ type Config struct {
 	MaxConns, MaxConnsPerClient int
 	// GRPCReflection serves gRPC reflection, for grpcurl.
 	GRPCReflection bool
+	// TLSCert and TLSKey serve both listeners over TLS; ClientCA, when
+	// set, makes them require client certificates signed by it. The files
+	// are read again when they change (rotated certificates).
+	TLSCert, TLSKey, ClientCA string
 
 	Rate  int64         // tokens a second for keys without a limit of their own
 	Burst int64         // their bucket size; 0 is Rate
@@ -97,6 +101,9 @@ func ParseFlags(args []string, getenv func(string) string, out io.Writer) (Confi
 	port := fs.String("port", env("PORT", "7946"), "gossip port; 0 picks one (GOPHERPACE_PORT)")
 	node := fs.String("node", env("NODE_NAME", ""), "this replica's name; default the host's (GOPHERPACE_NODE_NAME)")
 	key := fs.String("secret-key", env("SECRET_KEY", ""), "base64 AES key (16, 24 or 32 bytes) that encrypts gossip; required off loopback (GOPHERPACE_SECRET_KEY)")
+	tlsCert := fs.String("tls-cert", env("TLS_CERT", ""), "PEM certificate (chain) file: both listeners serve TLS; reloaded when it changes (GOPHERPACE_TLS_CERT)")
+	tlsKey := fs.String("tls-key", env("TLS_KEY", ""), "PEM private key file of -tls-cert (GOPHERPACE_TLS_KEY)")
+	clientCA := fs.String("client-ca", env("CLIENT_CA", ""), "PEM CA certificates: callers must present a client certificate they signed; needs -tls-cert (GOPHERPACE_CLIENT_CA)")
 	keyHash := fs.String("key-hash-secret", env("KEY_HASH_SECRET", ""), "base64 secret (16 bytes or more) that keys are hashed with, the same on every replica; default: derived from -secret-key, or random standalone (GOPHERPACE_KEY_HASH_SECRET)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -167,6 +174,13 @@ func ParseFlags(args []string, getenv func(string) string, out io.Writer) (Confi
 		} else if n := len(c.SecretKey); n != 16 && n != 24 && n != 32 {
 			bad("secret-key", fmt.Errorf("%d bytes; AES keys are 16, 24 or 32", n))
 		}
+	}
+	c.TLSCert, c.TLSKey, c.ClientCA = *tlsCert, *tlsKey, *clientCA
+	switch {
+	case (c.TLSCert == "") != (c.TLSKey == ""):
+		bad("tls-cert", errors.New("-tls-cert and -tls-key go together"))
+	case c.ClientCA != "" && c.TLSCert == "":
+		bad("client-ca", errors.New("needs -tls-cert and -tls-key: client certificates are asked for over TLS"))
 	}
 	if *keyHash != "" {
 		if c.KeyHashSecret, err = base64.StdEncoding.DecodeString(*keyHash); err != nil {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -65,7 +66,7 @@ func dig(v any, steps ...any) any {
 // Services look, and readiness is the endpoint that never follows peers.
 func TestKubernetesManifestConfiguresTheServer(t *testing.T) {
 	var limits string
-	var container, podSpec any
+	var container, podSpec, policy any
 	services := map[string]any{}
 	for _, doc := range yamlDocs(t, "deploy/kubernetes.yaml") {
 		switch doc["kind"] {
@@ -76,6 +77,8 @@ func TestKubernetesManifestConfiguresTheServer(t *testing.T) {
 			container = dig(podSpec, "containers", 0)
 		case "Service":
 			services[dig(doc, "metadata", "name").(string)] = doc
+		case "NetworkPolicy":
+			policy = doc
 		}
 	}
 	if _, err := parseRLSConfig("limits.yaml", []byte(limits)); err != nil {
@@ -128,6 +131,55 @@ func TestKubernetesManifestConfiguresTheServer(t *testing.T) {
 	}
 	if dig(services["gopherpace"], "spec", "clusterIP") != "None" {
 		t.Fatal("the callers' Service must be headless, so gRPC clients reach every replica")
+	}
+	checkNetworkPolicy(t, policy, c)
+}
+
+// checkNetworkPolicy checks that policy selects the server's pods and
+// admits: to the gossip port, the replicas alone; to the gRPC and HTTP
+// ports, the pods labelled gopherpace-caller (and, to HTTP, monitoring);
+// to nothing else.
+func checkNetworkPolicy(t *testing.T, policy any, c Config) {
+	t.Helper()
+	if policy == nil {
+		t.Fatal("no NetworkPolicy: anyone in the cluster could reach the ports")
+	}
+	if dig(policy, "spec", "podSelector", "matchLabels", "app") != "gopherpace" || dig(policy, "spec", "policyTypes", 0) != "Ingress" {
+		t.Fatalf("the NetworkPolicy does not govern the server's pods' ingress: %v", dig(policy, "spec"))
+	}
+	admitted := map[string][]string{} // port → who
+	for _, rule := range dig(policy, "spec", "ingress").([]any) {
+		var who []string
+		for _, from := range dig(rule, "from").([]any) {
+			switch {
+			case dig(from, "podSelector", "matchLabels", "app") == "gopherpace":
+				who = append(who, "replicas")
+			case dig(from, "podSelector", "matchLabels", "gopherpace-caller") == "true":
+				who = append(who, "callers")
+			case dig(from, "namespaceSelector", "matchLabels", "kubernetes.io/metadata.name") == "monitoring":
+				who = append(who, "monitoring")
+			default:
+				t.Fatalf("the NetworkPolicy admits %v", from)
+			}
+		}
+		for _, p := range dig(rule, "ports").([]any) {
+			port := itoa(dig(p, "port")) + "/" + dig(p, "protocol").(string)
+			admitted[port] = append(admitted[port], who...)
+		}
+	}
+	gossip := strconv.Itoa(c.BindPort)
+	want := map[string]string{
+		gossip + "/TCP": "replicas", gossip + "/UDP": "replicas",
+		strings.TrimPrefix(c.GRPCAddr, ":") + "/TCP": "callers",
+		strings.TrimPrefix(c.Addr, ":") + "/TCP":     "callers monitoring",
+	}
+	for port, who := range want {
+		if got := strings.Join(admitted[port], " "); got != who {
+			t.Errorf("port %s admits %q, want %q", port, got, who)
+		}
+	}
+	if len(admitted) != len(want) {
+		t.Errorf("the NetworkPolicy opens %v, want only %v", admitted, want)
 	}
 }
 

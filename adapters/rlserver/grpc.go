@@ -2,6 +2,7 @@ package rlserver
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"log/slog"
 	"sync/atomic"
@@ -11,6 +12,7 @@ import (
 	"github.com/pedreviljoen/gopherpace/core/connlimit"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
@@ -40,6 +42,7 @@ const (
 type grpcOptions struct {
 	conns      *connlimit.Listener // told which connections carry calls; nil: none
 	reflection bool                // serve gRPC reflection, for grpcurl
+	tls        *tls.Config         // nil: plaintext
 	log        *slog.Logger
 	metrics    *serviceMetrics
 }
@@ -49,7 +52,11 @@ type grpcOptions struct {
 // checks work) and, when asked, reflection (for grpcurl).
 func newGRPCServer(rls *rlsService, o grpcOptions) (*grpc.Server, *health.Server) {
 	calls := &callGuard{conns: o.conns, log: o.log, metrics: o.metrics}
-	g := grpc.NewServer(
+	var creds []grpc.ServerOption
+	if o.tls != nil {
+		creds = append(creds, grpc.Creds(credentials.NewTLS(o.tls)))
+	}
+	g := grpc.NewServer(append(creds,
 		grpc.ConnectionTimeout(connectTimeout),
 		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: idleTimeout, Time: keepaliveTime, Timeout: keepaliveTimeout}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
@@ -58,7 +65,7 @@ func newGRPCServer(rls *rlsService, o grpcOptions) (*grpc.Server, *health.Server
 		grpc.InTapHandle(calls.tap),
 		grpc.ChainUnaryInterceptor(firstMessageUnary, boundCalls(maxInFlight)),
 		grpc.StreamInterceptor(firstMessageStream),
-	)
+	)...)
 	rlspb.RegisterRateLimitServiceServer(g, rls)
 	h := health.NewServer()
 	h.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)

@@ -8,13 +8,17 @@ package rlserver
 import (
 	"context"
 	"crypto/sha256"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	stdlog "log"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"sort"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -122,6 +126,7 @@ func Run(ctx context.Context, c Config, log *slog.Logger, started func(httpAddr,
 	var draining atomic.Bool
 	srv := &http.Server{
 		Handler:           handler(l, promhttp.HandlerFor(metrics.reg, promhttp.HandlerOpts{}), &draining),
+		ErrorLog:          connErrorLog(log),
 		ReadHeaderTimeout: readHeaderTimeout, ReadTimeout: readTimeout, WriteTimeout: writeTimeout,
 		IdleTimeout: idleTimeout, MaxHeaderBytes: maxHeaderBytes,
 	}
@@ -149,8 +154,21 @@ func Run(ctx context.Context, c Config, log *slog.Logger, started func(httpAddr,
 	}
 	srv.ConnState = hl.ConnState
 	ln, gln = hl, gl
-	g, health := newGRPCServer(rls, grpcOptions{conns: gl, reflection: c.GRPCReflection, log: log, metrics: metrics})
-	log.Info("serving", "addr", ln.Addr().String(), "grpc", gln.Addr().String(), "clustered", c.Clustered(), "config", c.ConfigPath)
+	gopts := grpcOptions{conns: gl, reflection: c.GRPCReflection, log: log, metrics: metrics}
+	if c.TLSCert != "" {
+		files, err := newTLSFiles(c.TLSCert, c.TLSKey, c.ClientCA, log)
+		if err != nil {
+			ln.Close()
+			gln.Close()
+			return err
+		}
+		srv.TLSConfig = files.config("h2", "http/1.1")
+		ln = tls.NewListener(ln, srv.TLSConfig)
+		gopts.tls = files.config("h2")
+	}
+	g, health := newGRPCServer(rls, gopts)
+	log.Info("serving", "addr", ln.Addr().String(), "grpc", gln.Addr().String(), "clustered", c.Clustered(), "config", c.ConfigPath,
+		"tls", c.TLSCert != "", "client certificates", c.ClientCA != "")
 	if started != nil {
 		started(ln.Addr().String(), gln.Addr().String())
 	}
@@ -197,4 +215,31 @@ func Run(ctx context.Context, c Config, log *slog.Logger, started func(httpAddr,
 		}
 	}
 	return err
+}
+
+// connErrorLog is the HTTP server's log of what its clients do wrong (a
+// failed TLS handshake, a malformed request line): one WARN record at most
+// every logEvery with the count since, so that a client cannot flood the
+// log one connection at a time.
+func connErrorLog(log *slog.Logger) *stdlog.Logger {
+	return stdlog.New(&limitedWriter{log: log}, "", 0)
+}
+
+type limitedWriter struct {
+	log        *slog.Logger
+	mu         sync.Mutex
+	last       time.Time
+	suppressed int
+}
+
+func (w *limitedWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if now := time.Now(); w.last.IsZero() || now.Sub(w.last) >= logEvery {
+		w.log.Warn("a client's connection failed", "err", strings.TrimSpace(truncate(string(p), 256)), "like it since the last record", w.suppressed)
+		w.last, w.suppressed = now, 0
+	} else {
+		w.suppressed++
+	}
+	return len(p), nil
 }

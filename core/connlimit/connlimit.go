@@ -295,11 +295,12 @@ func (l *Listener) warn(client netip.Addr) {
 }
 
 // ConnState is for http.Server.ConnState: it tells the listener which
-// connections are between requests. A server that sets its own ConnState
-// calls this one from it.
+// connections are between requests, also through TLS (a *tls.Conn over
+// the listener's connection). A server that sets its own ConnState calls
+// this one from it.
 func (l *Listener) ConnState(nc net.Conn, state http.ConnState) {
-	c, ok := nc.(*Conn)
-	if !ok || c.l != l {
+	c := l.own(nc)
+	if c == nil {
 		return
 	}
 	switch state {
@@ -312,6 +313,25 @@ func (l *Listener) ConnState(nc net.Conn, state http.ConnState) {
 		// as busy.
 		l.busy(c, +1)
 	}
+}
+
+// own is the listener's connection under nc, which may wrap it (a
+// *tls.Conn over a Listener's connection), or nil.
+func (l *Listener) own(nc net.Conn) *Conn {
+	for range 8 {
+		if c, ok := nc.(*Conn); ok {
+			if c.l == l {
+				return c
+			}
+			return nil
+		}
+		u, ok := nc.(interface{ NetConn() net.Conn })
+		if !ok {
+			return nil
+		}
+		nc = u.NetConn()
+	}
+	return nil
 }
 
 // CallStarted tells the listener that the connection from remote carries

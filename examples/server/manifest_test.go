@@ -100,3 +100,64 @@ func expand(v string, env map[string]string) string {
 		return ref
 	})
 }
+
+// The Kubernetes example admits only its replicas to the gossip port,
+// and leaves the HTTP port, the service itself, open.
+func TestManifestKeepsGossipPrivate(t *testing.T) {
+	data, err := os.ReadFile("../kubernetes/gopherpace.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	for {
+		var doc struct {
+			Kind string
+			Spec struct {
+				PodSelector struct {
+					MatchLabels map[string]string `yaml:"matchLabels"`
+				} `yaml:"podSelector"`
+				Ingress []struct {
+					From []struct {
+						PodSelector *struct {
+							MatchLabels map[string]string `yaml:"matchLabels"`
+						} `yaml:"podSelector"`
+					}
+					Ports []struct {
+						Port     int
+						Protocol string
+					}
+				}
+			}
+		}
+		if err := dec.Decode(&doc); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if doc.Kind != "NetworkPolicy" {
+			continue
+		}
+		app := doc.Spec.PodSelector.MatchLabels["app"]
+		open := map[int]string{}
+		for _, rule := range doc.Spec.Ingress {
+			who := "anyone"
+			if len(rule.From) > 0 {
+				who = ""
+				for _, f := range rule.From {
+					if f.PodSelector == nil || f.PodSelector.MatchLabels["app"] != app {
+						t.Fatalf("the policy admits %+v", f)
+					}
+					who = "replicas"
+				}
+			}
+			for _, p := range rule.Ports {
+				open[p.Port] = who
+			}
+		}
+		if app != "gopherpace-demo" || open[7946] != "replicas" || open[8080] != "anyone" || len(open) != 2 {
+			t.Fatalf("policy for %q opens %v, want gossip (7946) to the replicas and HTTP (8080) to anyone", app, open)
+		}
+		return
+	}
+	t.Fatal("no NetworkPolicy in the Kubernetes example")
+}
