@@ -166,6 +166,19 @@ func (l *Limiter) Rate() (tokens int64, per time.Duration) {
 // BucketSize is the configured bucket size in tokens.
 func (l *Limiter) BucketSize() int64 { return l.rules.dflt().burst }
 
+// JoinError is the transport's word that the cluster refuses this node
+// (JoinReporter), or nil: always standalone, and over a transport that
+// cannot tell.
+func (l *Limiter) JoinError() error {
+	if l.dec.eng == nil {
+		return nil
+	}
+	if r, ok := l.dec.eng.t.(JoinReporter); ok {
+		return r.JoinError()
+	}
+	return nil
+}
+
 // NodeName is this node's name.
 func (l *Limiter) NodeName() string { return l.name }
 

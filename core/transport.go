@@ -76,6 +76,18 @@ type KeyHashSecreter interface {
 	KeyHashSecret() []byte
 }
 
+// JoinReporter is a Transport that knows when the cluster it was told to
+// join refuses it (a gossip key or label that does not match): such a
+// node must not take itself for the first of a new cluster and serve the
+// whole limit alone. Limiter.JoinError passes its word on, and
+// status.Ready answers 503 while it is not nil.
+type JoinReporter interface {
+	// JoinError is non-nil while the node is alone and the seeds it
+	// reached refused it; nil once it has a peer, and when no seed
+	// answered at all (the first node of a new cluster).
+	JoinError() error
+}
+
 type realClock struct{}
 
 func (realClock) Now() time.Time { return time.Now() }

@@ -264,6 +264,11 @@ func WithMemberlistConfig(f func(*memberlist.Config)) Option {
 
 var errNoConfig = errors.New("memberpace: nil Option")
 
+// ErrUnencrypted is New's refusal of plaintext gossip on an address other
+// hosts can reach (without WithSecretKeys or WithPlaintext); a program
+// that sets the key some other way (a flag) can name that way instead.
+var ErrUnencrypted = errors.New("memberpace: gossip on an address other hosts can reach needs a secret key")
+
 // checkExposure refuses plaintext gossip on an address other hosts can
 // reach, unless WithPlaintext says it is deliberate. It reports whether
 // the configuration is plaintext on such an address, to warn about.
@@ -273,7 +278,7 @@ func (c *config) checkExposure() (exposed bool, err error) {
 		return false, nil
 	}
 	if !c.plaintext {
-		return true, fmt.Errorf("memberpace: gossip on %s without encryption: anyone who can reach the gossip port could report admits and switch the limit off. Pass WithSecretKeys(key), the same on every node, or WithPlaintext() if only trusted hosts can reach the port (see docs/security.md)", c.bindAddr)
+		return true, fmt.Errorf("%w: gossip on %s without encryption: anyone who can reach the gossip port could report admits and switch the limit off. Pass WithSecretKeys(key), the same on every node, or WithPlaintext() if only trusted hosts can reach the port (see docs/security.md)", ErrUnencrypted, c.bindAddr)
 	}
 	return true, nil
 }

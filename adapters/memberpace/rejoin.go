@@ -3,6 +3,7 @@ package memberpace
 import (
 	"context"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"time"
 )
@@ -62,7 +63,12 @@ func (t *Transport) joinSeeds(ctx context.Context) {
 		}
 	}
 	t.heardMu.Unlock()
-	var wg sync.WaitGroup
+	var (
+		wg        sync.WaitGroup
+		mu        sync.Mutex
+		refusedBy = map[string]string{} // seeds that answered and refused
+		joined    bool
+	)
 	for _, addr := range addrs {
 		if present[addr] || ctx.Err() != nil {
 			continue
@@ -71,11 +77,21 @@ func (t *Transport) joinSeeds(ctx context.Context) {
 			t.stats.joins.Add(1)
 			// memberlist's Join takes no context; its TCP timeout is set to
 			// the join timeout, which bounds it.
-			if _, err := t.ml.Join([]string{addr}); err != nil {
+			_, err := t.ml.Join([]string{addr})
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				joined = true
+			case refusedJoin(err):
+				t.stats.joinErrors.Add(1)
+				refusedBy[addr] = strings.TrimSpace(strings.ReplaceAll(strings.ReplaceAll(err.Error(), "\n", " "), "\t", ""))
+			default:
 				t.stats.joinErrors.Add(1)
 				t.log.Debug("join failed", "node", t.name, "seed", addr, "err", err)
 			}
 		})
 	}
 	wg.Wait()
+	t.refused.settle(t, refusedBy, joined || t.ml.NumMembers() > 1)
 }

@@ -38,6 +38,7 @@ type Transport struct {
 	receivers transportkit.Receivers
 	book      addressBook // peers' addresses, for sending (addressbook.go)
 
+	refused   refusal      // whether the seeds refused this node (refusal.go)
 	lastFrame atomic.Int64 // unix ns of the last frame from any peer
 	heardMu   sync.Mutex
 	heard     map[string]time.Time // last frame per peer name
@@ -62,6 +63,7 @@ var (
 	_ gopherpace.Unicaster       = (*Transport)(nil)
 	_ gopherpace.Zoner           = (*Transport)(nil)
 	_ gopherpace.KeyHashSecreter = (*Transport)(nil)
+	_ gopherpace.JoinReporter    = (*Transport)(nil)
 )
 
 // New starts memberlist, makes a first attempt to join the seeds (bounded

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/pedreviljoen/gopherpace/adapters/memberpace"
 	"github.com/pedreviljoen/gopherpace/core/connlimit"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -75,6 +76,35 @@ func newGRPCServer(rls *rlsService, o grpcOptions) (*grpc.Server, *health.Server
 		reflection.Register(g)
 	}
 	return g, h
+}
+
+// joinCheckEvery is how often gRPC health follows the transport's word on
+// whether the cluster refuses this replica.
+const joinCheckEvery = time.Second
+
+// watchJoin keeps gRPC health NOT_SERVING while the cluster refuses this
+// replica (memberpace's JoinError), as /readyz is 503 then (status.Ready),
+// until ctx ends.
+func watchJoin(ctx context.Context, t *memberpace.Transport, h *health.Server) {
+	tick := time.NewTicker(joinCheckEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			setHealth(h, t.JoinError())
+		}
+	}
+}
+
+func setHealth(h *health.Server, refused error) {
+	st := healthpb.HealthCheckResponse_SERVING
+	if refused != nil {
+		st = healthpb.HealthCheckResponse_NOT_SERVING
+	}
+	h.SetServingStatus("", st)
+	h.SetServingStatus(rlspb.RateLimitService_ServiceDesc.ServiceName, st)
 }
 
 // errNoFirstMessage ends a call that sent no message in time.

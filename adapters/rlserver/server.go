@@ -94,6 +94,9 @@ func Run(ctx context.Context, c Config, log *slog.Logger, started func(httpAddr,
 		}
 		var err error
 		if transport, err = memberpace.New(topts...); err != nil {
+			if errors.Is(err, memberpace.ErrUnencrypted) {
+				return fmt.Errorf("-bind %s: gossip off loopback needs -secret-key (GOPHERPACE_SECRET_KEY): a base64 key of 16, 24 or 32 bytes, the same on every replica, such as `openssl rand -base64 32` makes; anyone who can reach an unencrypted gossip port can report admits and switch the limit off", c.BindAddr)
+			}
 			return fmt.Errorf("gossip: %w", err)
 		}
 		defer transport.Close()
@@ -176,6 +179,10 @@ func Run(ctx context.Context, c Config, log *slog.Logger, started func(httpAddr,
 	defer stopWatch()
 	if c.ConfigPath != "" {
 		go rls.watch(watchCtx, c.ConfigPath, c.ConfigPoll, hup, loaded)
+	}
+	if transport != nil {
+		setHealth(health, transport.JoinError())
+		go watchJoin(watchCtx, transport, health)
 	}
 	done := make(chan error, 2)
 	go func() { done <- srv.Serve(ln) }()

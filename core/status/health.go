@@ -38,7 +38,10 @@ func Check(l *gopherpace.Limiter) (ok bool, reason string) {
 
 // Ready answers 200 "ready: deciding requests" while every limiter can decide
 // requests, and 503 "not ready: <reasons>" once one has been closed (the
-// replica is shutting down), as text. Mount it as the readiness probe.
+// replica is shutting down), or while the cluster it was told to join
+// refuses it (Limiter.JoinError: a gossip key or label that does not
+// match, which would have it serve the whole limit alone), as text. Mount
+// it as the readiness probe.
 // Peers out of sight never make a replica unready: a dead peer is a reason
 // to report (Health, the status page, metrics), and if every replica
 // answered 503 while one of them was gone, a load balancer would take the
@@ -52,6 +55,8 @@ func Ready(limiters ...*gopherpace.Limiter) http.Handler {
 		for i, l := range limiters {
 			if l.Stats().Closed {
 				closed = append(closed, fmt.Sprintf("limiter %d is closed", i+1))
+			} else if err := l.JoinError(); err != nil {
+				closed = append(closed, fmt.Sprintf("limiter %d: %v", i+1, err))
 			}
 		}
 		if len(closed) > 0 {

@@ -16,7 +16,7 @@ import (
 
 // Operating is README.md: health, the status page.
 func Operating(mux *http.ServeMux, limiter *gopherpace.Limiter) {
-	mux.Handle("/readyz", status.Ready(limiter))               // readiness: 503 only once closed
+	mux.Handle("/readyz", status.Ready(limiter))               // readiness: 503 once closed, or refused by the cluster
 	mux.Handle("/cluster", status.Health(limiter))             // for alerts: 503 naming the peers out of sight
 	mux.Handle("/status", status.NewPage("checkout", limiter)) // a live page of this node's view
 }

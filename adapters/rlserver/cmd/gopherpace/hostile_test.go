@@ -22,6 +22,7 @@ import (
 	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 )
 
 // An attack on a listener: connections opened from several loopback
@@ -274,4 +275,41 @@ func writeConfig(t *testing.T) string {
 	path := t.TempDir() + "/limits.yaml"
 	writeFile(t, path, userLimit(60))
 	return path
+}
+
+// A replica started with another gossip key than its cluster's says so at
+// ERROR and stays unready, over HTTP and gRPC health alike, instead of
+// serving the whole limit alone; the cluster's own replica is unaffected.
+func TestAReplicaWithAnotherKeyIsLoudAndNotReady(t *testing.T) {
+	bin := build(t)
+	common := []string{"-addr", "127.0.0.1:0", "-bind", "127.0.0.1", "-port", "0"}
+	a := start(t, bin, append(common, "-node", "a", "-secret-key", "MDEyMzQ1Njc4OWFiY2RlZg==")...)
+	b := start(t, bin, append(common, "-node", "b", "-secret-key", "ZmVkY2JhOTg3NjU0MzIxMA==", "-seeds", a.gossip)...)
+	if code, body := get(t, "http://"+b.http+"/readyz"); code != 503 || !strings.Contains(body, "refused") {
+		t.Fatalf("b's /readyz: %d %q, want 503 naming the refusal", code, body)
+	}
+	if code, _ := get(t, "http://"+a.http+"/readyz"); code != 200 {
+		t.Fatalf("a's /readyz: %d", code)
+	}
+	health := func(addr string) healthpb.HealthCheckResponse_ServingStatus {
+		conn := dial(t, addr)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		resp, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{Service: rlspb.RateLimitService_ServiceDesc.ServiceName})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.Status
+	}
+	if st := health(b.grpc); st != healthpb.HealthCheckResponse_NOT_SERVING {
+		t.Fatalf("b's gRPC health: %v, want NOT_SERVING", st)
+	}
+	if st := health(a.grpc); st != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("a's gRPC health: %v", st)
+	}
+	if !regexp.MustCompile(`level=ERROR msg="the cluster refuses this node`).MatchString(b.logs.String()) {
+		t.Fatalf("b did not say why at ERROR:\n%s", b.logs.String())
+	}
+	a.stop(t)
+	b.stop(t)
 }

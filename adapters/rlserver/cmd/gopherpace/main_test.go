@@ -219,24 +219,31 @@ func TestFlags(t *testing.T) {
 	if code := run([]string{"serve", "-h"}, noEnv, &out, &errs); code != 0 {
 		t.Fatalf("-h: exit %d", code)
 	}
-	for _, flag := range []string{"-addr", "-grpc-addr", "-config", "-config-poll", "-response-headers", "-max-keys", "-drain", "-rate", "-burst", "-limits", "-sweep", "-seeds", "-bind", "-port", "-node", "-secret-key"} {
+	for _, flag := range []string{"-addr", "-grpc-addr", "-config", "-config-poll", "-response-headers", "-max-keys", "-drain", "-rate", "-burst", "-limits", "-sweep", "-seeds", "-bind", "-port", "-node", "-secret-key",
+		"-max-conns", "-max-conns-per-client", "-grpc-reflection", "-tls-cert", "-tls-key", "-client-ca", "-key-hash-secret"} {
 		if !strings.Contains(errs.String(), flag) {
 			t.Errorf("-h does not document %s", flag)
 		}
 	}
 	for args, says := range map[string]string{
-		"-rate x":                  "-rate:",
-		"-rate 0":                  "-rate:",
-		"-burst -1":                "-burst:",
-		"-limits a=1":              "-limits:",
-		"-limits a=1:2,a=3:4":      "given twice",
-		"-sweep soon":              "-sweep:",
-		"-port 70000":              "-port:",
-		"-secret-key c2hvcnQ=":     "-secret-key:",
-		"-secret-key not-base64!!": "-secret-key:",
-		"-config-poll 0s":          "-config-poll:",
-		"-max-keys 0":              "-max-keys:",
-		"-drain soon":              "-drain:",
+		"-rate x":                                "-rate:",
+		"-rate 0":                                "-rate:",
+		"-burst -1":                              "-burst:",
+		"-limits a=1":                            "-limits:",
+		"-limits a=1:2,a=3:4":                    "given twice",
+		"-sweep soon":                            "-sweep:",
+		"-port 70000":                            "-port:",
+		"-secret-key c2hvcnQ=":                   "-secret-key:",
+		"-secret-key not-base64!!":               "-secret-key:",
+		"-config-poll 0s":                        "-config-poll:",
+		"-max-keys 0":                            "-max-keys:",
+		"-drain soon":                            "-drain:",
+		"-max-conns 0":                           "-max-conns:",
+		"-max-conns-per-client x":                "-max-conns-per-client:",
+		"-max-conns 10 -max-conns-per-client 11": "-max-conns-per-client:",
+		"-tls-cert a.pem":                        "-tls-cert:",
+		"-client-ca ca.pem":                      "-client-ca:",
+		"-key-hash-secret c2hvcnQ=":              "-key-hash-secret:",
 	} {
 		errs.Reset()
 		if code := run(append([]string{"serve"}, strings.Fields(args)...), noEnv, &out, &errs); code != 2 || !strings.Contains(errs.String(), says) {
@@ -247,6 +254,13 @@ func TestFlags(t *testing.T) {
 	errs.Reset()
 	if code := run([]string{"serve", "-rate", "5", "-addr", "127.0.0.1:bad"}, env, &out, &errs); code != 1 || !strings.Contains(errs.String(), "-addr") {
 		t.Errorf("a flag wins over the environment, and a bad -addr is refused: exit %d, %q", code, errs.String())
+	}
+	// Gossip off loopback without a key is refused, in the flags' words
+	// (nothing is bound: the refusal comes first).
+	errs.Reset()
+	if code := run([]string{"serve", "-bind", "10.1.2.3", "-addr", "127.0.0.1:0", "-grpc-addr", "127.0.0.1:0"}, noEnv, &out, &errs); code != 1 ||
+		!strings.Contains(errs.String(), "-secret-key") || strings.Contains(errs.String(), "WithSecretKeys") {
+		t.Errorf("plaintext gossip off loopback: exit %d, %q; want 1 naming -secret-key", code, errs.String())
 	}
 	if code := run([]string{"frobnicate"}, noEnv, &out, &errs); code != 2 {
 		t.Errorf("an unknown command: exit %d", code)
