@@ -28,7 +28,10 @@ type Config struct {
 	// ResponseHeaders adds RateLimit-Limit, -Remaining and -Reset to every
 	// RateLimitService answer with a limit, for Envoy to pass to the client.
 	ResponseHeaders bool
-	MaxKeys         int64 // live buckets per rule, and for the HTTP API's limit
+	// RuleMetrics exports a series per rule of the config and outcome;
+	// without it /metrics stays the same size however many rules there are.
+	RuleMetrics bool
+	MaxKeys     int64 // live buckets per rule, and for the HTTP API's limit
 	// Drain is how long the server goes on serving after SIGTERM while
 	// /readyz answers 503 and gRPC health NOT_SERVING, before it stops
 	// accepting: longer than the load balancer's checks take to notice.
@@ -90,6 +93,8 @@ func ParseFlags(args []string, getenv func(string) string, out io.Writer) (Confi
 	headers := fs.Bool("response-headers", headersEnv, "add RateLimit-Limit, RateLimit-Remaining and RateLimit-Reset to RateLimitService answers (GOPHERPACE_RESPONSE_HEADERS)")
 	maxKeys := fs.String("max-keys", env("MAX_KEYS", strconv.Itoa(gopherpace.DefaultMaxKeys)), "live buckets each limit holds at most; at the cap a new key takes the place of the bucket owing the fewest tokens (GOPHERPACE_MAX_KEYS)")
 	drain := fs.String("drain", env("DRAIN", "0s"), "after SIGTERM, serve this long answering /readyz 503 and gRPC health NOT_SERVING before stopping (GOPHERPACE_DRAIN)")
+	ruleMetricsEnv, ruleMetricsErr := strconv.ParseBool(env("RULE_METRICS", "false"))
+	ruleMetrics := fs.Bool("rule-metrics", ruleMetricsEnv, "export gopherpace_rls_rule_decisions_total{rule,outcome}: a series per rule of -config and outcome (GOPHERPACE_RULE_METRICS)")
 	maxConns := fs.String("max-conns", env("MAX_CONNS", strconv.Itoa(connlimit.DefaultTotal)), "connections each listener holds at once; at the cap the longest idle one gives way to a new one (GOPHERPACE_MAX_CONNS)")
 	maxPerClient := fs.String("max-conns-per-client", env("MAX_CONNS_PER_CLIENT", strconv.Itoa(connlimit.DefaultPerClient)), "connections one client address (IPv6: one /64) holds on each listener; behind a proxy or sidecar that connects from one address, raise it to -max-conns (GOPHERPACE_MAX_CONNS_PER_CLIENT)")
 	reflectEnv, reflectErr := strconv.ParseBool(env("GRPC_REFLECTION", "false"))
@@ -125,6 +130,10 @@ func ParseFlags(args []string, getenv func(string) string, out io.Writer) (Confi
 		bad("response-headers", fmt.Errorf("GOPHERPACE_RESPONSE_HEADERS=%q is not true or false", getenv("GOPHERPACE_RESPONSE_HEADERS")))
 	}
 	c.ResponseHeaders = *headers
+	if ruleMetricsErr != nil {
+		bad("rule-metrics", fmt.Errorf("GOPHERPACE_RULE_METRICS=%q is not true or false", getenv("GOPHERPACE_RULE_METRICS")))
+	}
+	c.RuleMetrics = *ruleMetrics
 	if reflectErr != nil {
 		bad("grpc-reflection", fmt.Errorf("GOPHERPACE_GRPC_REFLECTION=%q is not true or false", getenv("GOPHERPACE_GRPC_REFLECTION")))
 	}

@@ -185,3 +185,28 @@ func (c listenerCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(connsRefused, prometheus.CounterValue, float64(s.Refused), name)
 	}
 }
+
+var ruleDecisions = prometheus.NewDesc("gopherpace_rls_rule_decisions_total",
+	"Descriptors each rule of -config decided, by outcome: ok, over_limit, shadow_denied (a shadow rule's denial, answered OK). Only with -rule-metrics.",
+	[]string{"rule", "outcome"}, nil)
+
+// ruleCollector exports each rule's outcomes (-rule-metrics), the rules of
+// the config in force when scraped.
+type ruleCollector struct{ s *rlsService }
+
+func (c ruleCollector) Describe(ch chan<- *prometheus.Desc) { ch <- ruleDecisions }
+
+func (c ruleCollector) Collect(ch chan<- prometheus.Metric) {
+	set := c.s.rules.Load()
+	if set == nil {
+		return
+	}
+	for id, r := range set.cfg.rules {
+		if r.unlimited {
+			continue
+		}
+		for o, name := range [ruleOutcomes]string{ruleOK: "ok", ruleOverLimit: "over_limit", ruleShadowDenied: "shadow_denied"} {
+			ch <- prometheus.MustNewConstMetric(ruleDecisions, prometheus.CounterValue, float64(r.decisions[o].Load()), id, name)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"sort"
 	"time"
 )
@@ -21,7 +22,10 @@ func (s *rlsService) reload(path string) error {
 		s.log.Error("the new config is refused; the limits before it stay", "config", path, "err", err)
 		return err
 	}
-	s.log.Info("config loaded", "config", path, "rules", len(cfg.rules), "domains", len(cfg.domains))
+	s.log.Info("config loaded", "config", path, "rules", len(cfg.rules), "domains", len(cfg.domains), "limiters", len(s.rules.Load().limiters))
+	// What reading the files and the set before held goes back to the
+	// system now, not at the runtime's leisure.
+	debug.FreeOSMemory()
 	return nil
 }
 

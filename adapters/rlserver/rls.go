@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"sort"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -37,10 +38,14 @@ const (
 )
 
 // rlsService answers Envoy's RateLimitService v3 from a config file's
-// limits. Each rule of the file is a limiter of its own, named by the
-// rule's path on every replica, keyed by the values of the descriptors it
-// matches. A reload swaps in a new set of rules, keeping the limiter (and
-// its buckets) of every rule that is still there.
+// limits. The rules of one rate (requests_per_unit and unit) share one
+// limiter, named by the rate on every replica, in which each rule's
+// buckets are keyed by its id and the values of the descriptors it
+// matches: a config of 100,000 tenants' limits in a few tiers is a few
+// limiters, not 100,000 (each a store, counters and, clustered, a gossip
+// engine ticking 20 times a second). A reload swaps in a new set of
+// rules; a rule whose rate stays keeps its buckets, a rule whose rate
+// changed is decided by the limiter of its new rate, from full buckets.
 type rlsService struct {
 	rlspb.UnimplementedRateLimitServiceServer
 
@@ -48,6 +53,7 @@ type rlsService struct {
 	transport gopherpace.Transport // nil: standalone
 	maxKeys   int64
 	headers   bool
+	byRule    bool // count each rule's outcomes (-rule-metrics)
 	log       *slog.Logger
 	metrics   *serviceMetrics
 	shared    []gopherpace.Option // every rule's limiter takes them
@@ -55,10 +61,17 @@ type rlsService struct {
 	reloadMu sync.Mutex // one reload at a time
 }
 
-// ruleSet is one loaded config and a limiter for each rule that has a rate.
+// ruleSet is one loaded config and a limiter for each rate its rules have
+// (each rule's own is rule.limiter).
 type ruleSet struct {
 	cfg      *rlsConfig
-	limiters map[string]*gopherpace.Limiter // by rule id
+	limiters map[string]*gopherpace.Limiter // by rateID
+}
+
+// rateID names the limiter of a rate, the same on every replica: "rls
+// 10/1m0s/10" is 10 tokens a minute in buckets of 10.
+func rateID(tokens int64, per time.Duration, size int64) string {
+	return "rls " + strconv.FormatInt(tokens, 10) + "/" + per.String() + "/" + strconv.FormatInt(size, 10)
 }
 
 func newRLSService(cfg *rlsConfig, transport gopherpace.Transport, maxKeys int64, headers bool, log *slog.Logger, metrics *serviceMetrics, shared ...gopherpace.Option) (*rlsService, error) {
@@ -72,61 +85,55 @@ func newRLSService(cfg *rlsConfig, transport gopherpace.Transport, maxKeys int64
 	return s, nil
 }
 
-// swap makes cfg the service's limits: a rule whose id is still there
-// keeps its limiter, repriced if its rate changed; a new rule gets a new
-// limiter; a removed rule's limiter is closed. If any limiter cannot be
-// made, nothing changes.
+// swap makes cfg the service's limits: each rate its rules have keeps its
+// limiter from the set before, or gets a new one; a rate no rule has any
+// more has its limiter closed. If any limiter cannot be made, nothing
+// changes.
 func (s *rlsService) swap(cfg *rlsConfig) error {
 	s.reloadMu.Lock()
 	defer s.reloadMu.Unlock()
 	old := s.rules.Load()
 	next := &ruleSet{cfg: cfg, limiters: map[string]*gopherpace.Limiter{}}
 	var made []*gopherpace.Limiter
-	type reprice struct {
-		l            *gopherpace.Limiter
-		tokens, size int64
-		per          time.Duration
-	}
-	var reprices []reprice
 	fail := func(err error) error {
 		for _, l := range made {
 			_ = l.Close()
 		}
 		return err
 	}
-	for id, r := range cfg.rules {
+	ids := make([]string, 0, len(cfg.rules))
+	for id := range cfg.rules {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids) // a bad rate is reported at the same rule every time
+	for _, id := range ids {
+		r := cfg.rules[id]
 		if r.unlimited || r.requestsPerUnit == 0 {
 			continue
 		}
 		tokens, per, size := r.rate()
-		if old != nil {
-			if l := old.limiters[id]; l != nil {
-				next.limiters[id] = l
-				if t, p := l.Rate(); t != tokens || p != per || l.BucketSize() != size {
-					reprices = append(reprices, reprice{l, tokens, size, per})
-				}
-				continue
+		rid := rateID(tokens, per, size)
+		l := next.limiters[rid]
+		if l == nil && old != nil {
+			l = old.limiters[rid]
+		}
+		if l == nil {
+			opts := []gopherpace.Option{
+				gopherpace.WithRate(tokens, per), gopherpace.WithBucketSize(size),
+				gopherpace.WithLimiterID(rid), gopherpace.WithMaxKeys(s.maxKeys), gopherpace.WithLogger(s.log),
 			}
+			if s.transport != nil {
+				opts = append(opts, gopherpace.WithTransport(s.transport))
+			}
+			opts = append(opts, s.shared...)
+			var err error
+			if l, err = gopherpace.New(opts...); err != nil {
+				return fail(fmt.Errorf("%s: %s: %w", r.at, id, err))
+			}
+			made = append(made, l)
 		}
-		opts := []gopherpace.Option{
-			gopherpace.WithRate(tokens, per), gopherpace.WithBucketSize(size),
-			gopherpace.WithLimiterID(id), gopherpace.WithMaxKeys(s.maxKeys), gopherpace.WithLogger(s.log),
-		}
-		if s.transport != nil {
-			opts = append(opts, gopherpace.WithTransport(s.transport))
-		}
-		opts = append(opts, s.shared...)
-		l, err := gopherpace.New(opts...)
-		if err != nil {
-			return fail(fmt.Errorf("%s: %s: %w", r.at, id, err))
-		}
-		made = append(made, l)
-		next.limiters[id] = l
-	}
-	for _, p := range reprices {
-		if err := p.l.SetRate(p.tokens, p.per, p.size); err != nil {
-			return fail(err)
-		}
+		next.limiters[rid] = l
+		r.limiter = l
 	}
 	s.rules.Store(next)
 	if s.metrics != nil {
@@ -160,9 +167,23 @@ func (s *rlsService) close() {
 // limiterFor is the limiter of a rule id in the current set (nil if none).
 func (s *rlsService) limiterFor(id string) *gopherpace.Limiter {
 	if set := s.rules.Load(); set != nil {
-		return set.limiters[id]
+		if r := set.cfg.rules[id]; r != nil {
+			return r.limiter
+		}
 	}
 	return nil
+}
+
+// bucketKey is the key of the bucket a rule decides a descriptor on, in
+// its rate's limiter: the rule's id, and for a rule with a bucket per
+// value the descriptor's entries (match's key) after a zero byte, so that
+// no two rules, nor two values, share a bucket.
+func bucketKey(r *rule, entries []byte) string {
+	if !r.perValue {
+		return r.id
+	}
+	b := make([]byte, 0, len(r.id)+1+len(entries))
+	return string(append(append(append(b, r.id...), 0), entries...))
 }
 
 // checked is one descriptor of a request on its way to an answer.
@@ -215,10 +236,8 @@ func (s *rlsService) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitRe
 			c.hits = int64(min(d.HitsAddend.Value, math.MaxInt64))
 		}
 		c.refund = d.IsNegativeHits
-		c.l = set.limiters[c.rule.id]
-		if c.rule.perValue {
-			c.key = string(keyBuf)
-		}
+		c.l = c.rule.limiter
+		c.key = bucketKey(c.rule, keyBuf)
 	}
 	for i := range checks {
 		if r := checks[i].rule; r != nil && r.name != "" && replaced[r.name] {
@@ -238,6 +257,9 @@ func (s *rlsService) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitRe
 	for i := range checks {
 		c := &checks[i]
 		resp.Statuses[i] = descriptorStatus(c)
+		if s.byRule && c.rule != nil && !c.rule.unlimited {
+			c.rule.count(c)
+		}
 		if c.rule != nil && !c.rule.unlimited && (closest == nil || c.over && !closest.over || c.over == closest.over && c.d.Remaining < closest.d.Remaining) {
 			closest = c
 		}
@@ -307,6 +329,18 @@ func (s *rlsService) giveBack(checks []checked) {
 			_ = p.l.Refund(p.key, p.hits)
 			p.spent = false
 		}
+	}
+}
+
+// count counts c's outcome under its rule.
+func (r *rule) count(c *checked) {
+	switch {
+	case c.over:
+		r.decisions[ruleOverLimit].Add(1)
+	case r.shadow && (c.l == nil || !c.d.Allowed && c.hits > 0 && !c.refund):
+		r.decisions[ruleShadowDenied].Add(1)
+	default:
+		r.decisions[ruleOK].Add(1)
 	}
 }
 

@@ -120,10 +120,7 @@ func (f *rlsFixture) remaining(t *testing.T, id string, kv ...string) int64 {
 		t.Fatalf("no limiter for %s", id)
 	}
 	r, key := f.svc.rules.Load().cfg.match("edge", entries(kv...), nil)
-	if !r.perValue {
-		key = nil
-	}
-	return l.Peek(string(key)).Remaining
+	return l.Peek(bucketKey(r, key)).Remaining
 }
 
 // Minute-long units keep these tests free of refills: a token of 20 a
@@ -452,42 +449,52 @@ func TestGRPCHealthAndReflection(t *testing.T) {
 	}
 }
 
-// A reload keeps every bucket of a rule that stays, reprices a changed
-// one, stops a removed one, and refuses a bad file with the old limits
-// kept.
+// A reload keeps the buckets of every rule whose rate stays; a rule whose
+// rate changed is decided by its new rate's limiter, from a full bucket;
+// a removed rule limits nothing, and the limiter of a rate no rule has
+// any more is closed; a bad file is refused with the old limits kept.
 func TestRLSReloadKeepsBuckets(t *testing.T) {
 	f := newRLS(t, edgeConfig, false)
 	addr := []string{"remote_address", "10.6.6.6"}
 	req := &rlspb.RateLimitRequest{Domain: "edge", HitsAddend: 5, Descriptors: []*rlv3.RateLimitDescriptor{descriptor(addr...)}}
+	plan := &rlspb.RateLimitRequest{Domain: "edge", HitsAddend: 7, Descriptors: []*rlv3.RateLimitDescriptor{descriptor("plan", "free")}}
 	f.ask(t, req)
-	before := f.svc.limiterFor("edge.remote_address")
+	f.ask(t, plan)
+	planLimiter := f.svc.limiterFor("edge.plan_free")
+	users := f.svc.limiterFor("edge.tenant_acme.user") // 5 a second: no other rule's rate
 	path := filepath.Join(t.TempDir(), "limits.yaml")
 	write := func(text string) {
 		if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
-	// remote_address goes from 20 to 40 a minute; the user limits go.
-	write(strings.Replace(strings.Replace(edgeConfig, "{unit: minute, requests_per_unit: 20}", "{unit: minute, requests_per_unit: 40}", 1),
-		"  - key: tenant\n", "  - key: tenant_gone\n", 1))
+	// remote_address goes from 20 to 40 a minute; the tenant's user limits
+	// go, and with them the only rules of 5 and 50 a second.
+	changed := strings.Replace(edgeConfig, "{unit: minute, requests_per_unit: 20}", "{unit: minute, requests_per_unit: 40}", 1)
+	changed = changed[:strings.Index(changed, "  - key: tenant\n")] + changed[strings.Index(changed, "  - key: remote_address\n"):]
+	write(changed)
 	if err := f.svc.reload(path); err != nil {
 		t.Fatal(err)
 	}
-	if f.svc.limiterFor("edge.remote_address") != before {
-		t.Fatal("the reload replaced a limiter that stayed")
+	if f.svc.limiterFor("edge.plan_free") != planLimiter {
+		t.Fatal("the reload replaced the limiter of a rate that stayed")
 	}
-	if tokens, per := before.Rate(); tokens != 40 || per != time.Minute || before.BucketSize() != 40 {
-		t.Fatalf("repriced to %d per %v, bucket %d", tokens, per, before.BucketSize())
+	if st := f.ask(t, plan).Statuses[0]; st.LimitRemaining != 1000-14 {
+		t.Fatalf("plan_free after the reload: %v, want its 7 spent still spent", st)
 	}
-	// 5 were spent: they stay spent at the new price (SetRate), so after
-	// 5 more 30 of 40 are left (31 if a token refilled in between), not a
-	// fresh bucket's 35.
-	st := f.ask(t, req).Statuses[0]
-	if st.CurrentLimit.RequestsPerUnit != 40 || st.LimitRemaining < 30 || st.LimitRemaining > 31 {
+	l := f.svc.limiterFor("edge.remote_address")
+	if tokens, per := l.Rate(); tokens != 40 || per != time.Minute || l.BucketSize() != 40 {
+		t.Fatalf("remote_address decided at %d per %v, bucket %d", tokens, per, l.BucketSize())
+	}
+	// Its 5 spent at the old rate are not carried to the new one.
+	if st := f.ask(t, req).Statuses[0]; st.CurrentLimit.RequestsPerUnit != 40 || st.LimitRemaining != 35 {
 		t.Fatalf("after the reload: %v", st)
 	}
 	if f.svc.limiterFor("edge.tenant_acme.user") != nil {
 		t.Fatal("a removed rule still has a limiter")
+	}
+	if !users.Stats().Closed {
+		t.Fatal("the limiter of a rate no rule has is still open")
 	}
 	resp := f.ask(t, &rlspb.RateLimitRequest{Domain: "edge", Descriptors: []*rlv3.RateLimitDescriptor{descriptor("tenant", "acme", "user", "bob")}})
 	if resp.Statuses[0].CurrentLimit != nil {
@@ -497,7 +504,7 @@ func TestRLSReloadKeepsBuckets(t *testing.T) {
 	if err := f.svc.reload(path); err == nil || !strings.Contains(err.Error(), "limits.yaml:4") {
 		t.Fatalf("a bad file: %v", err)
 	}
-	if f.svc.limiterFor("edge.remote_address") != before || f.svc.limiterFor("edge.plan_free") == nil {
+	if f.svc.limiterFor("edge.remote_address") != l || f.svc.limiterFor("edge.plan_free") != planLimiter {
 		t.Fatal("a refused file changed the limits")
 	}
 	if got := testutil.ToFloat64(f.metrics.configLoads.WithLabelValues("refused")); got != 1 {
@@ -505,6 +512,27 @@ func TestRLSReloadKeepsBuckets(t *testing.T) {
 	}
 	if got := testutil.ToFloat64(f.metrics.configLoads.WithLabelValues("loaded")); got != 1 {
 		t.Errorf("loads counted %v", got)
+	}
+}
+
+// Rules of one rate share its limiter, and never a bucket: two rules of
+// 20 a minute, and two values of one of them, each spend only their own.
+func TestRLSRulesOfOneRateShareALimiterNotABucket(t *testing.T) {
+	f := newRLS(t, "domain: edge\ndescriptors:\n  - key: a\n    rate_limit: {unit: minute, requests_per_unit: 20}\n"+
+		"  - key: b\n    value: x\n    rate_limit: {unit: minute, requests_per_unit: 20}\n", false)
+	if f.svc.limiterFor("edge.a") != f.svc.limiterFor("edge.b_x") || len(f.svc.rules.Load().limiters) != 1 {
+		t.Fatal("two rules of one rate have limiters of their own")
+	}
+	ask := func(d *rlv3.RateLimitDescriptor) *rlspb.RateLimitResponse_DescriptorStatus {
+		return f.ask(t, &rlspb.RateLimitRequest{Domain: "edge", HitsAddend: 20, Descriptors: []*rlv3.RateLimitDescriptor{d}}).Statuses[0]
+	}
+	for _, d := range []*rlv3.RateLimitDescriptor{descriptor("a", "1"), descriptor("a", "2"), descriptor("b", "x")} {
+		if st := ask(d); st.Code != rlspb.RateLimitResponse_OK {
+			t.Fatalf("%v: %v, want its own bucket of 20", d, st)
+		}
+	}
+	if st := ask(descriptor("a", "1")); st.Code != rlspb.RateLimitResponse_OVER_LIMIT {
+		t.Fatalf("a=1 spent twice: %v", st)
 	}
 }
 

@@ -1,14 +1,18 @@
 package rlserver
 
 import (
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	gopherpace "github.com/pedreviljoen/gopherpace/core"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -27,11 +31,24 @@ import (
 // A file holds one domain; a directory of files holds several, each domain
 // in one file only.
 
+// The most a config may hold, so that loading it costs bounded time and
+// memory (docs/service.md#the-config-file): bytes of YAML, descriptors,
+// and distinct rates (each rate is a limiter of its own, rls.go). Tests
+// lower them.
+var (
+	maxConfigBytes       = 64 << 20
+	maxConfigDescriptors = 250_000
+	maxRates             = 1000
+)
+
 // rlsConfig is a loaded set of limits: each domain's tree of descriptor
 // levels, and every rule that has a rate.
 type rlsConfig struct {
-	domains map[string]*descriptorLevel
-	rules   map[string]*rule // by id
+	domains     map[string]*descriptorLevel
+	rules       map[string]*rule // by id
+	descriptors int
+	bytes       int
+	rates       map[[3]int64]bool // tokens, per, bucket size
 }
 
 // descriptorLevel is one depth of a domain's descriptors, looked up as
@@ -75,7 +92,22 @@ type rule struct {
 	// replica's offered load (core/fairness.go, core/key_shares.go).
 	perValue bool
 	at       string // file:line, for messages
+	// limiter is the limiter of the rule's rate, set when its config is
+	// swapped in (rls.go); nil for a rule that never limits (unlimited,
+	// or a requests_per_unit of 0).
+	limiter *gopherpace.Limiter
+	// decisions counts the rule's descriptors by outcome, when
+	// -rule-metrics asks (metrics.go).
+	decisions [ruleOutcomes]atomic.Uint64
 }
+
+// The outcomes a rule's descriptor is counted under.
+const (
+	ruleOK = iota
+	ruleOverLimit
+	ruleShadowDenied
+	ruleOutcomes
+)
 
 // The unit names and periods envoyproxy/ratelimit accepts: a month is 30
 // days and a year 365, as it counts them.
@@ -148,7 +180,7 @@ func loadRLSConfig(path string) (*rlsConfig, error) {
 	}
 	c := newRLSConfig()
 	for _, f := range files {
-		data, err := os.ReadFile(f)
+		data, err := readBounded(f, maxConfigBytes-c.bytes)
 		if err != nil {
 			return nil, err
 		}
@@ -159,8 +191,26 @@ func loadRLSConfig(path string) (*rlsConfig, error) {
 	return c, nil
 }
 
+// readBounded reads a file of at most limit bytes; a larger one is an
+// error, read no further than the limit.
+func readBounded(name string, limit int) ([]byte, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, int64(limit)+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > limit {
+		return nil, fmt.Errorf("%s: the config is over %d KiB in all: the server refuses more", name, maxConfigBytes>>10)
+	}
+	return data, nil
+}
+
 func newRLSConfig() *rlsConfig {
-	return &rlsConfig{domains: map[string]*descriptorLevel{}, rules: map[string]*rule{}}
+	return &rlsConfig{domains: map[string]*descriptorLevel{}, rules: map[string]*rule{}, rates: map[[3]int64]bool{}}
 }
 
 // parseRLSConfig reads one file's text; name is what errors call it.
@@ -191,14 +241,41 @@ func (p fileParser) errorf(n *yaml.Node, format string, args ...any) error {
 	return &configError{p.file, line, fmt.Sprintf(format, args...)}
 }
 
-// add loads one file's domain into c.
+// add loads one file's domain into c: item by item when its text is laid
+// out so (yamlchunks.go), whole otherwise.
 func (c *rlsConfig) add(file string, data []byte) error {
+	if c.bytes += len(data); c.bytes > maxConfigBytes {
+		return fmt.Errorf("%s: the config is over %d KiB in all: the server refuses more", file, maxConfigBytes>>10)
+	}
+	if rest, items, ok := splitDescriptors(data); ok {
+		counted := c.descriptors
+		if err := c.addParts(file, rest, items); err != errNotAlone {
+			return err
+		}
+		c.descriptors = counted // the whole reading counts them again
+	}
+	return c.addParts(file, data, nil)
+}
+
+// errNotAlone says that a file's items did not read one by one.
+var errNotAlone = errors.New("the descriptors do not read one by one")
+
+// addParts loads a file's domain from rootText, and its descriptors from
+// items, or, without items, from rootText's own list. With items, a part
+// that does not read alone is errNotAlone.
+func (c *rlsConfig) addParts(file string, rootText []byte, items []descriptorItem) error {
 	p := fileParser{file}
 	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil {
+	if err := yaml.Unmarshal(rootText, &doc); err != nil {
+		if items != nil {
+			return errNotAlone
+		}
 		return fmt.Errorf("%s: %w", file, err)
 	}
 	if len(doc.Content) == 0 {
+		if items != nil {
+			return errNotAlone
+		}
 		return &configError{file, 1, "empty file: a config needs a domain"}
 	}
 	root := doc.Content[0]
@@ -218,7 +295,19 @@ func (c *rlsConfig) add(file string, data []byte) error {
 		return p.errorf(domainNode, "domain %q is already defined in another file", domain)
 	}
 	level := &descriptorLevel{next: map[string]*descriptorNode{}}
-	if err := p.descriptors(c, level, domain, false, fields["descriptors"]); err != nil {
+	if items == nil {
+		err = p.descriptors(c, level, domain, false, fields["descriptors"])
+	}
+	for _, it := range items {
+		list, ok := readItem(it)
+		if !ok {
+			return errNotAlone
+		}
+		if err = p.descriptors(c, level, domain, false, list); err != nil {
+			break
+		}
+	}
+	if err != nil {
 		return err
 	}
 	c.domains[domain] = level
@@ -273,7 +362,7 @@ func kindName(n *yaml.Node) string {
 	if n.Tag == "!!null" {
 		return "nothing"
 	}
-	return fmt.Sprintf("%q", n.Value)
+	return fmt.Sprintf("%q", truncate(n.Value, 40)) // a file that is no config (a misplaced mount) is not echoed whole
 }
 
 // text is a scalar's text ("" when absent or null): a value written as a
@@ -311,6 +400,9 @@ func (p fileParser) descriptors(c *rlsConfig, level *descriptorLevel, parent str
 		return p.errorf(n, "descriptors must be a list, found %s", kindName(n))
 	}
 	for _, d := range n.Content {
+		if c.descriptors++; c.descriptors > maxConfigDescriptors {
+			return p.errorf(d, "more than %d descriptors in the config: each is a rule held in memory, so the server refuses more", maxConfigDescriptors)
+		}
 		fields, err := p.mapping(d, descriptorKeys)
 		if err != nil {
 			return err
@@ -373,6 +465,12 @@ func (p fileParser) descriptors(c *rlsConfig, level *descriptorLevel, parent str
 			}
 			node.rule.perValue = perValue
 			c.rules[path] = node.rule
+			if !node.rule.unlimited && node.rule.requestsPerUnit > 0 {
+				tokens, per, size := node.rule.rate()
+				if c.rates[[3]int64{tokens, int64(per), size}] = true; len(c.rates) > maxRates {
+					return p.errorf(rl, "more than %d distinct rates (requests_per_unit and unit) in the config: each is a limiter of its own, so the server refuses more", maxRates)
+				}
+			}
 		}
 		if err := p.descriptors(c, &node.descriptorLevel, path, perValue, fields["descriptors"]); err != nil {
 			return err

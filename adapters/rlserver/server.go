@@ -16,6 +16,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime/debug"
 	"sort"
 	"strings"
 	"sync"
@@ -125,6 +126,13 @@ func Run(ctx context.Context, c Config, log *slog.Logger, started func(httpAddr,
 		return fmt.Errorf("-config: %w", err)
 	}
 	defer rls.close()
+	debug.FreeOSMemory() // what reading the config held goes back to the system
+	if c.RuleMetrics {
+		rls.byRule = true
+		if err := metrics.reg.Register(ruleCollector{rls}); err != nil {
+			return err
+		}
+	}
 
 	var draining atomic.Bool
 	srv := &http.Server{

@@ -100,10 +100,28 @@ func TestEnvoyRateLimitServiceAsBuilt(t *testing.T) {
 			t.Fatalf("SIGHUP did not reload:\n%s", p.logs.String())
 		}
 	}
-	// The 3 spent stay spent: 3 of 6 left (4 if one came back meanwhile,
-	// at a token every 10 s), not a fresh bucket.
-	if _, left := limitNow(); left < 3 || left > 4 {
-		t.Fatalf("after the reload %d left, want 3", left)
+	// A new rate is decided from full buckets: 6 of 6 left.
+	if _, left := limitNow(); left != 6 {
+		t.Fatalf("after the reload to a new rate %d left, want 6", left)
+	}
+	spend := user("ann")
+	spend.HitsAddend = wrapperspb.UInt64(2)
+	shouldRateLimit(t, c, spend)
+	// A reload that keeps the rate (another rule beside it) keeps the
+	// spent tokens: 4 left (5 if one came back meanwhile, at a token every
+	// 10 s).
+	writeFile(t, path, userLimit(6)+"  - key: tenant\n    rate_limit: {unit: hour, requests_per_unit: 9}\n")
+	if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	loaded := regexp.MustCompile(`config loaded.*rules=2`)
+	for deadline := time.Now().Add(10 * time.Second); !loaded.MatchString(p.logs.String()); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("SIGHUP did not reload:\n%s", p.logs.String())
+		}
+	}
+	if _, left := limitNow(); left < 4 || left > 5 {
+		t.Fatalf("after a reload that kept the rate %d left, want 4", left)
 	}
 	writeFile(t, path, "domain: edge\ndescriptors:\n  - key: user\n    rate_limit: {unit: minutes, requests_per_unit: 1}\n")
 	if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
@@ -177,11 +195,8 @@ descriptors:
 	replicas := []*proc{a,
 		start(t, bin, append(common, "-node", "b", "-seeds", a.gossip)...),
 		start(t, bin, append(common, "-node", "c", "-seeds", a.gossip)...)}
-	heard := []*regexp.Regexp{
-		regexp.MustCompile(`gopherpace_cluster_peers\{limiter="edge.tenant_acme0",state="heard"\} 3`),
-		regexp.MustCompile(`gopherpace_cluster_peers\{limiter="edge.tenant_acme1",state="heard"\} 3`),
-		regexp.MustCompile(`gopherpace_cluster_peers\{limiter="edge.tenant_acme2",state="heard"\} 3`),
-		regexp.MustCompile(`gopherpace_cluster_peers\{limiter="edge.user",state="heard"\} 3`),
+	heard := []*regexp.Regexp{ // the four rules of one rate: one limiter
+		regexp.MustCompile(`gopherpace_cluster_peers\{limiter="rls 100/1s/100",state="heard"\} 3`),
 	}
 	for _, p := range replicas {
 		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
