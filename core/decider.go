@@ -257,6 +257,8 @@ func (s *standalone) repriceKey(now int64, h uint64, from, to *rule) {
 }
 
 func (s *standalone) fillStats(st *Stats) (at bucketTime, tat int64) {
+	now := standaloneTime(int64(time.Since(s.epoch)))
+	s.keys.settle(now)
 	st.LiveKeys, st.KeysEvicted = s.keys.len(), s.keys.evictedCount()
-	return standaloneTime(int64(time.Since(s.epoch))), s.global.tat.Load()
+	return now, s.global.tat.Load()
 }

@@ -420,3 +420,28 @@ func TestClusteredKeyCapKeepsUnsentCounts(t *testing.T) {
 		t.Fatalf("live %d, evicted %d: a bucket with unsent counts was evicted", st.LiveKeys, st.KeysEvicted)
 	}
 }
+
+// Buckets that have refilled are not counted live: Stats drops them,
+// though no new key arrived to make their shards sweep.
+func TestLiveKeysLeaveOutFullBuckets(t *testing.T) {
+	for _, clustered := range []bool{false, true} {
+		opts := []Option{WithRefillRate(1000), WithBucketSize(1)} // full again 1 ms after a take
+		if clustered {
+			opts = append(opts, WithTransport(&nopTransport{}))
+		}
+		l := newTestLimiter(t, opts...)
+		for i := range 22 {
+			l.Take(fmt.Sprint("k", i), 1)
+		}
+		if live := l.Stats().LiveKeys; live == 0 {
+			t.Fatal("no key live just after taking")
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for l.Stats().LiveKeys != 0 {
+			if time.Now().After(deadline) {
+				t.Fatalf("clustered %v: %d keys still counted live 10 s after their buckets refilled", clustered, l.Stats().LiveKeys)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+}

@@ -13,7 +13,9 @@ type Stats struct {
 	// GlobalTokens is the global bucket's balance now: tokens available,
 	// or, below zero, the debt that refill must repay first.
 	GlobalTokens int64
-	// LiveKeys is the number of keyed buckets currently held.
+	// LiveKeys is the number of keyed buckets held that are not full: a
+	// Stats call first drops those that have refilled (at most once a
+	// second).
 	LiveKeys int64
 	// KeysEvicted counts keyed buckets evicted at the key cap (WithMaxKeys)
 	// to make room for new keys: the nearest full of a sample first.
@@ -134,6 +136,7 @@ func (e *engine) fillStats(s *Stats) (at bucketTime, tat int64) {
 	} else { // handed back: the standalone word, on the limiter's clock
 		at, tat = standaloneTime(e.now()), e.standalone.Load()
 	}
+	e.keys.settle(at)
 	s.LiveKeys, s.KeysEvicted = e.keys.len(), e.keys.evictedCount()
 	s.Clustered = true
 	vs, ss, rs := &e.view.stats, &e.send.stats, &e.recv.stats

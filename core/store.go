@@ -404,6 +404,24 @@ func (s *store[S, E, PS, P]) pressureSweep(at bucketTime) bool {
 	return true
 }
 
+// settle sweeps the whole store unless a whole sweep ran less than
+// sweepInterval ago, so that a count of live keys read after it leaves out
+// the buckets that have refilled: Stats calls it. Shards sweep themselves
+// only when they take a new key, so a store nobody adds to would count its
+// full buckets as live for ever.
+func (s *store[S, E, PS, P]) settle(at bucketTime) {
+	now := int64(at)
+	if !s.sweepMu.TryLock() {
+		return
+	}
+	defer s.sweepMu.Unlock()
+	if now-s.lastFullSweep < sweepInterval {
+		return
+	}
+	s.lastFullSweep = now
+	s.sweep(at)
+}
+
 // sweepLocked drops the shard's full buckets. A bucket is claimed by
 // swapping its state for the evicted mark, so a concurrent taker that still
 // holds the entry retries on a fresh one instead of spending on a dead one.

@@ -60,6 +60,15 @@ func allow(w http.ResponseWriter, r *http.Request, l *gopherpace.Limiter) {
 		writeError(w, http.StatusMethodNotAllowed, "use GET or POST")
 		return
 	}
+	if r.ContentLength != 0 || len(r.TransferEncoding) > 0 {
+		// The answer never needs the body, and net/http reads what is
+		// left of it after answering, to keep the connection: a client
+		// trickling a body would hold the connection (and a graceful
+		// shutdown) until the read timeout. Read no more of it, and close
+		// after the answer.
+		w.Header().Set("Connection", "close")
+		_ = http.NewResponseController(w).SetReadDeadline(time.Now())
+	}
 	q := r.URL.Query()
 	key := q.Get("key")
 	switch {

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"log/slog"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -14,13 +15,17 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/encoding"
+	protoenc "google.golang.org/grpc/encoding/proto"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/reflection"
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/tap"
+	"google.golang.org/protobuf/proto"
 )
 
 // The gRPC listener's bounds: a connection must finish its handshake in
@@ -64,10 +69,11 @@ func newGRPCServer(rls *rlsService, o grpcOptions) (*grpc.Server, *health.Server
 		grpc.MaxConcurrentStreams(maxStreams),
 		grpc.MaxRecvMsgSize(maxRecvBytes),
 		grpc.InTapHandle(calls.tap),
+		grpc.ForceServerCodecV2(lenientCodec{encoding.GetCodecV2(protoenc.Name)}),
 		grpc.ChainUnaryInterceptor(firstMessageUnary, boundCalls(maxInFlight)),
 		grpc.StreamInterceptor(firstMessageStream),
 	)...)
-	rlspb.RegisterRateLimitServiceServer(g, rls)
+	g.RegisterService(rateLimitServiceDesc(), rls)
 	h := health.NewServer()
 	h.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	h.SetServingStatus(rlspb.RateLimitService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
@@ -76,6 +82,58 @@ func newGRPCServer(rls *rlsService, o grpcOptions) (*grpc.Server, *health.Server
 		reflection.Register(g)
 	}
 	return g, h
+}
+
+// rateLimitServiceDesc is the RateLimitService's, but for the decoding of
+// a call's message: bytes that are no RateLimitRequest are the caller's
+// mistake, answered InvalidArgument and counted as invalid, where gRPC
+// answers Internal (its stream writes that status itself when decoding
+// fails) and nothing counts them. So the server's codec (lenientCodec) hands
+// this method its message's bytes, and the handler decodes them.
+func rateLimitServiceDesc() *grpc.ServiceDesc {
+	desc := rlspb.RateLimitService_ServiceDesc
+	desc.Methods = slices.Clone(desc.Methods)
+	for i := range desc.Methods {
+		if desc.Methods[i].MethodName == "ShouldRateLimit" {
+			desc.Methods[i].Handler = shouldRateLimit
+		}
+	}
+	return &desc
+}
+
+func shouldRateLimit(srv any, ctx context.Context, dec func(any) error, interceptor grpc.UnaryServerInterceptor) (any, error) {
+	s := srv.(*rlsService)
+	var raw rawMessage
+	if err := dec(&raw); err != nil {
+		return nil, err
+	}
+	in := new(rlspb.RateLimitRequest)
+	if err := proto.Unmarshal(raw, in); err != nil {
+		s.metrics.count(outcomeBadRequest)
+		return nil, status.Errorf(codes.InvalidArgument, "the message is not a RateLimitRequest: %v", err)
+	}
+	if interceptor == nil {
+		return s.ShouldRateLimit(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{Server: srv, FullMethod: rlspb.RateLimitService_ShouldRateLimit_FullMethodName}
+	return interceptor(ctx, in, info, func(ctx context.Context, req any) (any, error) {
+		return s.ShouldRateLimit(ctx, req.(*rlspb.RateLimitRequest))
+	})
+}
+
+// rawMessage is a message's bytes, undecoded.
+type rawMessage []byte
+
+// lenientCodec is gRPC's proto codec, but a rawMessage gets the bytes as
+// they came.
+type lenientCodec struct{ encoding.CodecV2 }
+
+func (c lenientCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	if r, ok := v.(*rawMessage); ok {
+		*r = data.Materialize()
+		return nil
+	}
+	return c.CodecV2.Unmarshal(data, v)
 }
 
 // joinCheckEvery is how often gRPC health follows the transport's word on

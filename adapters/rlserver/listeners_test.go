@@ -1,9 +1,11 @@
 package rlserver
 
 import (
+	"bufio"
 	"context"
 	"io"
 	"net"
+	"net/http"
 	"sync"
 	"testing"
 	"time"
@@ -160,5 +162,69 @@ func TestTooManyCallsAreRefusedAtOnce(t *testing.T) {
 	got, err := bound(context.Background(), nil, &grpc.UnaryServerInfo{}, func(context.Context, any) (any, error) { return "ran", nil })
 	if err != nil || got != "ran" {
 		t.Fatalf("after the flood: %v, %v", got, err)
+	}
+}
+
+// A client trickling a request body is answered at once (the answer never
+// needs the body), and a shutdown meanwhile ends cleanly and in time: the
+// connection is closed after the answer rather than read to its end.
+func TestATricklingBodyHoldsNeitherItsAnswerNorShutdown(t *testing.T) {
+	c, err := ParseFlags([]string{"-addr", "127.0.0.1:0", "-grpc-addr", "127.0.0.1:0"}, func(string) string { return "" }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	addrs, done := make(chan [2]string, 1), make(chan error, 1)
+	go func() { done <- Run(ctx, c, quiet, func(h, g string) { addrs <- [2]string{h, g} }, nil) }()
+	var httpAddr string
+	select {
+	case a := <-addrs:
+		httpAddr = a[0]
+	case err := <-done:
+		t.Fatal(err)
+	}
+	conn, err := net.Dial("tcp", httpAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := io.WriteString(conn, "POST /allow?key=k HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\nab"); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() { // a byte every 100 ms, as a slow client sends
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(100 * time.Millisecond):
+				if _, err := conn.Write([]byte("x")); err != nil {
+					return
+				}
+			}
+		}
+	}()
+	_ = conn.SetReadDeadline(time.Now().Add(3 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("no answer while the body trickled: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !resp.Close {
+		t.Fatalf("answer %d, close %v: want 200 and the connection closed after it", resp.StatusCode, resp.Close)
+	}
+	start := time.Now()
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("shutdown: %v", err)
+		}
+	case <-time.After(shutdownTimeout + 5*time.Second):
+		t.Fatal("the server did not stop")
+	}
+	if took := time.Since(start); took >= shutdownTimeout {
+		t.Fatalf("shutdown took %v: it waited for the trickling client", took)
 	}
 }

@@ -386,9 +386,13 @@ func TestRLSBadRequests(t *testing.T) {
 	}
 	// Bytes that are no protobuf: an error, and the server goes on.
 	garbage := []byte{0xff, 0xff, 0xff, 0x0f, 0x01}
+	before := testutil.ToFloat64(f.metrics.requests.WithLabelValues(outcomeBadRequest))
 	err := f.conn.Invoke(context.Background(), "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit", &garbage, new([]byte), grpc.ForceCodecV2(rawCodec{}))
-	if status.Code(err) == codes.OK {
-		t.Fatal("garbage was answered OK")
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "not a RateLimitRequest") {
+		t.Fatalf("garbage: %v, want InvalidArgument", err)
+	}
+	if got := testutil.ToFloat64(f.metrics.requests.WithLabelValues(outcomeBadRequest)); got != before+1 {
+		t.Errorf("garbage counted %v times as invalid", got-before)
 	}
 	if resp := f.ask(t, &rlspb.RateLimitRequest{Domain: "edge", Descriptors: []*rlv3.RateLimitDescriptor{addr}}); resp.Statuses[0].LimitRemaining != 19 {
 		t.Fatalf("after garbage: %v", resp)

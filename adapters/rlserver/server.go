@@ -215,8 +215,12 @@ func Run(ctx context.Context, c Config, log *slog.Logger, started func(httpAddr,
 	defer cancel()
 	stopped := make(chan struct{})
 	go func() { g.GracefulStop(); close(stopped) }()
-	if herr := srv.Shutdown(shutdown); err == nil {
-		err = herr
+	if herr := srv.Shutdown(shutdown); herr != nil {
+		// Connections still busy after shutdownTimeout (a client that
+		// never finishes its request): they are closed, not waited for,
+		// and the replica still leaves its peers cleanly.
+		log.Warn("closing the HTTP connections still busy at shutdown", "after", shutdownTimeout, "err", herr)
+		_ = srv.Close()
 	}
 	select {
 	case <-stopped:
