@@ -64,7 +64,8 @@ const minSlots = 8
 func (a *slotArray[S]) home(k uint64) uint64 { return (k >> shardBits) & a.mask }
 
 // slotKey maps a key hash to a slot key. Zero marks an empty slot, so hash 0
-// shares hash 1's bucket: like any 64-bit collision, it can only admit less.
+// shares hash 1's bucket: a collision of the keyed hash like any other,
+// which nobody without its secret can find (keyhash.go).
 func slotKey(h uint64) uint64 { return max(h, 1) }
 
 // find returns the slot holding h's key in a, or nil.
