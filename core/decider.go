@@ -147,11 +147,11 @@ func (d *decider) repriceKey(now int64, h uint64, from, to *rule) {
 
 // fillStats writes the decider's part of s, and returns the time and the
 // global bucket's TAT it read them at.
-func (d *decider) fillStats(s *Stats) (at bucketTime, tat int64) {
+func (d *decider) fillStats(s *Stats, now int64) (at bucketTime, tat int64) {
 	if d.eng != nil {
-		return d.eng.fillStats(s)
+		return d.eng.fillStats(s, now)
 	}
-	return d.solo.fillStats(s)
+	return d.solo.fillStats(s, now)
 }
 
 // peers are the other nodes, for status pages; nil standalone.
@@ -256,9 +256,8 @@ func (s *standalone) repriceKey(now int64, h uint64, from, to *rule) {
 	s.keys.with(h, func(e *plainEntry) { repriceWord(&e.tat, from, to, standaloneTime(now)) })
 }
 
-func (s *standalone) fillStats(st *Stats) (at bucketTime, tat int64) {
-	now := standaloneTime(int64(time.Since(s.epoch)))
-	s.keys.settle(now)
-	st.LiveKeys, st.KeysEvicted = s.keys.len(), s.keys.evictedCount()
-	return now, s.global.tat.Load()
+func (s *standalone) fillStats(st *Stats, now int64) (at bucketTime, tat int64) {
+	at = standaloneTime(now)
+	st.LiveKeys, st.KeysEvicted = s.keys.liveAt(at), s.keys.evictedCount()
+	return at, s.global.tat.Load()
 }

@@ -10,10 +10,11 @@ import (
 // from a full bucket: a client that cycles through a few more keys than
 // the cap cannot refill its own buckets by evicting them. A ghost is the
 // key's hash, exactly, its bucket's TAT and its rule's interval, 24
-// bytes, kept until the bucket would have refilled. The cells are
-// direct-mapped; when two ghosts meet in a cell, the one that owes more
-// tokens stays, so a debt is forgotten only when the store and its ghosts
-// both overflow, the smaller debts first.
+// bytes, kept until the bucket would have refilled. A key's ghost lives in
+// one set of ghostWays cells; when the set is full of ghosts that still
+// owe, the one that owes the fewest tokens gives way, so a debt is
+// forgotten only when the store and its ghosts both overflow, the
+// smaller debts first.
 type ghosts struct {
 	any  atomic.Bool // a ghost was ever kept: inserts look only then
 	mu   sync.Mutex
@@ -36,8 +37,15 @@ func ghostCells(maxKeys int64) int {
 	return n
 }
 
-func (g *ghosts) cellOf(h uint64) *ghost {
-	return &g.cell[(h*0x9e3779b97f4a7c15)>>32&uint64(len(g.cell)-1)]
+// ghostWays is how many cells a key's ghost may take: a few, so that
+// ghosts of keys that meet in one place do not push each other out.
+const ghostWays = 4
+
+// setOf is the cells h's ghost may live in.
+func (g *ghosts) setOf(h uint64) []ghost {
+	sets := uint64(len(g.cell) / ghostWays)
+	i := (h * 0x9e3779b97f4a7c15) >> 32 % sets * ghostWays
+	return g.cell[i : i+ghostWays]
 }
 
 // keep remembers the TAT of h's evicted bucket, whose rule's interval is
@@ -53,11 +61,22 @@ func (g *ghosts) keep(h uint64, tat, now, interval int64, cells int) {
 		g.cell = make([]ghost, cells)
 		g.any.Store(true)
 	}
-	c := g.cellOf(h)
-	if c.h != 0 && c.h != h && (c.tat-now)/c.interval > (tat-now)/interval { // h is never 0 (slotKey)
-		return
+	// h's own cell, or an empty or lapsed one, or else the one owing the
+	// fewest tokens, if fewer than h owes (h is never 0: slotKey).
+	set := g.setOf(h)
+	var c *ghost
+	for i := range set {
+		switch o := &set[i]; {
+		case o.h == h || o.h == 0 || o.tat <= now:
+			*o = ghost{h, tat, interval}
+			return
+		case c == nil || (o.tat-now)/o.interval < (c.tat-now)/c.interval:
+			c = o
+		}
 	}
-	*c = ghost{h, tat, interval}
+	if (c.tat-now)/c.interval < (tat-now)/interval {
+		*c = ghost{h, tat, interval}
+	}
 }
 
 // start is the TAT a new bucket for h begins at: its ghost's, which it
@@ -68,11 +87,13 @@ func (g *ghosts) start(h uint64, now int64) int64 {
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	c := g.cellOf(h)
-	if c.h != h {
-		return now
+	set := g.setOf(h)
+	for i := range set {
+		if c := &set[i]; c.h == h {
+			tat := c.tat
+			*c = ghost{}
+			return max(tat, now)
+		}
 	}
-	tat := c.tat
-	*c = ghost{}
-	return max(tat, now)
+	return now
 }

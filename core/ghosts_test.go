@@ -3,8 +3,8 @@ package gopherpace
 import "testing"
 
 // A ghost gives its debt back once, to its own key only; it lapses when
-// its bucket would have refilled; in a shared cell the larger debt, in
-// tokens, stays.
+// its bucket would have refilled; in a full set the smallest debt, in
+// tokens, gives way to a larger one, never to a smaller.
 func TestGhosts(t *testing.T) {
 	var g ghosts
 	if got := g.start(7, 100); got != 100 {
@@ -28,16 +28,23 @@ func TestGhosts(t *testing.T) {
 	if got := g.start(7, 600); got != 600 {
 		t.Fatalf("a lapsed ghost set a bucket at %d, want now", got)
 	}
-	// Find a key sharing 7's cell, then try both orders.
+	// Fill 7's set with four other keys' ghosts, then try to add more.
 	g.cell = make([]ghost, 64)
-	other := uint64(8)
-	for g.cellOf(other) != g.cellOf(7) {
-		other++
+	var mates []uint64
+	for k := uint64(8); len(mates) < 5; k++ {
+		if &g.setOf(k)[0] == &g.setOf(7)[0] {
+			mates = append(mates, k)
+		}
 	}
-	g.keep(7, 1100, 100, 10, 64)   // 100 tokens
-	g.keep(other, 400, 100, 1, 64) // 300 tokens: stays
-	g.keep(7, 1100, 100, 10, 64)   // 100 tokens: does not displace it
-	if got := g.start(other, 100); got != 400 {
-		t.Fatalf("the larger debt was displaced: %d", got)
+	for i, k := range mates[:4] {
+		g.keep(k, 100+int64(i+1)*100, 100, 1, 64) // owe 100, 200, 300, 400
+	}
+	g.keep(mates[4], 150, 100, 1, 64) // owes 50: fewer than any, not kept
+	if got := g.start(mates[4], 100); got != 100 {
+		t.Fatalf("a smaller debt displaced a larger one: %d", got)
+	}
+	g.keep(mates[4], 350, 100, 1, 64) // owes 250: displaces the one owing 100
+	if g.start(mates[0], 100) != 100 || g.start(mates[4], 100) != 350 || g.start(mates[1], 100) != 300 {
+		t.Fatal("a full set did not give way to a larger debt, the smallest first")
 	}
 }

@@ -84,7 +84,7 @@ func TestTakeKeysAreIndependent(t *testing.T) {
 			}
 		}
 	}
-	if got := l.Stats().LiveKeys; got != 2 {
+	if got := l.StatsAt(t0).LiveKeys; got != 2 {
 		t.Fatalf("live keys %d, want 2 (the global bucket is not keyed)", got)
 	}
 }
@@ -130,13 +130,13 @@ func TestIdleBucketsAreEvicted(t *testing.T) {
 	for i := range 1000 {
 		l.TakeAt(t0, fmt.Sprint("k", i), 1)
 	}
-	if got := l.Stats().LiveKeys; got != 1000 {
+	if got := l.StatsAt(t0).LiveKeys; got != 1000 {
 		t.Fatalf("live keys %d, want 1000", got)
 	}
 	// 100ms later every bucket is full again; a sweep drops them all.
 	l.keys.sweep(l.bucketNanos(t0.Add(100 * time.Millisecond)))
-	if got := l.Stats().LiveKeys; got != 0 {
-		t.Fatalf("after refill and sweep: %d live keys, want 0", got)
+	if got := l.keys.len(); got != 0 {
+		t.Fatalf("after refill and sweep: %d keys held, want 0", got)
 	}
 	// Sweeps also happen on their own as new keys arrive.
 	for i := range 1000 {
@@ -145,7 +145,7 @@ func TestIdleBucketsAreEvicted(t *testing.T) {
 	for i := range 1000 {
 		l.TakeAt(t0.Add(3*time.Second), fmt.Sprint("b", i), 1)
 	}
-	if got := l.Stats().LiveKeys; got > 1000+shardCount {
+	if got := l.keys.len(); got > 1000+shardCount {
 		t.Fatalf("after two generations %d live keys; the idle ones were not swept", got)
 	}
 }
@@ -177,9 +177,8 @@ func TestKeyCapEvictsTheNearestFull(t *testing.T) {
 	if d, _ := l.TakeAt(t0, "newcomer", 5); !d.Allowed {
 		t.Fatal("a new key at the cap was denied its first request")
 	}
-	st := l.Stats()
-	if st.LiveKeys != 100 || st.KeysEvicted != 1 {
-		t.Fatalf("live %d, evicted %d: want the cap of 100 and one eviction", st.LiveKeys, st.KeysEvicted)
+	if held, evicted := l.keys.len(), l.Stats().KeysEvicted; held != 100 || evicted != 1 {
+		t.Fatalf("held %d, evicted %d: want the cap of 100 and one eviction", held, evicted)
 	}
 	var gone string
 	for k := range spent {
@@ -204,8 +203,8 @@ func TestKeyCapEvictsTheNearestFull(t *testing.T) {
 			admitted++
 		}
 	}
-	if st := l.Stats(); admitted != 10_000 || st.LiveKeys > 100 {
-		t.Fatalf("a flood of 10,000 new keys: %d admitted their own bucket (want all), %d live (cap 100)", admitted, st.LiveKeys)
+	if held := l.keys.len(); admitted != 10_000 || held > 100 {
+		t.Fatalf("a flood of 10,000 new keys: %d admitted their own bucket (want all), %d held (cap 100)", admitted, held)
 	}
 	if d, _ := l.TakeAt(t0, "vip", 100); !d.Allowed || d.BucketSize != 500 {
 		t.Fatalf("vip after the flood: %+v, want its own bucket of 500 with 100 left", d)
@@ -263,8 +262,8 @@ func TestKeyCapLocksNobodyOut(t *testing.T) {
 		if d, _ := l.TakeAt(now, "tier-1", 1000); !d.Allowed || d.BucketSize != 5000 {
 			t.Fatalf("tier-1 after the flood: %+v, want its own limit's 1,000 refilled tokens", d)
 		}
-		if st := l.Stats(); st.LiveKeys > 50_000 || st.KeysEvicted < 150_000 {
-			t.Fatalf("%d live keys (cap 50,000), %d evicted", st.LiveKeys, st.KeysEvicted)
+		if held, evicted := l.keys.len(), l.Stats().KeysEvicted; held > 50_000 || evicted < 150_000 {
+			t.Fatalf("%d keys held (cap 50,000), %d evicted", held, evicted)
 		}
 	})
 	t.Run("a cap of one, a VIP and a default key taking turns", func(t *testing.T) {
@@ -443,5 +442,24 @@ func TestLiveKeysLeaveOutFullBuckets(t *testing.T) {
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
+	}
+}
+
+// Evictions at the key cap are said at WARN, at most every 30 s, with the
+// count so far.
+func TestKeyCapEvictionsAreLogged(t *testing.T) {
+	var logs syncLog
+	l := newTestLimiter(t, WithRate(1, time.Hour), WithBucketSize(5), WithMaxKeys(10), WithLogger(logs.logger()))
+	for i := range 100 {
+		l.TakeAt(t0, fmt.Sprint("k", i), 1)
+	}
+	if n := strings.Count(logs.String(), "the key cap is reached"); n != 1 || l.Stats().KeysEvicted != 90 {
+		t.Fatalf("%d WARN records for %d evictions, want 1 for 90", n, l.Stats().KeysEvicted)
+	}
+	for i := range 10 {
+		l.TakeAt(t0.Add(31*time.Second), fmt.Sprint("later", i), 1)
+	}
+	if n := strings.Count(logs.String(), "the key cap is reached"); n != 2 {
+		t.Fatalf("%d WARN records after 31 s more, want 2 (%d evicted):\n%s", n, l.Stats().KeysEvicted, logs.String())
 	}
 }

@@ -1,5 +1,7 @@
 package gopherpace
 
+import "time"
+
 // Stats is a snapshot of a limiter's state and, when clustered, of its
 // gossip. Counters only grow.
 type Stats struct {
@@ -13,9 +15,10 @@ type Stats struct {
 	// GlobalTokens is the global bucket's balance now: tokens available,
 	// or, below zero, the debt that refill must repay first.
 	GlobalTokens int64
-	// LiveKeys is the number of keyed buckets held that are not full: a
-	// Stats call first drops those that have refilled (at most once a
-	// second).
+	// LiveKeys is the number of keyed buckets that are not full now (on
+	// the real clock; clustered, the engine's), or hold counts not yet sent
+	// to peers. A full bucket may still be held, until its shard next
+	// takes a new key, but is not counted: it decides as a missing one.
 	LiveKeys int64
 	// KeysEvicted counts keyed buckets evicted at the key cap (WithMaxKeys)
 	// to make room for new keys: the nearest full of a sample first.
@@ -109,9 +112,16 @@ type Stats struct {
 // does not. Every counter only grows, so the difference of two snapshots
 // is what happened between them, and a snapshot taken while no call is
 // in flight is exact.
-func (l *Limiter) Stats() Stats {
+func (l *Limiter) Stats() Stats { return l.stats(l.dec.changeTime()) }
+
+// StatsAt is Stats at the given time: the time LiveKeys and GlobalTokens
+// are read at, for a limiter whose callers pass their own times (the
+// ...At methods), such as a simulation's.
+func (l *Limiter) StatsAt(now time.Time) Stats { return l.stats(l.nanos(now)) }
+
+func (l *Limiter) stats(now int64) Stats {
 	var s Stats
-	at, tat := l.dec.fillStats(&s)
+	at, tat := l.dec.fillStats(&s, now)
 	if l.shadow != nil {
 		s.ShadowDenials = uint64(l.shadow.denials.load())
 	}
@@ -128,16 +138,15 @@ func (l *Limiter) Stats() Stats {
 }
 
 // fillStats writes the engine's part of a Stats snapshot, and returns the
-// engine's time and the global bucket's TAT at it.
-func (e *engine) fillStats(s *Stats) (at bucketTime, tat int64) {
-	at = e.bucketTime(e.now())
+// buckets' time at now and the global bucket's TAT at it.
+func (e *engine) fillStats(s *Stats, now int64) (at bucketTime, tat int64) {
+	at = e.bucketTime(now)
 	if t, ok := e.global.tat(e.rules.dflt(), at); ok {
 		tat = t
 	} else { // handed back: the standalone word, on the limiter's clock
-		at, tat = standaloneTime(e.now()), e.standalone.Load()
+		at, tat = standaloneTime(now), e.standalone.Load()
 	}
-	e.keys.settle(at)
-	s.LiveKeys, s.KeysEvicted = e.keys.len(), e.keys.evictedCount()
+	s.LiveKeys, s.KeysEvicted = e.keys.liveAt(at), e.keys.evictedCount()
 	s.Clustered = true
 	vs, ss, rs := &e.view.stats, &e.send.stats, &e.recv.stats
 	s.VisibleNodes, s.KnownNodes, s.HeardNodes = vs.visible.Load(), vs.known.Load(), vs.heard.Load()

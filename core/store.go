@@ -24,10 +24,10 @@ const (
 	// reached, so that a flood of new keys cannot make every request scan a
 	// shard.
 	pressureSweepGap = int64(100 * time.Millisecond)
-	// evictShards and evictPerShard are the sample an eviction picks its
-	// victim from: this many live buckets from each of this many shards
-	// that hold any, from a random one on.
-	evictShards, evictPerShard = 4, 4
+	// evictSample and evictPerShard are the sample an eviction picks its
+	// victim from: this many live buckets, at most evictPerShard from each
+	// shard, the shards from a random one on.
+	evictSample, evictPerShard = 16, 4
 	// evictWarnEvery spaces the WARN records of evictions.
 	evictWarnEvery = int64(30 * time.Second)
 )
@@ -266,28 +266,40 @@ func (s *store[S, E, PS, P]) insert(sh *shard[S, E, PS], h uint64, at bucketTime
 			return e
 		}
 	}
+	// The key's own ghost first: the eviction's may take its cell.
+	start := s.startOf(h, at)
 	if s.evict(at) {
-		return s.insertInPlace(sh, h, at)
+		return s.insertInPlace(sh, h, at, start)
 	}
 	if s.live.Load() < s.maxKeys+s.maxKeys/8 {
 		s.live.Add(1)
-		return s.insertInPlace(sh, h, at)
+		return s.insertInPlace(sh, h, at, start)
 	}
+	s.ghosts.keep(h, int64(start), int64(at), s.ruleOf(h).interval, ghostCells(s.maxKeys))
 	return nil
 }
 
-// insertInPlace inserts h into the place an eviction freed: the count of
-// live keys is not changed, so that no other insert takes the place in
-// between. A key that is already there (inserted meanwhile) gives the
-// place back.
-func (s *store[S, E, PS, P]) insertInPlace(sh *shard[S, E, PS], h uint64, at bucketTime) *E {
+// insertInPlace inserts h, its bucket starting at start, into the place an
+// eviction freed: the count of live keys is not changed, so that no other
+// insert takes the place in between. A key that is already there
+// (inserted meanwhile) gives the place back, and its ghost's debt to its
+// bucket.
+func (s *store[S, E, PS, P]) insertInPlace(sh *shard[S, E, PS], h uint64, at, start bucketTime) *E {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if e := sh.t.get(h); e != nil {
 		s.live.Add(-1)
+		if start > at {
+			for w := P(e).word(); ; {
+				t := w.Load()
+				if t == evicted || t >= int64(start) || w.CompareAndSwap(t, int64(start)) {
+					break
+				}
+			}
+		}
 		return e
 	}
-	return sh.t.put(h, s.startOf(h, at))
+	return sh.t.put(h, start)
 }
 
 // evict removes the bucket of a random sample that owes the fewest tokens
@@ -305,10 +317,10 @@ func (s *store[S, E, PS, P]) evict(at bucketTime) bool {
 	now := int64(at)
 	found := false
 	first, sampled := rand.IntN(shardCount), 0
-	for i := 0; i < shardCount && sampled < evictShards; i++ {
+	for i := 0; i < shardCount && sampled < evictSample; i++ {
 		sh := &s.shards[(first+i)%shardCount]
 		sh.mu.Lock()
-		seen := sh.t.sample(rand.Uint64(), evictPerShard, func(k uint64, e *E) {
+		sampled += sh.t.sample(rand.Uint64(), evictPerShard, func(k uint64, e *E) {
 			t := P(e).word().Load()
 			if t == evicted || P(e).busy() {
 				return
@@ -318,9 +330,6 @@ func (s *store[S, E, PS, P]) evict(at bucketTime) bool {
 			}
 		})
 		sh.mu.Unlock()
-		if seen > 0 {
-			sampled++
-		}
 	}
 	if !found {
 		return false
@@ -358,7 +367,7 @@ func (s *store[S, E, PS, P]) warnEvicted(at bucketTime, n uint64) {
 	if last != 0 && now-last < evictWarnEvery || !s.lastWarn.CompareAndSwap(last, now) {
 		return
 	}
-	s.log.Warn("the key cap is reached: buckets are evicted to make room for new keys, the nearest full first. Raise WithMaxKeys if these are real clients; a flood of invented keys costs only buckets that were nearly full",
+	s.log.Warn("the key cap is reached: buckets are evicted to make room for new keys, those owing the fewest tokens first, their debts kept in ghosts. Raise WithMaxKeys if these are real clients",
 		"cap", s.maxKeys, "evicted so far", n)
 }
 
@@ -404,22 +413,20 @@ func (s *store[S, E, PS, P]) pressureSweep(at bucketTime) bool {
 	return true
 }
 
-// settle sweeps the whole store unless a whole sweep ran less than
-// sweepInterval ago, so that a count of live keys read after it leaves out
-// the buckets that have refilled: Stats calls it. Shards sweep themselves
-// only when they take a new key, so a store nobody adds to would count its
-// full buckets as live for ever.
-func (s *store[S, E, PS, P]) settle(at bucketTime) {
+// liveAt counts the buckets that are not full at at (or hold counts not
+// yet sent), for Stats: a shard drops its full buckets only when it takes
+// a new key, so the buckets it holds are not all live. It reads, and
+// changes nothing: at is the reader's clock, which need not be the one
+// the store's callers decide on.
+func (s *store[S, E, PS, P]) liveAt(at bucketTime) int64 {
 	now := int64(at)
-	if !s.sweepMu.TryLock() {
-		return
-	}
-	defer s.sweepMu.Unlock()
-	if now-s.lastFullSweep < sweepInterval {
-		return
-	}
-	s.lastFullSweep = now
-	s.sweep(at)
+	var n int64
+	s.each(func(_ uint64, e *E) {
+		if t := P(e).word().Load(); t > now && t != evicted || P(e).busy() {
+			n++
+		}
+	})
+	return n
 }
 
 // sweepLocked drops the shard's full buckets. A bucket is claimed by
