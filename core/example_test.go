@@ -2,6 +2,7 @@ package gopherpace_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log"
@@ -175,4 +176,49 @@ func ExampleWithShadowMode() {
 	// true true
 	// true true
 	// 2
+}
+
+// A refund gives back what was spent, and never more: one of more tokens
+// than the key can have spent is refused whole.
+func ExampleLimiter_RefundAt() {
+	limiter, _ := gopherpace.New(gopherpace.WithRate(10, time.Minute),
+		gopherpace.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	defer limiter.Close()
+	t0 := time.Unix(1_700_000_000, 0)
+	limiter.TakeAt(t0, "tenant", 4)
+	fmt.Println(limiter.RefundAt(t0, "tenant", 4), limiter.PeekAt(t0, "tenant").Remaining)
+	err := limiter.RefundAt(t0, "tenant", 1_000_000)
+	fmt.Println(errors.Is(err, gopherpace.ErrRefundExceedsSpent), limiter.StatsAt(t0).RefundsRefused)
+	// Output:
+	// <nil> 10
+	// true 1
+}
+
+// StatsAt reads a limiter whose callers pass their own times.
+func ExampleLimiter_StatsAt() {
+	limiter, _ := gopherpace.New(gopherpace.WithRate(10, time.Minute))
+	defer limiter.Close()
+	t0 := time.Unix(1_700_000_000, 0)
+	limiter.TakeAt(t0, "a", 1)
+	limiter.TakeAt(t0, "b", 10)
+	fmt.Println(limiter.StatsAt(t0).LiveKeys)                      // both owe tokens
+	fmt.Println(limiter.StatsAt(t0.Add(6 * time.Second)).LiveKeys) // a has refilled
+	// Output:
+	// 2
+	// 1
+}
+
+// Keys are hashed under a secret; pin it to name keys alike across
+// limiters or restarts.
+func ExampleWithKeyHashSecret() {
+	secret := []byte("32 random bytes, the same on every node") // in practice from a secret store
+	limiter, err := gopherpace.New(gopherpace.WithRefillRate(1), gopherpace.WithKeyHashSecret(secret))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer limiter.Close()
+	_, err = gopherpace.New(gopherpace.WithRefillRate(1), gopherpace.WithKeyHashSecret([]byte("short")))
+	fmt.Println(err)
+	// Output:
+	// gopherpace: WithKeyHashSecret: 5 bytes; the secret must be at least 16 random bytes
 }

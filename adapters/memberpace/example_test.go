@@ -1,8 +1,11 @@
 package memberpace_test
 
 import (
+	"bytes"
 	"fmt"
+	"io"
 	"log"
+	"log/slog"
 
 	"github.com/pedreviljoen/gopherpace/adapters/memberpace"
 	gopherpace "github.com/pedreviljoen/gopherpace/core"
@@ -55,3 +58,31 @@ func ExampleWithZone() {
 	fmt.Println("replica-west sees replica-east in", west.Zone("replica-east"))
 	// Output: replica-west sees replica-east in eu-west-1a
 }
+
+// A replica whose gossip key differs from its cluster's is refused when it
+// joins: JoinError says so (and status.Ready answers 503) until it has a
+// peer. The key also gives the limiters their key hash secret.
+func ExampleTransport_JoinError() {
+	cluster, err := memberpace.New(memberpace.WithBindAddr("127.0.0.1"), memberpace.WithBindPort(0), memberpace.WithNodeName("member"),
+		memberpace.WithSecretKeys([]byte("0123456789abcdef")), memberpace.WithLogger(quiet))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer cluster.Close()
+	stranger, err := memberpace.New(memberpace.WithBindAddr("127.0.0.1"), memberpace.WithBindPort(0), memberpace.WithNodeName("stranger"),
+		memberpace.WithSecretKeys([]byte("fedcba9876543210")), memberpace.WithSeeds(seeds.Static{cluster.GossipAddr()}),
+		memberpace.WithLogger(quiet))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer stranger.Close()
+	fmt.Println("member refused:", cluster.JoinError() != nil)
+	fmt.Println("stranger refused:", stranger.JoinError() != nil)
+	fmt.Println("key hash secrets differ:", !bytes.Equal(cluster.KeyHashSecret(), stranger.KeyHashSecret()))
+	// Output:
+	// member refused: false
+	// stranger refused: true
+	// key hash secrets differ: true
+}
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
