@@ -3,6 +3,7 @@ package gopherpace
 import (
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync/atomic"
 	"time"
 )
@@ -59,9 +60,9 @@ func (r *refusedRefunds) note(log *slog.Logger, now int64, key string, n int64) 
 	if last != 0 && at-last < int64(30*time.Second) || !r.lastWarn.CompareAndSwap(last, at) {
 		return
 	}
-	if len(key) > 64 {
-		key = key[:64] + "…"
-	}
+	// A copy: the caller's key is often its request's own bytes, which
+	// must not escape to the heap on every refund for the rare record.
+	shown := strings.Clone(key[:min(len(key), 64)])
 	log.Warn("a refund of more tokens than the key can have spent was refused: a bug, or a caller undoing others' spending",
-		"key", key, "tokens", n, "refused so far", total)
+		"key", shown, "tokens", n, "refused so far", total)
 }
