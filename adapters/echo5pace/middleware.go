@@ -90,7 +90,11 @@ func (m *rateLimiter) serve(c *echo.Context, next echo.HandlerFunc) error {
 	if step == adapter.Deny {
 		d := req.Decision()
 		if m.cfg.deny != nil {
-			return m.cfg.deny(c, d)
+			// A handler that answers nothing gets the default denial, not
+			// a 200.
+			if err := m.cfg.deny(c, d); err != nil || responded(c) {
+				return err
+			}
 		}
 		return ErrRateLimitExceeded
 	}
@@ -103,7 +107,9 @@ func (m *rateLimiter) serve(c *echo.Context, next echo.HandlerFunc) error {
 
 func (m *rateLimiter) fail(c *echo.Context, err error) error {
 	if m.cfg.onError != nil {
-		return m.cfg.onError(c, err)
+		if herr := m.cfg.onError(c, err); herr != nil || responded(c) {
+			return herr
+		}
 	}
 	code, msg := adapter.Answer(err)
 	return echo.HTTPError{Code: code, Message: msg}.Wrap(err)
@@ -138,4 +144,10 @@ func NewStore(l *gopherpace.Limiter) Store { return Store{l} }
 func (s Store) Allow(identifier string) (bool, error) {
 	d, err := s.l.Take(identifier, 1)
 	return d.Allowed, err
+}
+
+// responded reports whether a handler has answered the request.
+func responded(c *echo.Context) bool {
+	r, err := echo.UnwrapResponse(c.Response())
+	return err == nil && r.Committed
 }

@@ -36,10 +36,27 @@ var adapterOptions = conformance.Options[Option]{
 	Refund:     WithRefund,
 	PolicyName: WithPolicyName,
 	Headers:    WithHeaders,
-	DenyHandler: func() Option {
+	DenyHandler: func(h conformance.Handler) Option {
 		return WithDenyHandler(func(c echo.Context, d gopherpace.Decision) error {
-			c.Response().Header().Set("X-Denied-Remaining", fmt.Sprint(d.Remaining))
-			return c.String(http.StatusTooManyRequests, "denied")
+			switch h {
+			case conformance.Answering:
+				c.Response().Header().Set("X-Denied-Remaining", fmt.Sprint(d.Remaining))
+				return c.String(http.StatusTooManyRequests, "denied")
+			case conformance.Careless: // its error dropped
+				_ = c.String(http.StatusTooManyRequests, "denied")
+			}
+			return nil
+		})
+	},
+	ErrorHandler: func(h conformance.Handler) Option {
+		return WithErrorHandler(func(c echo.Context, err error) error {
+			switch h {
+			case conformance.Answering:
+				return c.String(http.StatusServiceUnavailable, "failed")
+			case conformance.Careless:
+				_ = c.String(http.StatusServiceUnavailable, "failed")
+			}
+			return nil
 		})
 	},
 	DecisionInContext: WithDecisionInContext,

@@ -76,14 +76,17 @@ func WithSkip(f func(echo.Context) bool) Option {
 }
 
 // WithDenyHandler sets what answers a denied request. The rate-limit
-// fields and Retry-After are already set. Default: ErrRateLimitExceeded,
-// which the application's HTTPErrorHandler renders.
+// fields and Retry-After are already set. The route never runs after it;
+// if it returns nil without answering, the default answer is returned.
+// Default: ErrRateLimitExceeded, which the application's HTTPErrorHandler
+// renders.
 func WithDenyHandler(f func(echo.Context, gopherpace.Decision) error) Option {
 	return func(c *config) { c.require(f != nil, "nil deny handler"); c.deny = f }
 }
 
 // WithErrorHandler sets what answers a request whose key or cost the
-// limiter cannot use. Default: an *echo.HTTPError wrapping the error, 400
+// limiter cannot use; if it returns nil without answering, the default
+// answer is returned. Default: an *echo.HTTPError wrapping the error, 400
 // for the request's own faults (no key, a cost out of range) or 500
 // otherwise (see adapter.Status).
 func WithErrorHandler(f func(echo.Context, error) error) Option {

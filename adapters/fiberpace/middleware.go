@@ -99,7 +99,11 @@ func (m *middleware) serve(c *fiber.Ctx) error {
 	if step == adapter.Deny {
 		d := req.Decision()
 		if m.cfg.deny != nil {
-			return m.cfg.deny(c, d)
+			// A handler that answers nothing gets the default denial, not
+			// a 200.
+			if err := m.cfg.deny(c, d); err != nil || responded(c) {
+				return err
+			}
 		}
 		return c.Status(adapter.DeniedStatus).SendString(adapter.DeniedMessage)
 	}
@@ -127,7 +131,9 @@ func forwarded(c *fiber.Ctx) (xff []string, realIP string) {
 
 func (m *middleware) fail(c *fiber.Ctx, err error) error {
 	if m.cfg.onError != nil {
-		return m.cfg.onError(c, err)
+		if herr := m.cfg.onError(c, err); herr != nil || responded(c) {
+			return herr
+		}
 	}
 	code, msg := adapter.Answer(err)
 	return fiber.NewError(code, msg)
@@ -152,4 +158,11 @@ func status(c *fiber.Ctx, err error) int {
 func FromContext(c *fiber.Ctx) (gopherpace.Decision, bool) {
 	d, ok := c.Locals(ContextKey).(gopherpace.Decision)
 	return d, ok
+}
+
+// responded reports whether a handler has answered the request: set a
+// status other than 200 or written a body (fasthttp's response starts as
+// an empty 200).
+func responded(c *fiber.Ctx) bool {
+	return c.Response().StatusCode() != fiber.StatusOK || len(c.Response().Body()) > 0
 }

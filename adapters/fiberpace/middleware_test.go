@@ -49,10 +49,27 @@ var adapterOptions = conformance.Options[Option]{
 	Refund:     WithRefund,
 	PolicyName: WithPolicyName,
 	Headers:    WithHeaders,
-	DenyHandler: func() Option {
+	DenyHandler: func(h conformance.Handler) Option {
 		return WithDenyHandler(func(c *fiber.Ctx, d gopherpace.Decision) error {
-			c.Set("X-Denied-Remaining", fmt.Sprint(d.Remaining))
-			return c.Status(fiber.StatusTooManyRequests).SendString("denied")
+			switch h {
+			case conformance.Answering:
+				c.Set("X-Denied-Remaining", fmt.Sprint(d.Remaining))
+				return c.Status(fiber.StatusTooManyRequests).SendString("denied")
+			case conformance.Careless: // its error dropped
+				_ = c.Status(fiber.StatusTooManyRequests).SendString("denied")
+			}
+			return nil
+		})
+	},
+	ErrorHandler: func(h conformance.Handler) Option {
+		return WithErrorHandler(func(c *fiber.Ctx, err error) error {
+			switch h {
+			case conformance.Answering:
+				return c.Status(fiber.StatusServiceUnavailable).SendString("failed")
+			case conformance.Careless:
+				_ = c.Status(fiber.StatusServiceUnavailable).SendString("failed")
+			}
+			return nil
 		})
 	},
 	DecisionInContext: WithDecisionInContext,

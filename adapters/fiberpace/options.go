@@ -78,13 +78,16 @@ func WithSkip(f func(*fiber.Ctx) bool) Option {
 
 // WithDenyHandler sets what answers a denied request (Fiber's
 // LimitReached, with the Decision). The rate-limit fields and Retry-After
-// are already set. Default: 429 with "rate limit exceeded" as plain text.
+// are already set. The route never runs after it; if it returns nil
+// without answering (a 200 with no body), the default answer goes out.
+// Default: 429 with "rate limit exceeded" as plain text.
 func WithDenyHandler(f func(*fiber.Ctx, gopherpace.Decision) error) Option {
 	return func(c *config) { c.require(f != nil, "nil deny handler"); c.deny = f }
 }
 
 // WithErrorHandler sets what answers a request whose key or cost the
-// limiter cannot use. Default: a *fiber.Error, 400 for the request's own
+// limiter cannot use; if it returns nil without answering, the default
+// answer goes out. Default: a *fiber.Error, 400 for the request's own
 // faults (no key, a cost out of range) or 500 otherwise (see
 // adapter.Status), which the app's ErrorHandler renders.
 func WithErrorHandler(f func(*fiber.Ctx, error) error) Option {

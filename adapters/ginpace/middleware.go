@@ -85,7 +85,13 @@ func (m *middleware) serve(c *gin.Context) {
 		d := req.Decision()
 		if m.cfg.deny != nil {
 			m.cfg.deny(c, d)
-			return
+			// The request stops here whatever the handler did: one that
+			// wrote an answer but did not abort would let the route run,
+			// and one that wrote nothing gets the default denial.
+			c.Abort()
+			if c.Writer.Written() {
+				return
+			}
 		}
 		c.AbortWithStatusJSON(adapter.DeniedStatus, gin.H{
 			"error":               adapter.DeniedMessage,
@@ -102,7 +108,10 @@ func (m *middleware) serve(c *gin.Context) {
 func (m *middleware) fail(c *gin.Context, err error) {
 	if m.cfg.onError != nil {
 		m.cfg.onError(c, err)
-		return
+		c.Abort() // as after a denial
+		if c.Writer.Written() {
+			return
+		}
 	}
 	_ = c.Error(err)
 	code, msg := adapter.Answer(err)

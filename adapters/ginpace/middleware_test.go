@@ -38,11 +38,27 @@ var adapterOptions = conformance.Options[Option]{
 	Refund:     WithRefund,
 	PolicyName: WithPolicyName,
 	Headers:    WithHeaders,
-	DenyHandler: func() Option {
+	DenyHandler: func(h conformance.Handler) Option {
 		return WithDenyHandler(func(c *gin.Context, d gopherpace.Decision) {
-			c.Header("X-Denied-Remaining", fmt.Sprint(d.Remaining))
-			c.AbortWithStatus(http.StatusTooManyRequests)
-			c.Writer.WriteString("denied")
+			switch h {
+			case conformance.Answering:
+				c.Header("X-Denied-Remaining", fmt.Sprint(d.Remaining))
+				c.AbortWithStatus(http.StatusTooManyRequests)
+				c.Writer.WriteString("denied")
+			case conformance.Careless: // no Abort: the route would run
+				c.String(http.StatusTooManyRequests, "denied")
+			}
+		})
+	},
+	ErrorHandler: func(h conformance.Handler) Option {
+		return WithErrorHandler(func(c *gin.Context, err error) {
+			switch h {
+			case conformance.Answering:
+				c.AbortWithStatus(http.StatusServiceUnavailable)
+				c.Writer.WriteString("failed")
+			case conformance.Careless:
+				c.String(http.StatusServiceUnavailable, "failed")
+			}
 		})
 	},
 	DecisionInContext: WithDecisionInContext,

@@ -75,15 +75,18 @@ func WithSkip(f func(*gin.Context) bool) Option {
 	return func(c *config) { c.require(f != nil, "nil skip func"); c.skip = f }
 }
 
-// WithDenyHandler sets what answers a denied request; it must abort. The
-// rate-limit fields and Retry-After are already set. Default: abort with
-// 429 and {"error": "rate limit exceeded", "retry_after_seconds": N}.
+// WithDenyHandler sets what answers a denied request. The rate-limit
+// fields and Retry-After are already set. The request stops after it
+// whether or not it aborts, so the route never runs, and if it writes
+// nothing the default answer goes out. Default: abort with 429 and
+// {"error": "rate limit exceeded", "retry_after_seconds": N}.
 func WithDenyHandler(f func(*gin.Context, gopherpace.Decision)) Option {
 	return func(c *config) { c.require(f != nil, "nil deny handler"); c.deny = f }
 }
 
 // WithErrorHandler sets what answers a request whose key or cost the
-// limiter cannot use; it must abort. Default: record the error with
+// limiter cannot use. As with WithDenyHandler, the request stops after it
+// and an empty answer is replaced by the default. Default: record the error with
 // c.Error and abort with 400 for the request's own faults (no key, a cost
 // out of range) or 500 otherwise (see adapter.Status), JSON bodied.
 func WithErrorHandler(f func(*gin.Context, error)) Option {

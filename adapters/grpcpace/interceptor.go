@@ -138,7 +138,11 @@ func (x *interceptor) decided(ctx context.Context, method string, perMessage boo
 	}
 	d := req.Decision()
 	if x.cfg.deny != nil {
-		return ctx, nil, x.cfg.deny(ctx, method, d)
+		// nil would let the denied call through: it gets the default
+		// denial instead.
+		if err := x.cfg.deny(ctx, method, d); err != nil {
+			return ctx, nil, err
+		}
 	}
 	return ctx, nil, denied(d, x.gate.DeniedBy(req))
 }

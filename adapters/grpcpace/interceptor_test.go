@@ -251,6 +251,15 @@ func TestRefundDecisionAndDenyHandler(t *testing.T) {
 	if err := call(custom, context.Background()); status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "retry in 1s") {
 		t.Fatalf("deny handler: %v", err)
 	}
+	// A deny handler that returns nil does not let the denied call run: it
+	// fails with the default denial.
+	careless, svc := serve(t, []grpc.ServerOption{unaryServer(t, limiter(t, 1, 1), WithKeyFunc(GlobalKey),
+		WithDenyHandler(func(context.Context, string, gopherpace.Decision) error { return nil }))})
+	call(careless, context.Background())
+	ran := svc.unary.Load()
+	if err := call(careless, context.Background()); status.Code(err) != codes.ResourceExhausted || svc.unary.Load() != ran {
+		t.Fatalf("a deny handler returning nil: %v, and the handler ran %d times more", err, svc.unary.Load()-ran)
+	}
 }
 
 func TestRateDescriptions(t *testing.T) {

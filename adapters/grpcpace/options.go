@@ -85,7 +85,8 @@ func WithSkip(f func(ctx context.Context, fullMethod string) bool) Option {
 	return func(c *config) { c.require(f != nil, "nil skip func"); c.skip = f }
 }
 
-// WithDenyHandler sets the error a denied call fails with. Default:
+// WithDenyHandler sets the error a denied call fails with; a nil error
+// is taken for the default, so a denied call never runs. Default:
 // codes.ResourceExhausted with RetryInfo and QuotaFailure details (see
 // the package doc). Server interceptors have sent the rate-limit header
 // metadata, if any, when it runs.

@@ -82,7 +82,7 @@ var cases = []testCase{
 		header(t, legacy, "RateLimit", "")
 	}},
 	{"the deny handler answers with the Decision", func(t *testing.T, server Server) {
-		url := server(t, limiter(t, 1), Setup{DenyHandler: true})
+		url := server(t, limiter(t, 1), Setup{Deny: Answering})
 		get(t, url+"/")
 		denied := get(t, url+"/")
 		expect(t, denied, 429)
@@ -90,6 +90,37 @@ var cases = []testCase{
 		header(t, denied, "Retry-After", "1") // set before the handler ran
 		if denied.body != "denied" {
 			t.Fatalf("body %q, want the deny handler's", denied.body)
+		}
+	}},
+	{"a deny handler that does not stop the request stops it all the same", func(t *testing.T, server Server) {
+		url := server(t, limiter(t, 1), Setup{Deny: Careless})
+		get(t, url+"/")
+		denied := get(t, url+"/")
+		expect(t, denied, 429)
+		if strings.Contains(denied.body, "ok") {
+			t.Fatalf("the route ran after the denial: body %q", denied.body)
+		}
+	}},
+	{"a deny handler that answers nothing leaves the default denial", func(t *testing.T, server Server) {
+		url := server(t, limiter(t, 1), Setup{Deny: Silent})
+		get(t, url+"/")
+		denied := get(t, url+"/")
+		expect(t, denied, 429)
+		header(t, denied, "Retry-After", "1")
+		if !strings.Contains(denied.body, adapter.DeniedMessage) {
+			t.Fatalf("body %q, want the default denial's", denied.body)
+		}
+	}},
+	{"an error handler that does not stop the request, or answers nothing, never lets it through", func(t *testing.T, server Server) {
+		careless := get(t, server(t, limiter(t, 5), Setup{Key: KeyFailing, OnError: Careless})+"/")
+		expect(t, careless, 503)
+		if strings.Contains(careless.body, "ok") {
+			t.Fatalf("the route ran after the error: body %q", careless.body)
+		}
+		silent := get(t, server(t, limiter(t, 5), Setup{Key: KeyFailing, OnError: Silent})+"/")
+		expect(t, silent, 500)
+		if !strings.Contains(silent.body, adapter.ServerErrorMessage) {
+			t.Fatalf("body %q, want the default error's", silent.body)
 		}
 	}},
 	{"handlers see the Decision when asked to", func(t *testing.T, server Server) {

@@ -19,7 +19,9 @@
 //   - A request may cost several tokens, and responses may give their
 //     tokens back by status (refunds).
 //   - The Decision is available to the deny handler, and to handlers when
-//     asked for.
+//     asked for. A denied or failed request never reaches the route, even
+//     when the application's handler forgets to stop it, and one whose
+//     handler answers nothing gets the adapter's own answer.
 //   - A further limit (WithAlso) is passed together with the adapter's
 //     own, all or nothing, and the draft fields list both policies.
 //   - Clustered, a limit spent through one node's server is spent for
@@ -32,6 +34,23 @@ import (
 
 	gopherpace "github.com/pedreviljoen/gopherpace/core"
 	"github.com/pedreviljoen/gopherpace/core/headers"
+)
+
+// Handler is a kind of deny or error handler an application may write.
+type Handler int
+
+const (
+	// NoHandler leaves the adapter's own answer.
+	NoHandler Handler = iota
+	// Answering writes its answer the framework's way (and, in Gin,
+	// aborts).
+	Answering
+	// Careless writes its answer (Answering's status and body) but neither
+	// aborts nor returns an error: the request must stop all the same.
+	Careless
+	// Silent writes nothing: the adapter's own answer must go out, never
+	// a 200.
+	Silent
 )
 
 // Key is where a request's bucket key comes from.
@@ -70,9 +89,12 @@ type Setup struct {
 	// Headers and Policy select the rate-limit fields.
 	Headers headers.Style
 	Policy  string
-	// DenyHandler installs a deny handler that answers 429 with the body
-	// "denied" and "X-Denied-Remaining: <Decision.Remaining>".
-	DenyHandler bool
+	// Deny installs a deny handler of that kind (Answering: 429 with the
+	// body "denied" and "X-Denied-Remaining: <Decision.Remaining>").
+	Deny Handler
+	// OnError installs an error handler of that kind (Answering: 503 with
+	// the body "failed").
+	OnError Handler
 	// DecisionInContext makes the Decision available to handlers; the
 	// handler of "/" then answers with "X-Remaining: <Decision.Remaining>".
 	DecisionInContext bool

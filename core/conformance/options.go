@@ -25,7 +25,8 @@ type Options[O any] struct {
 	Refund            func(when func(status int) bool) O
 	PolicyName        func(string) O
 	Headers           func(headers.Style) O
-	DenyHandler       func() O // answers as Setup.DenyHandler says
+	DenyHandler       func(Handler) O // answers as Setup.Deny says
+	ErrorHandler      func(Handler) O // answers as Setup.OnError says
 	DecisionInContext func() O
 	// AlsoFromHeader adds l as a further limit keyed by the request
 	// header name, its policy named policy.
@@ -66,8 +67,11 @@ func OptionsFor[O any](s Setup, o Options[O]) []O {
 	if s.Policy != "" {
 		opts = append(opts, o.PolicyName(s.Policy))
 	}
-	if s.DenyHandler {
-		opts = append(opts, o.DenyHandler())
+	if s.Deny != NoHandler {
+		opts = append(opts, o.DenyHandler(s.Deny))
+	}
+	if s.OnError != NoHandler {
+		opts = append(opts, o.ErrorHandler(s.OnError))
 	}
 	if s.DecisionInContext {
 		opts = append(opts, o.DecisionInContext())

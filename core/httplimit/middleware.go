@@ -87,9 +87,15 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	}
 	if step == adapter.Deny {
 		d := req.Decision()
-		if m.cfg.deny != nil {
-			m.cfg.deny(w, r, d)
-		} else {
+		if m.cfg.deny == nil {
+			writeDenied(w)
+			return
+		}
+		// A handler that answers nothing must not leave a denied request
+		// answered 200: the default denial goes out instead.
+		sw := statusWriter{ResponseWriter: w}
+		m.cfg.deny(&sw, r, d)
+		if sw.code == 0 {
 			writeDenied(w)
 		}
 		return
@@ -105,8 +111,11 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 
 func (m *Middleware) fail(w http.ResponseWriter, r *http.Request, err error) {
 	if m.cfg.onError != nil {
-		m.cfg.onError(w, r, err)
-		return
+		sw := statusWriter{ResponseWriter: w}
+		m.cfg.onError(&sw, r, err)
+		if sw.code != 0 {
+			return
+		}
 	}
 	code, msg := adapter.Answer(err)
 	http.Error(w, msg, code)

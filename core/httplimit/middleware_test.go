@@ -33,11 +33,22 @@ var adapterOptions = conformance.Options[Option]{
 	Refund:     WithRefund,
 	PolicyName: WithPolicyName,
 	Headers:    WithHeaders,
-	DenyHandler: func() Option {
+	DenyHandler: func(h conformance.Handler) Option {
 		return WithDenyHandler(func(w http.ResponseWriter, r *http.Request, d gopherpace.Decision) {
+			if h == conformance.Silent {
+				return
+			}
 			w.Header().Set("X-Denied-Remaining", fmt.Sprint(d.Remaining))
 			w.WriteHeader(http.StatusTooManyRequests)
 			io.WriteString(w, "denied")
+		})
+	},
+	ErrorHandler: func(h conformance.Handler) Option {
+		return WithErrorHandler(func(w http.ResponseWriter, r *http.Request, err error) {
+			if h != conformance.Silent {
+				w.WriteHeader(http.StatusServiceUnavailable)
+				io.WriteString(w, "failed")
+			}
 		})
 	},
 	DecisionInContext: WithDecisionInContext,

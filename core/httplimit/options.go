@@ -75,14 +75,16 @@ func WithSkip(f func(*http.Request) bool) Option {
 }
 
 // WithDenyHandler sets what answers a denied request. The rate-limit
-// fields and Retry-After are already set on w when it runs. Default: 429
-// with a short text body.
+// fields and Retry-After are already set on w when it runs. If it writes
+// nothing, the default answer goes out, never a 200. Default: 429 with a
+// short text body.
 func WithDenyHandler(f func(http.ResponseWriter, *http.Request, gopherpace.Decision)) Option {
 	return func(c *config) { c.require(f != nil, "nil deny handler"); c.deny = f }
 }
 
 // WithErrorHandler sets what answers a request whose key or cost the
-// limiter cannot use. Default: 400 for the request's own faults (no key, a
+// limiter cannot use; if it writes nothing, the default answer goes out.
+// Default: 400 for the request's own faults (no key, a
 // cost out of range), 500 otherwise (see adapter.Status).
 func WithErrorHandler(f func(http.ResponseWriter, *http.Request, error)) Option {
 	return func(c *config) { c.require(f != nil, "nil error handler"); c.onError = f }
