@@ -1,6 +1,7 @@
 package memberpace
 
 import (
+	"bytes"
 	"context"
 	"log/slog"
 	"math/rand/v2"
@@ -113,4 +114,19 @@ func TestGarbageDatagramsDoNotFloodTheLog(t *testing.T) {
 		t.Fatalf("stats %+v: %d records logged, the rest must be counted as suppressed", st, all)
 	}
 	t.Logf("%d complaints, %d records, %d suppressed", st.MemberlistErrors, records, st.LogRecordsSuppressed)
+}
+
+// At shutdown memberlist's probes still under way fail on the closed
+// sockets; those lines are no error. Before shutdown the same line is one.
+func TestClosedSocketsAtShutdownAreNoError(t *testing.T) {
+	const line = "[ERR] memberlist: Failed to send UDP ping: write udp 10.0.0.1:7946->10.0.0.2:7946: use of closed network connection"
+	for _, closing := range []bool{false, true} {
+		var buf bytes.Buffer
+		w := newLogWriter(slog.New(slog.NewTextHandler(&buf, nil)))
+		w.closing.Store(closing)
+		w.line(line, time.Now())
+		if got := strings.Contains(buf.String(), "level=ERROR"); got == closing {
+			t.Fatalf("closing %v: logged at ERROR %v: %q", closing, got, buf.String())
+		}
+	}
 }

@@ -21,6 +21,9 @@ type logWriter struct {
 	log        *slog.Logger
 	errors     atomic.Uint64 // WARN and ERROR lines seen
 	suppressed atomic.Uint64 // lines not logged
+	// closing is set when the transport shuts down: memberlist's probes
+	// still under way then fail on its closed sockets, which is no error.
+	closing atomic.Bool
 	mu         sync.Mutex
 	kinds      map[string]*logKind
 }
@@ -75,6 +78,9 @@ func (w *logWriter) line(s string, now time.Time) {
 			level = slog.LevelDebug
 			break
 		}
+	}
+	if w.closing.Load() && strings.Contains(s, "use of closed network connection") {
+		level = slog.LevelDebug
 	}
 	ctx := context.Background()
 	if !w.log.Enabled(ctx, level) {

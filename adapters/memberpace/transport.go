@@ -341,6 +341,7 @@ func (t *Transport) Close() error {
 		if err := t.ml.Leave(2 * time.Second); err != nil {
 			t.log.Debug("leave", "err", err)
 		}
+		t.logw.closing.Store(true)
 		t.closeErr = t.ml.Shutdown()
 		// memberlist's packet goroutine may still be finishing a NotifyMsg,
 		// so the inbox stays open; the dispatcher stops on done instead.

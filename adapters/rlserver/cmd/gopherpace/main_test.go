@@ -141,6 +141,28 @@ func TestServeAsBuilt(t *testing.T) {
 		break
 	}
 	p.stop(t)
+	// docs/service.md's check at -rate 1 -burst 10, asked as slowly as
+	// twelve curl processes ask (35 ms apart: 0.4 s in all, under the
+	// second a token takes to come back).
+	p = start(t, build(t), "-addr", "127.0.0.1:0", "-rate", "1", "-burst", "10")
+	for attempt := 0; ; attempt++ {
+		key := "slow" + strconv.Itoa(attempt)
+		begin := time.Now()
+		var codes []int
+		for range 12 {
+			code, _ := get(t, "http://"+p.http+"/allow?key="+key)
+			codes = append(codes, code)
+			time.Sleep(35 * time.Millisecond)
+		}
+		if time.Since(begin) >= 900*time.Millisecond && attempt < 5 {
+			continue // a starved machine took a second: a token came back
+		}
+		if want := []int{200, 200, 200, 200, 200, 200, 200, 200, 200, 200, 429, 429}; !equal(codes, want) {
+			t.Fatalf("docs/service.md's quick check: %v, want %v", codes, want)
+		}
+		break
+	}
+	p.stop(t)
 }
 
 // Two replicas of the binary over real memberlist on loopback share one
