@@ -85,6 +85,30 @@ func TestLoadClampsImplausibleGrowth(t *testing.T) {
 	}
 }
 
+// Totals that go back are a reordered frame, dropped while newer ones
+// follow, or the end of a lie about them: after fairWindow of nothing
+// higher they are the new start, and the rates are measured from them.
+func TestLoadStartsAgainFromTotalsThatStayBehind(t *testing.T) {
+	ms := int64(time.Millisecond)
+	var l load
+	l.observe(0, 0, 0, math.MaxInt64)
+	l.observe(1000, 1000, 100*ms, math.MaxInt64)
+	l.observe(900, 900, 110*ms, math.MaxInt64) // reordered
+	l.observe(2000, 2000, 200*ms, math.MaxInt64)
+	if a, _, ok := l.rates(200 * ms); !ok || a != 10_000 {
+		t.Fatalf("after a reordered frame: %g admits/s (measured %v), want 10000", a, ok)
+	}
+	l.observe(1e12, 1e12, 300*ms, math.MaxInt64) // a lie
+	for at := 320 * ms; at <= 2000*ms; at += 20 * ms {
+		truth := uint64(2000 + (at-200*ms)/ms*10) // 10 a ms, as before the lie
+		l.observe(truth, truth, at, math.MaxInt64)
+	}
+	a, _, ok := l.rates(2000 * ms)
+	if !ok || a < 9_999 || a > 10_001 {
+		t.Fatalf("1.7 s after a lie ended: %g admits/s (measured %v), want 10000", a, ok)
+	}
+}
+
 // A sliced share admits its fraction of the tokens asked for, whatever
 // the times of the requests: a tenth, over a thousand requests, is a
 // hundred admits, none saved up by a pause.

@@ -238,3 +238,37 @@ func TestASlicedShareIsOffUnderAnAbsurdDemand(t *testing.T) {
 		t.Errorf("the cluster admitted %d in 1 s under the lie; want its rate, %d", got, rate)
 	}
 }
+
+// A member that lies about its demand for a while and then tells the truth
+// again is measured again: its true totals, lower than the lie, are
+// taken as a new start once they have stayed below it for fairWindow
+// (reordered and resent frames never do), and the split is even again
+// within a second of the lie's end. Before, every later frame was
+// ignored as going backwards, its load estimate aged out, and the victim
+// counted the idle liar as loaded like itself for good: about R/3
+// against its honest peer's R/2.
+func TestAnEndedDemandLieIsForgotten(t *testing.T) {
+	const rate = 1000
+	net := memtransport.New()
+	lims, taps := tappedCluster(t, net, 3, gopherpace.WithRefillRate(rate), gopherpace.WithBucketSize(rate))
+	loaded := []int{0, 1} // n2, idle, lies to n0 alone about its demand
+	liar(t, net, lims, taps, loaded, "", 2*time.Second, nil)
+	var claimed uint64
+	lieTo := taps[:1]
+	for range 150 { // 1.5 s, a lie every 10 ms
+		f, err := gopherpace.DecodeTestFrame(lieTo[0].lastFrom("n2"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		claimed = max(claimed, f.DemandSum) + 1_000_000_000
+		f.DemandSum = claimed
+		lieTo[0].inject("n2", gopherpace.EncodeTestFrame(f))
+		liar(t, net, lims, taps, loaded, "", 10*time.Millisecond, nil)
+	}
+	liar(t, net, lims, taps, loaded, "", time.Second, nil) // the lie ends, and is forgotten
+	after := liar(t, net, lims, taps, loaded, "", 2*time.Second, nil)
+	t.Logf("after the lie: the victim admitted %d, its peer %d, asked alike", after[0], after[1])
+	if lo, hi := min(after[0], after[1]), max(after[0], after[1]); float64(lo) < 0.9*float64(hi) {
+		t.Fatalf("the split %v a second after the lie ended is not even", after)
+	}
+}

@@ -14,6 +14,13 @@ import (
 type load struct {
 	samples [loadSamples]loadSample
 	n, next int
+	// behindSince is when totals below the newest sample's began to
+	// arrive with none above it since, if behind. Real running totals
+	// never go back: such frames are reordered or resent copies, which a
+	// newer frame follows at once, or the end of a peer's lie about its
+	// totals, after which every frame is below the lie.
+	behindSince int64
+	behind      bool
 }
 
 type loadSample struct {
@@ -29,8 +36,11 @@ const (
 )
 
 // observe takes new running totals at now. Totals that go back (a
-// reordered frame) are ignored; so are samples closer than loadSpacing to
-// the newest, but the newest always holds the latest totals.
+// reordered frame) are ignored, unless every frame has gone back for
+// fairWindow: a peer that lied about its totals and tells the truth
+// again, measured afresh from its true totals rather than never again.
+// Samples closer than loadSpacing to the newest are ignored too, but the
+// newest always holds the latest totals.
 //
 // A total grows by at most maxPerNs tokens per nanosecond since the newest
 // sample (plus a fairWindow's worth, for frames that arrive bunched):
@@ -40,8 +50,17 @@ func (l *load) observe(admitTotal, demandTotal uint64, now, maxPerNs int64) {
 	if l.n > 0 {
 		last := &l.samples[(l.next+loadSamples-1)%loadSamples]
 		if admitTotal < last.admitTotal || demandTotal < last.demandTotal || now < last.at {
+			switch {
+			case now < last.at:
+			case !l.behind:
+				l.behind, l.behindSince = true, now
+			case now-l.behindSince >= fairWindow:
+				*l = load{} // start again from these totals
+				l.observe(admitTotal, demandTotal, now, maxPerNs)
+			}
 			return
 		}
+		l.behind = false
 		most := satMul(uint64(now-last.at+fairWindow), uint64(maxPerNs))
 		admitTotal = last.admitTotal + min(admitTotal-last.admitTotal, most)
 		demandTotal = last.demandTotal + min(demandTotal-last.demandTotal, most)
