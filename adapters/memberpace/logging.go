@@ -24,8 +24,8 @@ type logWriter struct {
 	// closing is set when the transport shuts down: memberlist's probes
 	// still under way then fail on its closed sockets, which is no error.
 	closing atomic.Bool
-	mu         sync.Mutex
-	kinds      map[string]*logKind
+	mu      sync.Mutex
+	kinds   map[string]*logKind
 }
 
 type logKind struct {
