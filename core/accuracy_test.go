@@ -127,7 +127,7 @@ func TestAccuracy(t *testing.T) {
 		t.Run(sc.name, func(t *testing.T) {
 			c := runScenario(t, sc, false)
 			r := c.measure()
-			R, B := float64(c.sc.rate), c.sc.burst
+			R, B := float64(c.sc.rate), c.sc.bucketSize
 			t.Logf("total %d (ideal %d, %+.2f%%), worst window overshoot %d, %.0f frames/s, %.0f B/s, missing %d",
 				r.total, r.ideal, r.errPct, r.worstOver, r.framesPerSec, r.bytesPerSec, r.missingFrames)
 			if r.malformedCount != 0 {
@@ -226,10 +226,10 @@ func TestAccuracy(t *testing.T) {
 // cannot be told from a slow network until peers have been silent for a
 // heartbeat and a little more; until then each side refills at the full
 // rate (membership.go). The bound is the ordinary one, a tenth of B.
-func partitionWindow(t *testing.T, r result, burst int64) {
+func partitionWindow(t *testing.T, r result, bucketSize int64) {
 	t.Helper()
-	if r.worstOver > burst/10 {
-		t.Errorf("a window admitted %d over R·w+B during a partition; bound is 10%% of B (%d)", r.worstOver, burst/10)
+	if r.worstOver > bucketSize/10 {
+		t.Errorf("a window admitted %d over R·w+B during a partition; bound is 10%% of B (%d)", r.worstOver, bucketSize/10)
 	}
 }
 
@@ -251,7 +251,7 @@ func TestBaselineFloorAtZeroOverAdmits(t *testing.T) {
 // Keyed buckets hold their limits cluster-wide too: 20 keys, each offered
 // 10×R spread over 5 nodes for 10 s, each admitted within ±2% of R·t+B.
 func TestAccuracyKeyed(t *testing.T) {
-	const nodes, keys, rate, burst = 5, 20, 100, 100
+	const nodes, keys, rate, bucketSize = 5, 20, 100, 100
 	const duration = 10 * time.Second
 	net := memtransport.New(memtransport.WithRandom(3))
 	var lims []*gopherpace.Limiter
@@ -264,7 +264,7 @@ func TestAccuracyKeyed(t *testing.T) {
 		trs = append(trs, tr)
 	}
 	for i, tr := range trs {
-		l, err := gopherpace.New(gopherpace.WithRefillRate(rate), gopherpace.WithBucketSize(burst),
+		l, err := gopherpace.New(gopherpace.WithRefillRate(rate), gopherpace.WithBucketSize(bucketSize),
 			gopherpace.WithTransport(tr), gopherpace.WithNodeName(fmt.Sprint("k", i)), gopherpace.WithLogger(discardLogger))
 		if err != nil {
 			t.Fatal(err)
@@ -289,7 +289,7 @@ func TestAccuracyKeyed(t *testing.T) {
 		}
 		net.Advance(time.Millisecond)
 	}
-	ideal := float64(rate)*duration.Seconds() + burst
+	ideal := float64(rate)*duration.Seconds() + bucketSize
 	for k, got := range admitted {
 		if errPct := 100 * (float64(got) - ideal) / ideal; math.Abs(errPct) > 2 {
 			t.Errorf("key %d admitted %d, %+.2f%% off R·t+B = %.0f", k, got, errPct, ideal)

@@ -2,6 +2,17 @@ package gopherpace
 
 import "time"
 
+// The paths of a one-token Allow. Allow is the hot path, so it has a few
+// variants; each has a test that fails if it admits what it should not:
+//
+//	standalone, small bucket   allow on the word (bucket.go)             TestBucketConcurrentAdmitsExactlyBurst, FuzzBucketNeverExceedsRate
+//	standalone, uncontended    allow, then a check for heat              TestLeasesStayColdWithoutContention
+//	standalone, hot            a per-processor lease (lease.go)          TestLeasesHoldTheWindowBound, FuzzLeasingNeverExceedsRate
+//	any, word denied           a token from any fresh lease              TestLeasesDenialSpendsAnyLease
+//	clustered, normal          allow on the counted word                 TestCountedDecidesLikeBucket, FuzzCountedDecidesLikeBucket
+//	clustered, hot             a lease counted for gossip                TestClusteredLeasesAdmitAndCountExactlyOneBucket
+//	clustered, other modes     engine.takeCounted (decide_clustered.go)   TestAccuracy, TestFailClosedWhenIsolated, TestCountedHandBackUnderLoad
+
 // Allow spends one token of the global bucket now. When the bucket is empty
 // it returns false and how long until a token is available. A clustered
 // limiter that is cut off from every peer under the fail-closed policy

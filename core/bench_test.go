@@ -348,7 +348,7 @@ func groupedCrowd(b testing.TB) (*Limiter, *crowdUnicaster, *hub, []string) {
 }
 
 // BenchmarkReceiveDigest is BenchmarkReceiveRelayed with the reports in
-// digests, as relays pass running totals on since wire version 7: each
+// digests, as relays pass running totals on: each
 // datagram one digest of 8 entries (origins of another group), each entry
 // turned back into its frame and taken as BenchmarkReceive counts, the
 // digest queued to be spread to this node's 31 mates, with the spreading

@@ -173,7 +173,7 @@ func refund(tat *atomic.Int64, p *rule, at bucketTime, n int64) (ok bool) {
 // owes and one bucket besides (what refill repaid meanwhile). A refund of
 // more gives back tokens nobody spent: a bug or an attack, refused whole.
 func refundable(p *rule, ahead, n int64) bool {
-	return n <= p.burst || n-p.burst <= ahead/p.interval
+	return n <= p.bucketSize || n-p.bucketSize <= ahead/p.interval
 }
 
 // debit charges n tokens that a peer admitted. Unlike a local take it always

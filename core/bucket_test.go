@@ -47,10 +47,10 @@ func TestBucketAwkwardRates(t *testing.T) {
 	for _, rate := range []int64{1, 3, 7, 999, 1_000_000, 3_000_000} {
 		// A bucket that holds 2 ms of refill never overflows between the
 		// 1 ms polls below, so no refill is lost to the polling.
-		burst := rate/500 + 10
-		p := mustRule(t, rate, burst)
+		bucketSize := rate/500 + 10
+		p := mustRule(t, rate, bucketSize)
 		var tat atomic.Int64
-		take(&tat, p, 0, burst) // drain
+		take(&tat, p, 0, bucketSize) // drain
 		admitted := int64(0)
 		for now := int64(time.Millisecond); now <= int64(time.Second); now += int64(time.Millisecond) {
 			for {
@@ -161,8 +161,8 @@ func TestRefundNeverOverfills(t *testing.T) {
 
 func TestNewRuleValidation(t *testing.T) {
 	for _, tc := range []struct {
-		rate, burst int64
-		want        string
+		rate, bucketSize int64
+		want             string
 	}{
 		{0, 1, "must be at least 1 token per"},
 		{-5, 1, "must be at least 1 token per"},
@@ -171,9 +171,9 @@ func TestNewRuleValidation(t *testing.T) {
 		{10, -1, "must be at least 1 token, got"},
 		{1, 2_000_000_000, "would take more than"},
 	} {
-		_, err := newRule(tc.rate, time.Second, tc.burst)
+		_, err := newRule(tc.rate, time.Second, tc.bucketSize)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("newRule(%d, %d) = %v, want error containing %q", tc.rate, tc.burst, err, tc.want)
+			t.Errorf("newRule(%d, %d) = %v, want error containing %q", tc.rate, tc.bucketSize, err, tc.want)
 		}
 	}
 	if _, err := newRule(1, time.Second, 1_000_000_000); err != nil {
@@ -185,14 +185,14 @@ func TestNewRuleValidation(t *testing.T) {
 }
 
 func TestBucketConcurrentAdmitsExactlyBurst(t *testing.T) {
-	const burst = 10_000
-	p := mustRule(t, 1, burst)
+	const bucketSize = 10_000
+	p := mustRule(t, 1, bucketSize)
 	var tat atomic.Int64
 	var admitted atomic.Int64
 	var wg sync.WaitGroup
 	for range 8 {
 		wg.Go(func() {
-			for range burst / 2 {
+			for range bucketSize / 2 {
 				if d, _ := take(&tat, p, 0, 1); d.Allowed {
 					admitted.Add(1)
 				}
@@ -200,8 +200,8 @@ func TestBucketConcurrentAdmitsExactlyBurst(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if got := admitted.Load(); got != burst {
-		t.Fatalf("8 goroutines admitted %d at one instant, want exactly %d", got, burst)
+	if got := admitted.Load(); got != bucketSize {
+		t.Fatalf("8 goroutines admitted %d at one instant, want exactly %d", got, bucketSize)
 	}
 }
 
@@ -216,9 +216,9 @@ func FuzzBucketNeverExceedsRate(f *testing.F) {
 	f.Add(int64(1_000_000), int64(1_000_000), int64(1000), []byte{1, 1, 1, 1, 200, 7})
 	f.Add(int64(100), int64(3_600_000_000), int64(100), []byte{127, 1, 127, 1, 127, 99, 128, 5})
 	f.Add(int64(1000), int64(86_400_000_000), int64(10), []byte{127, 1, 127, 1, 1, 9})
-	f.Fuzz(func(t *testing.T, tokens, perMicros, burst int64, steps []byte) {
+	f.Fuzz(func(t *testing.T, tokens, perMicros, bucketSize int64, steps []byte) {
 		per := time.Duration(perMicros) * time.Microsecond
-		p, err := newRule(tokens, per, burst)
+		p, err := newRule(tokens, per, bucketSize)
 		if err != nil {
 			return
 		}
@@ -230,7 +230,7 @@ func FuzzBucketNeverExceedsRate(f *testing.F) {
 			step := int64(int8(steps[i])) * (p.interval / 4)
 			now += step
 			furthest, earliest, forward = max(furthest, now), min(earliest, now), forward+max(step, 0)
-			n := int64(steps[i+1])%min(p.burst, 16) + 1
+			n := int64(steps[i+1])%min(p.bucketSize, 16) + 1
 			if d, _ := take(&tat, p, bucketTime(now), n); d.Allowed {
 				admitted += n
 			}
@@ -238,11 +238,11 @@ func FuzzBucketNeverExceedsRate(f *testing.F) {
 			// the time moved forward, tokens·forward/per rounded down.
 			hi, lo := bits.Mul64(uint64(forward), uint64(tokens))
 			refill, _ := bits.Div64(hi, lo, uint64(per))
-			if bound := p.burst + int64(refill); admitted > bound {
-				t.Fatalf("%d per %v, burst %d: admitted %d with time moved forward %v in all, bound %d", tokens, per, burst, admitted, time.Duration(forward), bound)
+			if bound := p.bucketSize + int64(refill); admitted > bound {
+				t.Fatalf("%d per %v, bucket %d: admitted %d with time moved forward %v in all, bound %d", tokens, per, bucketSize, admitted, time.Duration(forward), bound)
 			}
-			if earliest > -p.tolerance && furthest <= 0 && admitted > p.burst {
-				t.Fatalf("admitted %d > burst %d before time advanced, with time back less than a window", admitted, p.burst)
+			if earliest > -p.tolerance && furthest <= 0 && admitted > p.bucketSize {
+				t.Fatalf("admitted %d > bucket %d before time advanced, with time back less than a window", admitted, p.bucketSize)
 			}
 		}
 	})

@@ -60,17 +60,17 @@ func TestSequentialBurstIsNotRefused(t *testing.T) {
 		for name, form := range forms {
 			t.Run(fmt.Sprint(n, " nodes, ", name), func(t *testing.T) {
 				synctest.Test(t, func(t *testing.T) {
-					const burst = 100
-					lims := realCluster(t, n, gopherpace.WithRefillRate(1), gopherpace.WithBucketSize(burst))
+					const bucketSize = 100
+					lims := realCluster(t, n, gopherpace.WithRefillRate(1), gopherpace.WithBucketSize(bucketSize))
 					try := form(lims[0])
 					admitted := 0
-					for range burst {
+					for range bucketSize {
 						if try() {
 							admitted++
 						}
 					}
-					if admitted < burst*98/100 {
-						t.Fatalf("a sequential burst of %d admitted %d; want at least 98%%", burst, admitted)
+					if admitted < bucketSize*98/100 {
+						t.Fatalf("a sequential burst of %d admitted %d; want at least 98%%", bucketSize, admitted)
 					}
 				})
 			})
@@ -81,9 +81,9 @@ func TestSequentialBurstIsNotRefused(t *testing.T) {
 // The same over HTTP, on the real clock: Wrap answers no 429 to a client's
 // sequential burst into one node of an idle cluster.
 func TestSequentialBurstOverHTTP(t *testing.T) {
-	const burst = 30
+	const bucketSize = 30
 	net := memtransport.New(memtransport.WithRealTime())
-	lims, _ := cluster(t, net, 3, gopherpace.WithRefillRate(1), gopherpace.WithBucketSize(burst))
+	lims, _ := cluster(t, net, 3, gopherpace.WithRefillRate(1), gopherpace.WithBucketSize(bucketSize))
 	for deadline := time.Now().Add(10 * time.Second); lims[0].Stats().HeardNodes < 3; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the nodes never heard each other")
@@ -92,7 +92,7 @@ func TestSequentialBurstOverHTTP(t *testing.T) {
 	srv := httptest.NewServer(lims[0].Wrap(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})))
 	defer srv.Close()
 	ok := 0
-	for range burst {
+	for range bucketSize {
 		resp, err := srv.Client().Get(srv.URL)
 		if err != nil {
 			t.Fatal(err)
@@ -102,8 +102,8 @@ func TestSequentialBurstOverHTTP(t *testing.T) {
 			ok++
 		}
 	}
-	if ok < burst*98/100 {
-		t.Fatalf("%d of %d sequential requests answered 200", ok, burst)
+	if ok < bucketSize*98/100 {
+		t.Fatalf("%d of %d sequential requests answered 200", ok, bucketSize)
 	}
 }
 
@@ -113,8 +113,8 @@ func TestSequentialBurstOverHTTP(t *testing.T) {
 // reports have arrived and its replica knows the bucket is spent.
 func TestFlashCrowdWithWaitingCallers(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		const nodes, burst, callers = 5, 1000, 50
-		lims := realCluster(t, nodes, gopherpace.WithRefillRate(1), gopherpace.WithBucketSize(burst))
+		const nodes, bucketSize, callers = 5, 1000, 50
+		lims := realCluster(t, nodes, gopherpace.WithRefillRate(1), gopherpace.WithBucketSize(bucketSize))
 		var admitted atomic.Int64
 		var wg sync.WaitGroup
 		for _, l := range lims {
@@ -131,8 +131,8 @@ func TestFlashCrowdWithWaitingCallers(t *testing.T) {
 		}
 		wg.Wait()
 		t.Logf("admitted %d", admitted.Load())
-		if got := admitted.Load(); got > burst+burst/10 {
-			t.Fatalf("a flash crowd admitted %d from a bucket of %d; bound B + B/10", got, burst)
+		if got := admitted.Load(); got > bucketSize+bucketSize/10 {
+			t.Fatalf("a flash crowd admitted %d from a bucket of %d; bound B + B/10", got, bucketSize)
 		}
 	})
 }

@@ -314,7 +314,7 @@ func (c *countedBucket) reprice(from, to *rule, at bucketTime) {
 // lowerTo spends the tokens above level (0..B), for a node that joined a
 // running cluster whose replicas hold level tokens.
 func (c *countedBucket) lowerTo(p *rule, at bucketTime, level int64) {
-	target := p.tolerance - min(max(level, 0), p.burst)*p.interval
+	target := p.tolerance - min(max(level, 0), p.bucketSize)*p.interval
 	c.update(at, p, func(a, count int64) (int64, int64) { return max(a, target), count })
 }
 

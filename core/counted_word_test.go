@@ -33,25 +33,25 @@ func TestCountedWordReadsTimeAcrossWrap(t *testing.T) {
 // Fed the same calls, the counted bucket decides exactly as the standalone
 // one, and every token it admits is drained exactly once.
 func TestCountedDecidesLikeBucket(t *testing.T) {
-	for _, tc := range []struct{ rate, burst int64 }{{3, 5}, {1000, 1000}, {7, 200}, {1_000_000, 10}} {
-		p := mustRule(t, tc.rate, tc.burst)
+	for _, tc := range []struct{ rate, bucketSize int64 }{{3, 5}, {1000, 1000}, {7, 200}, {1_000_000, 10}} {
+		p := mustRule(t, tc.rate, tc.bucketSize)
 		p.ceiling = 2 * p.tolerance // clustered: peers' debits may add a bucket of debt
 		var plain atomic.Int64
 		plain.Store(neverUsed)
 		var c countedBucket
 		now := bucketTime(1) << 40
 		c.init(now)
-		rng := rand.New(rand.NewPCG(uint64(tc.rate), uint64(tc.burst)))
+		rng := rand.New(rand.NewPCG(uint64(tc.rate), uint64(tc.bucketSize)))
 		admitted, drained := int64(0), int64(0)
 		for i := range 20_000 {
 			now += bucketTime(rng.Int64N(3 * p.interval))
 			switch op := rng.IntN(20); {
 			case op == 0:
-				n := 1 + rng.Int64N(tc.burst)
+				n := 1 + rng.Int64N(tc.bucketSize)
 				debit(&plain, p, now, n, p.tolerance)
 				c.debit(p, now, n, p.tolerance)
 			case op == 1:
-				n := 1 + rng.Int64N(tc.burst)
+				n := 1 + rng.Int64N(tc.bucketSize)
 				refund(&plain, p, now, n)
 				before := c.unreported(c.word.Load())
 				c.refund(p, now, n)
@@ -59,7 +59,7 @@ func TestCountedDecidesLikeBucket(t *testing.T) {
 			case op == 2:
 				drained += c.drain(p, now)
 			case op < 10:
-				n := 1 + rng.Int64N(min(tc.burst, 100))
+				n := 1 + rng.Int64N(min(tc.bucketSize, 100))
 				want, _ := take(&plain, p, now, n)
 				var got Decision
 				_, ok := c.take(&got, p, now, n, noShare)
@@ -215,8 +215,8 @@ func FuzzCountedDecidesLikeBucket(f *testing.F) {
 	f.Add(int64(3), int64(1_000_000), int64(5), []byte{0, 1, 2, 3, 4, 5, 6, 7, 8, 9})
 	f.Add(int64(1000), int64(1_000_000), int64(100), []byte{255, 255, 0, 0, 77, 3, 200, 1})
 	f.Add(int64(100), int64(3_600_000_000), int64(100), []byte{127, 0, 9, 127, 2, 50, 1, 1, 1})
-	f.Fuzz(func(t *testing.T, tokens, perMicros, burst int64, ops []byte) {
-		p, err := newRule(tokens, time.Duration(perMicros)*time.Microsecond, burst)
+	f.Fuzz(func(t *testing.T, tokens, perMicros, bucketSize int64, ops []byte) {
+		p, err := newRule(tokens, time.Duration(perMicros)*time.Microsecond, bucketSize)
 		if err != nil || p.tolerance > maxClusteredTolerance {
 			return
 		}
@@ -229,7 +229,7 @@ func FuzzCountedDecidesLikeBucket(f *testing.F) {
 		admitted, drained := int64(0), int64(0)
 		for i := 0; i+2 < len(ops); i += 3 {
 			now += bucketTime(int64(int8(ops[i])) * max(1, p.interval/8)) // back in time too
-			n := int64(ops[i+2])%min(p.burst, 70) + 1                     // some past the count field
+			n := int64(ops[i+2])%min(p.bucketSize, 70) + 1                // some past the count field
 			switch ops[i+1] % 8 {
 			case 0:
 				debit(&plain, p, now, n, p.tolerance)

@@ -80,7 +80,7 @@ func (e *engine) allowSlow(now int64) (ok bool, retry time.Duration, waits bool)
 // spends no leased token; a denial is counted as offered load unless it
 // only waits for the report (see fairShares.deniedDemand).
 func (e *engine) stealOr(at bucketTime, retry time.Duration, waits bool) (bool, time.Duration) {
-	if e.mode.get() != modeClosed {
+	if e.mode.get() != modeFailClosed {
 		if ok, _ := stealOr(e.leases, at, retry); ok {
 			return true, 0
 		}
@@ -93,7 +93,7 @@ func (e *engine) stealOr(at bucketTime, retry time.Duration, waits bool) (bool, 
 // does, and reports a denial that is only a wait for the report (see allow).
 func (e *engine) takeGlobal(d *Decision, now, n int64) (waits bool) {
 	waits = e.takeCounted(d, now, n)
-	if e.mode.get() != modeClosed {
+	if e.mode.get() != modeFailClosed {
 		stealInto(e.leases, d, e.bucketTime(now), n)
 	}
 	if !d.Allowed {
@@ -114,7 +114,7 @@ func (e *engine) takeCounted(d *Decision, now, n int64) (waits bool) {
 		return false
 	}
 	switch e.mode.get() {
-	case modeClosed:
+	case modeFailClosed:
 		*d = closedDecision(p)
 		return false
 	case modePreContact:
@@ -148,7 +148,7 @@ func (e *engine) takeCounted(d *Decision, now, n int64) (waits bool) {
 // takeKeyed decides n tokens of key hash h's bucket into d and counts an
 // admit for gossip. It reports a wait for the report as takeGlobal does.
 func (e *engine) takeKeyed(d *Decision, h uint64, p *rule, now, n int64) (waits bool) {
-	if e.mode.get() == modeClosed {
+	if e.mode.get() == modeFailClosed {
 		*d = closedDecision(p)
 		return false
 	}
@@ -265,7 +265,7 @@ func (e *engine) countKeyed(h uint64, ent *clusterEntry, p *rule, n int64) {
 }
 
 func closedDecision(p *rule) Decision {
-	return Decision{BucketSize: p.burst, RetryAfter: time.Second, ResetAfter: time.Second, Window: p.window()}
+	return Decision{BucketSize: p.bucketSize, RetryAfter: time.Second, ResetAfter: time.Second, Window: p.window()}
 }
 
 // reportRetry is how long a request that waits for the report (overCap, or the
@@ -274,5 +274,5 @@ func closedDecision(p *rule) Decision {
 const reportRetry = time.Duration(minFlushGap + reportFlight)
 
 func waitDecision(p *rule) Decision {
-	return Decision{BucketSize: p.burst, RetryAfter: reportRetry, ResetAfter: reportRetry, Window: p.window()}
+	return Decision{BucketSize: p.bucketSize, RetryAfter: reportRetry, ResetAfter: reportRetry, Window: p.window()}
 }

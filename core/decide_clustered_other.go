@@ -48,7 +48,7 @@ func (e *engine) changeTime() int64 { return e.now() }
 func (e *engine) admitRule(p *rule) error {
 	if p.tolerance > maxClusteredTolerance {
 		return fmt.Errorf("a bucket of %d at %d per %v takes %s to refill, over the %s a clustered limiter allows: lower the bucket size or raise the rate",
-			p.burst, p.tokens, p.per, longDuration(p.tolerance), longDuration(maxClusteredTolerance))
+			p.bucketSize, p.tokens, p.per, longDuration(p.tolerance), longDuration(maxClusteredTolerance))
 	}
 	if !e.floor {
 		p.ceiling = 2 * p.tolerance

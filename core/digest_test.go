@@ -57,7 +57,7 @@ func TestTaggedEntries(t *testing.T) {
 }
 
 // TestTruncatedTotals: a tagged entry's running totals, sent as their low
-// bits (wire version 9), are widened from the last totals this node heard
+// bits, are widened from the last totals this node heard
 // of the stream, so that they charge exactly what the totals in full
 // would have: across a wrap of the low bits, duplicated, late, and at
 // each width; and they are dropped (counted as stale) when the stream was

@@ -182,7 +182,7 @@ func (e *engine) start() {
 	if len(members) > 0 && !e.floor {
 		// Until a peer is heard, spend at most this node's share of the
 		// burst: every node may be starting into the same flash crowd.
-		e.mode.preBudget.Store(ceilDiv(e.rules.dflt().burst, int64(1+len(members))))
+		e.mode.preBudget.Store(ceilDiv(e.rules.dflt().bucketSize, int64(1+len(members))))
 		e.mode.enter(modePreContact)
 	}
 	e.mode.begun = true

@@ -151,7 +151,7 @@ const sliceBelow = 4
 const sliceFloor = 10
 
 // setGate sets the gate for the default rule p: a quarter of its bucket.
-func (q *shareBucket) setGate(p *rule) { q.gate.Store(max(1, p.burst/gateShare) * p.interval) }
+func (q *shareBucket) setGate(p *rule) { q.gate.Store(max(1, p.bucketSize/gateShare) * p.interval) }
 
 // needed reports whether an admit that takes the bucket's time to next ns
 // ahead of now needs share: the bucket is contended, and the admit leaves
@@ -304,7 +304,7 @@ func (q *shareBucket) asked(now int64) {
 // ones: over real memberlist on a loaded 2-core machine it was 6-27% off
 // the cluster's admit ratio, with a quarter of the bucket idle, and in the
 // simulator a node offered 80% and run in slices of 5-30 ms was 186% off
-// (accuracy.md#fairness-before-and-after). Why not more for every node:
+// (docs/decisions.md, "How much a share holds"). Why not more for every node:
 // shares saved up are spent by every node at once when the replica
 // refills, before any hears the others; half a tick for every node took
 // the worst window from +4 to +16 over R·w + B. The pause raises the share
@@ -369,7 +369,7 @@ func (fs *fairShares) rebalance(now int64, reported uint64) {
 	// found the bucket contended, and the gate held back the burst's last
 	// quarter (TestAFirstBurstThatWaitsForItsReportIsNotGated).
 	admitted := reported + uint64(max(0, fs.word.pending()))
-	fs.own.observe(admitted, fs.demandTotal(reported), now, p.burst)
+	fs.own.observe(admitted, fs.demandTotal(reported), now, p.bucketSize)
 	a, d, measured := fs.own.rates(now)
 	if up := now - fs.startedAt; !measured && up > 0 && up < fairWindow {
 		// Just started (a replica of a rolling deploy, say): too soon for
@@ -435,7 +435,7 @@ func (fs *fairShares) rebalance(now int64, reported uint64) {
 		return
 	}
 	iv := saturate(math.Ceil(float64(time.Second)/share), 1, maxShareInterval)
-	if p.burst < sliceBelow*int64(active) {
+	if p.bucketSize < sliceBelow*int64(active) {
 		// An even split of the bucket is under sliceBelow tokens: the
 		// shares are sliced (see shareBucket), each a fraction of what
 		// its node is asked. Decided on the even split, which every node
@@ -477,7 +477,7 @@ func (fs *fairShares) rebalance(now int64, reported uint64) {
 // on the engine's clock (negative: debt), clamped to ±the bucket size.
 func (fs *fairShares) levelTokens(now int64) int64 {
 	p := fs.rules.dflt()
-	return min(max(fs.globalLevel(now)/p.interval, -p.burst), p.burst)
+	return min(max(fs.globalLevel(now)/p.interval, -p.bucketSize), p.bucketSize)
 }
 
 // offsetWindow keeps the least offset seen from one peer since the window

@@ -36,10 +36,9 @@ import (
 // transport's limiters send through groups. Below it every frame goes to
 // every peer. With every frame to every peer, a node of the scale
 // scenario (R = 1000, offered 10×R) sent 992 datagrams a second at 10
-// nodes, 1,016 at 11, 1,462 at 30 and 1,888 at 50 (issue 23's bound:
-// 1,000 at any N); grouped, 327 to 755 from 11 to 63 nodes, the totals
-// within 0.03% (docs/accuracy.md#scale). Groups began at 64 until
-// session 18.
+// nodes, 1,016 at 11, 1,462 at 30 and 1,888 at 50 (the bound: 1,000 at
+// any N); grouped, 327 to 755 from 11 to 63 nodes, the totals within
+// 0.03% (docs/accuracy.md#scale).
 const groupsFrom = 11
 
 // relayReserve is the room an engine leaves in each frame for the relay

@@ -16,7 +16,7 @@ import (
 // 10×R spread evenly) keeps every node in sight though each hears most of
 // the others only through relays; it keeps the limit as it does with
 // every frame to every peer, while a node sends a fraction of the
-// datagrams (issue 23's bounds: totals ±1%, every node within 10%, no
+// datagrams (the scale bounds: totals ±1%, every node within 10%, no
 // second over R·w + 1.1·B, at most 1,000 datagrams a second per node).
 // Then one node is cut off: all the others see it out of sight, though
 // most heard it only through relays, it sees them all out of sight, the
@@ -95,7 +95,7 @@ func TestGroupedCluster(t *testing.T) {
 	if len(after) != 0 {
 		t.Errorf("after the heal, %d nodes still see a partition", len(after))
 	}
-	if math.Abs(r.errPct) > 1 || r.worstOver > c.sc.burst/10 {
+	if math.Abs(r.errPct) > 1 || r.worstOver > c.sc.bucketSize/10 {
 		t.Errorf("total %+.2f%%, worst second +%d; bounds ±1%% and B/10", r.errPct, r.worstOver)
 	}
 	var relayed, dropped uint64
@@ -182,7 +182,7 @@ func TestHostileRelays(t *testing.T) {
 	evil.Broadcast(wire.AppendRelay(nil, "n5", false, frame(1_000_000_000)))
 	evil.Broadcast(wire.AppendDigest(nil, false, id, entry("n6", 1_000_000_000)))
 	// And the same stream again, tagged, its total truncated to 21 bits
-	// and as far ahead as they can widen to (wire version 9).
+	// and as far ahead as they can widen to.
 	f := wire.Frame{Incarnation: uint64(net.Now().UnixNano()) - uint64(time.Minute), GlobalSum: 1_000_000_000 + 1<<20 - 1, Global: 5}
 	evil.Broadcast(wire.AppendDigest(nil, false, id, wire.AppendDigestEntry(nil, wire.Entry{Origin: wire.OriginHash("n6"), Tagged: true,
 		Tag: wire.IncarnationTag(f.Incarnation), GlobalBits: 21, DemandBits: 21}, &f)))
@@ -274,7 +274,7 @@ func TestMatesHearEachOtherDirectly(t *testing.T) {
 func TestTinySharesDoNotBurst(t *testing.T) {
 	t.Parallel()
 	const n, rate = 150, 150
-	c := runScenario(t, scenario{name: "tiny shares", nodes: n, rate: rate, burst: rate, duration: 3 * time.Second}, false)
+	c := runScenario(t, scenario{name: "tiny shares", nodes: n, rate: rate, bucketSize: rate, duration: 3 * time.Second}, false)
 	r := c.measure()
 	// Sliced from a cold start, the shares begin at a phase of their own
 	// and earn their first tokens over a second or two, which leaves about

@@ -18,7 +18,7 @@ import (
 // Counts so large that count × (ns per token) overflows int64 must charge a
 // full bucket of debt, never wrap around into a refill.
 func TestHugeCountsNeverRefill(t *testing.T) {
-	const rate, burst = 1000, 1000
+	const rate, bucketSize = 1000, 1000
 	unit := uint64(time.Second / rate)
 	wraps := uint64(math.MaxInt64)/unit + 1 // × unit just passes 2^63
 	for _, tc := range []struct {
@@ -41,7 +41,7 @@ func TestHugeCountsNeverRefill(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			net := memtransport.New()
-			lims, taps := tappedCluster(t, net, 2, gopherpace.WithRefillRate(rate), gopherpace.WithBucketSize(burst))
+			lims, taps := tappedCluster(t, net, 2, gopherpace.WithRefillRate(rate), gopherpace.WithBucketSize(bucketSize))
 			net.Advance(time.Second)
 			a := lims[0]
 			key := ""

@@ -21,24 +21,24 @@ func newTestLimiter(t testing.TB, opts ...Option) *Limiter {
 	return l
 }
 
-func mustRule(t testing.TB, rate, burst int64) *rule {
+func mustRule(t testing.TB, rate, bucketSize int64) *rule {
 	t.Helper()
-	p, err := newRule(rate, time.Second, burst)
+	p, err := newRule(rate, time.Second, bucketSize)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return p
 }
 
-func leasingLimiter(t *testing.T, rate, burst int64) *Limiter {
+func leasingLimiter(t *testing.T, rate, bucketSize int64) *Limiter {
 	t.Helper()
-	l, err := New(WithRefillRate(rate), WithBucketSize(burst))
+	l, err := New(WithRefillRate(rate), WithBucketSize(bucketSize))
 	if err != nil {
 		t.Fatal(err)
 	}
 	// As on a 2-processor machine, whatever this one has.
 	if !setLeases(l, 2) {
-		t.Fatalf("a bucket of %d does not lease", burst)
+		t.Fatalf("a bucket of %d does not lease", bucketSize)
 	}
 	return l
 }

@@ -9,7 +9,7 @@ import (
 	"github.com/pedreviljoen/gopherpace/core/memtransport"
 )
 
-// The fields that wire version 2 added (the demand total, the replica level
+// The fields that serve fairness (the demand total, the replica level
 // and the withheld share) are a member's word like every other field: each
 // test here is one row of docs/security.md's field bounds, played by a
 // member that holds the key, on virtual time so that every figure repeats.
@@ -82,11 +82,11 @@ func TestALevelClaimOfFullerMovesNobody(t *testing.T) {
 // of −2⁴⁰, clamped to −B) every 10 ms for 300 ms; then they stop. It
 // returns how long after the last such frame n0, offered 2 requests a
 // millisecond throughout, admits again.
-func stallAfterSilence(t *testing.T, burst int64, opts ...gopherpace.Option) time.Duration {
+func stallAfterSilence(t *testing.T, bucketSize int64, opts ...gopherpace.Option) time.Duration {
 	t.Helper()
 	const rate = 1000
 	net := memtransport.New()
-	lims, taps := tappedCluster(t, net, 2, append([]gopherpace.Option{gopherpace.WithRefillRate(rate), gopherpace.WithBucketSize(burst)}, opts...)...)
+	lims, taps := tappedCluster(t, net, 2, append([]gopherpace.Option{gopherpace.WithRefillRate(rate), gopherpace.WithBucketSize(bucketSize)}, opts...)...)
 	liar(t, net, lims, taps, []int{0}, "", time.Second, nil)
 	net.Isolate("n1")
 	last := taps[0].lastFrom("n1")
@@ -124,13 +124,13 @@ func stallAfterSilence(t *testing.T, burst int64, opts ...gopherpace.Option) tim
 // 244 ms (B = R/10) past the bound.
 func TestAStallEndsAWindowAfterTheLastFrame(t *testing.T) {
 	const rate = 1000
-	for _, burst := range []int64{rate, rate / 10} {
-		window := time.Duration(burst) * time.Second / rate
+	for _, bucketSize := range []int64{rate, rate / 10} {
+		window := time.Duration(bucketSize) * time.Second / rate
 		bound := window + time.Second/rate + gopherpace.DefaultGossipInterval/2
-		got := stallAfterSilence(t, burst, gopherpace.WithPartitionPolicy(gopherpace.PartitionFailOpen))
-		t.Logf("B = %d, fail-open: admits again %v after the last frame (window %v, bound %v)", burst, got, window, bound)
+		got := stallAfterSilence(t, bucketSize, gopherpace.WithPartitionPolicy(gopherpace.PartitionFailOpen))
+		t.Logf("B = %d, fail-open: admits again %v after the last frame (window %v, bound %v)", bucketSize, got, window, bound)
 		if got > bound {
-			t.Errorf("B = %d, fail-open: stalled %v after the member's last frame, over one window, one token and one tick (%v)", burst, got, bound)
+			t.Errorf("B = %d, fail-open: stalled %v after the member's last frame, over one window, one token and one tick (%v)", bucketSize, got, bound)
 		}
 	}
 }
@@ -142,14 +142,14 @@ func TestAStallEndsAWindowAfterTheLastFrame(t *testing.T) {
 // token at the shared rate, plus one tick.
 func TestAStallUnderSharingEndsAtTheSharedRate(t *testing.T) {
 	const rate = 1000
-	for _, burst := range []int64{rate, rate / 10} {
-		window := time.Duration(burst) * time.Second / rate
+	for _, bucketSize := range []int64{rate, rate / 10} {
+		window := time.Duration(bucketSize) * time.Second / rate
 		const known, visible = 2, 1
 		bound := (window+time.Second/rate)*known/visible + gopherpace.DefaultGossipInterval/2
-		got := stallAfterSilence(t, burst)
-		t.Logf("B = %d, share: admits again %v after the last frame (bound %v)", burst, got, bound)
+		got := stallAfterSilence(t, bucketSize)
+		t.Logf("B = %d, share: admits again %v after the last frame (bound %v)", bucketSize, got, bound)
 		if got > bound {
-			t.Errorf("B = %d, share: stalled %v after the member's last frame, over %v", burst, got, bound)
+			t.Errorf("B = %d, share: stalled %v after the member's last frame, over %v", bucketSize, got, bound)
 		}
 	}
 }
@@ -167,13 +167,13 @@ func TestAStallUnderSharingEndsAtTheSharedRate(t *testing.T) {
 func TestAHugeDemandSaturates(t *testing.T) {
 	const rate = 1000
 	for _, c := range []struct {
-		lie   uint64
-		burst int64
+		lie        uint64
+		bucketSize int64
 	}{{1 << 63, rate}, {math.MaxUint64, rate}, {1 << 63, 10}} {
 		lie := c.lie
 		run := func(change func(*gopherpace.TestFrame)) ([]int, []int) {
 			net := memtransport.New()
-			lims, taps := tappedCluster(t, net, 3, gopherpace.WithRefillRate(rate), gopherpace.WithBucketSize(c.burst))
+			lims, taps := tappedCluster(t, net, 3, gopherpace.WithRefillRate(rate), gopherpace.WithBucketSize(c.bucketSize))
 			liar(t, net, lims, taps, []int{0, 1}, "", 2*time.Second, nil)
 			during := liar(t, net, lims, taps, []int{0, 1}, "n2", 200*time.Millisecond, change)
 			// While the lie is in the peers' demand estimates, the share is
@@ -210,9 +210,9 @@ func TestAHugeDemandSaturates(t *testing.T) {
 // is too little to show in the count; the shares' state is what fails
 // without the switch-off.)
 func TestASlicedShareIsOffUnderAnAbsurdDemand(t *testing.T) {
-	const rate, burst = 1000, 10
+	const rate, bucketSize = 1000, 10
 	net := memtransport.New()
-	lims, taps := tappedCluster(t, net, 3, gopherpace.WithRefillRate(rate), gopherpace.WithBucketSize(burst))
+	lims, taps := tappedCluster(t, net, 3, gopherpace.WithRefillRate(rate), gopherpace.WithBucketSize(bucketSize))
 	honest := liar(t, net, lims, taps, []int{0, 1}, "", 2*time.Second, nil)
 	if !gopherpace.ShareSliced(lims[0]) || !gopherpace.ShareSliced(lims[1]) {
 		t.Fatal("the honest cluster's shares are not sliced; the test does not test what it says")

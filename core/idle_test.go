@@ -100,9 +100,9 @@ func TestAnUnusedLimiterSendsNothing(t *testing.T) {
 // not the rate on each side, as they would if each took the other for
 // idle.
 func TestAPartitionAmongIdleNodesIsFound(t *testing.T) {
-	const rate, burst = 1000, 100
+	const rate, bucketSize = 1000, 100
 	net := memtransport.New(memtransport.WithRandom(5)) // the failure detector takes 5 s
-	lims, _ := cluster(t, net, 5, gopherpace.WithRefillRate(rate), gopherpace.WithBucketSize(burst))
+	lims, _ := cluster(t, net, 5, gopherpace.WithRefillRate(rate), gopherpace.WithBucketSize(bucketSize))
 	rng := rand.New(rand.NewPCG(5, 5))
 	net.Advance(3 * time.Second)
 	net.Partition([]string{"n0", "n1", "n2"}, []string{"n3", "n4"})
@@ -110,7 +110,7 @@ func TestAPartitionAmongIdleNodesIsFound(t *testing.T) {
 	got := offer(net, lims, rng, []float64{2 * rate, 2 * rate, 2 * rate, 2 * rate, 2 * rate}, 3*time.Second)
 	total := sum(got)
 	t.Logf("admitted %v: %d in 3 s", got, total)
-	if bound := 3*rate + 2*burst + rate/10; total > bound {
+	if bound := 3*rate + 2*bucketSize + rate/10; total > bound {
 		t.Fatalf("the two sides admitted %d in 3 s; at most %d (the rate, each side's full replica, a suspicion timeout)", total, bound)
 	}
 	if total < 3*rate*9/10 {
@@ -134,9 +134,9 @@ func TestAPartitionAmongIdleNodesIsFound(t *testing.T) {
 // hears the level from the idle nodes, which wake for it, and starts from
 // there, not from a full bucket.
 func TestANewcomerToAnIdleClusterLearnsItsLevel(t *testing.T) {
-	const rate, burst = 100, 1000
+	const rate, bucketSize = 100, 1000
 	net := memtransport.New(memtransport.WithRandom(3))
-	lims, _ := cluster(t, net, 3, gopherpace.WithRefillRate(rate), gopherpace.WithBucketSize(burst))
+	lims, _ := cluster(t, net, 3, gopherpace.WithRefillRate(rate), gopherpace.WithBucketSize(bucketSize))
 	net.Advance(time.Second)
 	// Node 0 empties the bucket, a local cap at a time, until it is refused.
 	spent := 0
@@ -146,7 +146,7 @@ func TestANewcomerToAnIdleClusterLearnsItsLevel(t *testing.T) {
 			spent++
 			continue
 		}
-		if spent >= burst {
+		if spent >= bucketSize {
 			break
 		}
 		net.Advance(time.Millisecond)
@@ -165,7 +165,7 @@ func TestANewcomerToAnIdleClusterLearnsItsLevel(t *testing.T) {
 		t.Fatal(err)
 	}
 	late, err := gopherpace.New(gopherpace.WithTransport(tr), gopherpace.WithNodeName("late"), gopherpace.WithLogger(discardLogger),
-		gopherpace.WithRefillRate(rate), gopherpace.WithBucketSize(burst))
+		gopherpace.WithRefillRate(rate), gopherpace.WithBucketSize(bucketSize))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,7 +177,7 @@ func TestANewcomerToAnIdleClusterLearnsItsLevel(t *testing.T) {
 	// the bucket holds and 50 ms of refill, not a full bucket.
 	admitted := 0
 	for range 50 {
-		for range burst {
+		for range bucketSize {
 			if ok, _ := late.AllowAt(net.Now()); !ok {
 				break
 			}

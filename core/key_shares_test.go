@@ -117,10 +117,10 @@ func TestReportedRefusalsOfUnusedKeysCostNothing(t *testing.T) {
 // admits no more than R·t+B, and the tokens the shares leave unspent are
 // taken above the gate, so the honest nodes still get the rate.
 func TestALieAboutAKeysLoadOnlyHoldsBack(t *testing.T) {
-	const rate, burst = 200, 200
+	const rate, bucketSize = 200, 200
 	const run = 4 * time.Second
 	net := memtransport.New(memtransport.WithRandom(9))
-	lims, _ := cluster(t, net, 2, gopherpace.WithRefillRate(rate), gopherpace.WithBucketSize(burst))
+	lims, _ := cluster(t, net, 2, gopherpace.WithRefillRate(rate), gopherpace.WithBucketSize(bucketSize))
 	evil, err := net.Join("evil")
 	if err != nil {
 		t.Fatal(err)
@@ -142,12 +142,12 @@ func TestALieAboutAKeysLoadOnlyHoldsBack(t *testing.T) {
 		}
 		net.Advance(time.Millisecond)
 	}
-	ideal := rate*run.Seconds() + burst
+	ideal := rate*run.Seconds() + bucketSize
 	t.Logf("admitted %d of R·t+B = %.0f with a liar claiming 100× the load", admitted, ideal)
 	if float64(admitted) > ideal+2 {
 		t.Fatalf("admitted %d, more than R·t+B = %.0f", admitted, ideal)
 	}
-	if float64(admitted) < ideal-burst/2 {
+	if float64(admitted) < ideal-bucketSize/2 {
 		t.Fatalf("admitted %d of R·t+B = %.0f: the lie stranded more than a quarter bucket and the refill it missed", admitted, ideal)
 	}
 	for i, l := range lims {

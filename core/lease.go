@@ -85,7 +85,7 @@ func newLeases(p *rule) *leases { return newLeasesFor(p, runtime.GOMAXPROCS(0)) 
 
 func newLeasesFor(p *rule, procs int) *leases {
 	slots := slotsPerProc * procs
-	size := min(maxLease, p.burst/int64(leaseShare*slots))
+	size := min(maxLease, p.bucketSize/int64(leaseShare*slots))
 	if size < 2 {
 		return nil
 	}

@@ -43,13 +43,13 @@ func TestLeasesStayColdWithoutContention(t *testing.T) {
 // denial admit exactly one bucket between them: no request is turned away
 // while a lease still holds a token.
 func TestLeasesAdmitExactlyOneBucket(t *testing.T) {
-	const burst = 10_000
+	const bucketSize = 10_000
 	for round := range 5 {
-		l := leasingLimiter(t, 1, burst)
+		l := leasingLimiter(t, 1, bucketSize)
 		at := l.epoch.Add(time.Second)
 		l.leases.heat(l.bucketNanos(at))
-		if got := spendUntilDenied(l, at, nil); got != burst {
-			t.Fatalf("round %d: 8 goroutines admitted %d at one instant, want exactly %d", round, got, burst)
+		if got := spendUntilDenied(l, at, nil); got != bucketSize {
+			t.Fatalf("round %d: 8 goroutines admitted %d at one instant, want exactly %d", round, got, bucketSize)
 		}
 		if n := l.leases.leased(l.bucketNanos(at)); n != 0 {
 			t.Fatalf("round %d: %d tokens left in leases after the bucket ran dry", round, n)
@@ -62,9 +62,9 @@ func TestLeasesAdmitExactlyOneBucket(t *testing.T) {
 // bucket. A lease here (7 tokens) is far more than R·1 ms (1 token), so
 // tokens kept past a refill would show.
 func TestLeasesHoldTheWindowBound(t *testing.T) {
-	const rate, burst = 1_000, 1_000
+	const rate, bucketSize = 1_000, 1_000
 	l := leasingLimiter(t, rate, 100_000)
-	l.rules.set.Store(&ruleSet{def: mustRule(t, rate, burst)})
+	l.rules.set.Store(&ruleSet{def: mustRule(t, rate, bucketSize)})
 	setLeases(l, 1)
 	rng := rand.New(rand.NewPCG(1, 2))
 	var times []int64 // the time of every admit, in order
@@ -81,11 +81,11 @@ func TestLeasesHoldTheWindowBound(t *testing.T) {
 			times = append(times, int64(now))
 		}
 	}
-	if len(times) < 10*burst {
+	if len(times) < 10*bucketSize {
 		t.Fatalf("only %d admitted", len(times))
 	}
 	for _, w := range []int64{0, int64(time.Millisecond), int64(100 * time.Millisecond), int64(time.Second), int64(10 * time.Second)} {
-		limit := burst + rate*(w+leaseLife)/int64(time.Second)
+		limit := bucketSize + rate*(w+leaseLife)/int64(time.Second)
 		lo := 0
 		for hi, t1 := range times {
 			for times[lo] < t1-w {
@@ -178,8 +178,8 @@ func TestLeasesDenialSpendsAnyLease(t *testing.T) {
 func FuzzLeasingNeverExceedsRate(f *testing.F) {
 	f.Add(int64(1000), int64(1000), []byte{0, 1, 2, 255, 9, 0, 0, 3, 128, 1})
 	f.Add(int64(100_000), int64(5000), []byte{1, 1, 1, 1, 200, 7, 100, 100})
-	f.Fuzz(func(t *testing.T, rate, burst int64, steps []byte) {
-		l, err := New(WithRefillRate(rate), WithBucketSize(burst))
+	f.Fuzz(func(t *testing.T, rate, bucketSize int64, steps []byte) {
+		l, err := New(WithRefillRate(rate), WithBucketSize(bucketSize))
 		if err != nil {
 			return
 		}
@@ -202,9 +202,9 @@ func FuzzLeasingNeverExceedsRate(f *testing.F) {
 			} else if ok, _, _ := l.dec.allow(now); ok {
 				admitted++
 			}
-			bound := p.burst + furthest/int64(time.Second)*rate + (furthest%int64(time.Second))*rate/int64(time.Second)
-			if admitted > max(bound, p.burst) {
-				t.Fatalf("rate %d burst %d: admitted %d by t=%v, bound %d", rate, burst, admitted, time.Duration(furthest), bound)
+			bound := p.bucketSize + furthest/int64(time.Second)*rate + (furthest%int64(time.Second))*rate/int64(time.Second)
+			if admitted > max(bound, p.bucketSize) {
+				t.Fatalf("rate %d bucket %d: admitted %d by t=%v, bound %d", rate, bucketSize, admitted, time.Duration(furthest), bound)
 			}
 		}
 	})
@@ -214,9 +214,9 @@ func FuzzLeasingNeverExceedsRate(f *testing.F) {
 // exactly one bucket, and every token leased out is counted for gossip.
 // Closing part-way hands the bucket back without losing or adding any.
 func TestClusteredLeasesAdmitAndCountExactlyOneBucket(t *testing.T) {
-	const burst = 10_000
+	const bucketSize = 10_000
 	for round := range 6 {
-		l, err := New(WithRefillRate(1), WithBucketSize(burst), WithTransport(&nopTransport{}))
+		l, err := New(WithRefillRate(1), WithBucketSize(bucketSize), WithTransport(&nopTransport{}))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -233,12 +233,12 @@ func TestClusteredLeasesAdmitAndCountExactlyOneBucket(t *testing.T) {
 			}
 		})
 		l.Close()
-		if got != burst {
-			t.Fatalf("round %d: admitted %d at one instant, want exactly %d", round, got, burst)
+		if got != bucketSize {
+			t.Fatalf("round %d: admitted %d at one instant, want exactly %d", round, got, bucketSize)
 		}
 		if closeAt < 0 {
-			if got := l.Stats().TokensReported; got != burst {
-				t.Fatalf("round %d: reported %d tokens to peers, admitted %d", round, got, burst)
+			if got := l.Stats().TokensReported; got != bucketSize {
+				t.Fatalf("round %d: reported %d tokens to peers, admitted %d", round, got, bucketSize)
 			}
 		}
 	}

@@ -5,6 +5,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/pedreviljoen/gopherpace/core/transportkit"
 )
 
 // Limiter enforces one rate-limit rule: a refill rate and a bucket size,
@@ -27,19 +29,6 @@ import (
 //
 // A Limiter is safe for concurrent use. It must be created with New: the
 // methods of a zero Limiter panic.
-//
-// # The paths of a one-token Allow
-//
-// Allow is the hot path, so it has a few variants; each has a test that
-// fails if it admits what it should not:
-//
-//	standalone, small bucket   allow on the word (bucket.go)             TestBucketConcurrentAdmitsExactlyBurst, FuzzBucketNeverExceedsRate
-//	standalone, uncontended    allow, then a check for heat              TestLeasesStayColdWithoutContention
-//	standalone, hot            a per-processor lease (lease.go)          TestLeasesHoldTheWindowBound, FuzzLeasingNeverExceedsRate
-//	any, word denied           a token from any fresh lease              TestLeasesDenialSpendsAnyLease
-//	clustered, normal          allow on the counted word                 TestCountedDecidesLikeBucket, FuzzCountedDecidesLikeBucket
-//	clustered, hot             a lease counted for gossip                TestClusteredLeasesAdmitAndCountExactlyOneBucket
-//	clustered, other modes     engine.takeCounted (decide_clustered.go)   TestAccuracy, TestFailClosedWhenIsolated, TestCountedHandBackUnderLoad
 type Limiter struct {
 	global    bucket // the global word while standalone, and after Close
 	epoch     time.Time
@@ -75,12 +64,18 @@ func New(opts ...Option) (*Limiter, error) {
 	if err := c.finish(); err != nil {
 		return nil, err
 	}
-	def, err := newRule(c.rate, c.per, c.burst)
+	def, err := newRule(c.rate, c.per, c.bucketSize)
 	if err != nil {
 		return nil, errorf("%s: %w", c.rateWords, err) // checked in finish
 	}
+	epoch := time.Now()
+	if clk, ok := c.transport.(transportkit.Clock); ok {
+		// On a simulated network's clock, so that a simulation's times, and
+		// so its every decision, are the same on every run.
+		epoch = clk.Now()
+	}
 	l := &Limiter{
-		epoch:  time.Now(),
+		epoch:  epoch,
 		name:   c.nodeName,
 		log:    c.logger.With("component", "gopherpace"),
 		counts: newDecisionCounts(),
@@ -94,7 +89,7 @@ func New(opts ...Option) (*Limiter, error) {
 	l.dec.solo = (*standalone)(l)
 	set := &ruleSet{def: def}
 	for _, o := range c.overrides {
-		p, err := newRule(o.tokens, o.per, o.burst)
+		p, err := newRule(o.tokens, o.per, o.bucketSize)
 		if err != nil {
 			return nil, errorf("%s: %w", o.words, err) // checked in finish
 		}
@@ -114,7 +109,7 @@ func New(opts ...Option) (*Limiter, error) {
 	} else {
 		if def.tolerance > maxClusteredTolerance {
 			return nil, errorf("%s: a bucket of %d takes %s to refill, over the %s a clustered limiter allows: lower the bucket size or raise the rate",
-				c.rateWords, def.burst, longDuration(def.tolerance), longDuration(maxClusteredTolerance))
+				c.rateWords, def.bucketSize, longDuration(def.tolerance), longDuration(maxClusteredTolerance))
 		}
 		release, err := register(c.transport, c.limiterID)
 		if err != nil {
@@ -141,7 +136,7 @@ func New(opts ...Option) (*Limiter, error) {
 			return l.buildRule(q.Tokens, q.Per, q.BucketSize)
 		})
 	}
-	l.log.Debug("limiter created", "node", l.name, "rate", def.tokens, "per", def.per, "burst", def.burst, "clustered", c.transport != nil)
+	l.log.Debug("limiter created", "node", l.name, "rate", def.tokens, "per", def.per, "bucket_size", def.bucketSize, "clustered", c.transport != nil)
 	return l, nil
 }
 
@@ -164,7 +159,7 @@ func (l *Limiter) Rate() (tokens int64, per time.Duration) {
 }
 
 // BucketSize is the configured bucket size in tokens.
-func (l *Limiter) BucketSize() int64 { return l.rules.dflt().burst }
+func (l *Limiter) BucketSize() int64 { return l.rules.dflt().bucketSize }
 
 // JoinError is the transport's word that the cluster refuses this node
 // (JoinReporter), or nil: always standalone, and over a transport that

@@ -130,7 +130,7 @@ func sameRule(a, b *rule) bool {
 	if a == nil || b == nil {
 		return a == b
 	}
-	return a.tokens == b.tokens && a.per == b.per && a.burst == b.burst
+	return a.tokens == b.tokens && a.per == b.per && a.bucketSize == b.bucketSize
 }
 
 // keyRule is the rule of key (hash h) for a caller's request at now:

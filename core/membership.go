@@ -3,6 +3,7 @@ package gopherpace
 import (
 	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 )
@@ -44,7 +45,12 @@ type peerView struct {
 	stats viewStats
 
 	// Under the engine's lock.
-	peers             map[string]*peer
+	peers map[string]*peer
+	// byName holds the same records in order of name: every pass over the
+	// peers goes in this order, so that sums of their rates and the choice
+	// among equals come out the same on every run of a simulation (a
+	// map's order is random).
+	byName            []*peer
 	lastMemberRefresh int64 // when the transport's member list was last read
 	// listing numbers the reads of the member list; a peer listed by the
 	// latest holds its number (peer.listing), so that evaluate needs no
@@ -118,7 +124,9 @@ func (v *peerView) refreshMembers(now int64) []string {
 	v.listing++
 	for _, name := range listed {
 		if name != v.name && v.peers[name] == nil {
-			v.peers[name] = &peer{lastHeard: now}
+			p := &peer{name: name, lastHeard: now}
+			v.peers[name] = p
+			v.byName = append(v.byName, p)
 			added = true
 		}
 		p := v.peers[name]
@@ -131,6 +139,9 @@ func (v *peerView) refreshMembers(now int64) []string {
 			// for it instead.
 			p.vouchFor(now)
 		}
+	}
+	if added {
+		slices.SortFunc(v.byName, func(a, b *peer) int { return strings.Compare(a.name, b.name) })
 	}
 	v.arrived = v.arrived || added
 	v.onRefresh(now, added)
@@ -153,7 +164,7 @@ func (v *peerView) awake(now int64) {
 		return
 	}
 	v.vouching = false
-	for _, p := range v.peers {
+	for _, p := range v.byName {
 		p.vouchFor(now)
 	}
 }
@@ -196,7 +207,7 @@ func (v *peerView) takePredicted(p *peer) float64 {
 // within the isolation timeout that is not idle: what an idle peer last
 // said of its load, level and view is stale, and it offers no load.
 func (v *peerView) activeInSight(now int64, f func(*stream)) {
-	for _, pr := range v.peers {
+	for _, pr := range v.byName {
 		if s := pr.freshest(); s != nil && !s.idle && now-s.lastHeard <= v.isolationOf(pr, now) {
 			f(s)
 		}
@@ -209,7 +220,7 @@ func (v *peerView) activeInSight(now int64, f func(*stream)) {
 // arrives (in a grouped cluster, through relays, up to a few ticks late).
 func (v *peerView) unheard(now int64) int {
 	n := 0
-	for _, p := range v.peers {
+	for _, p := range v.byName {
 		if !p.heard && !p.departed && now-p.lastHeard <= v.firstContact() {
 			n++
 		}
@@ -219,7 +230,7 @@ func (v *peerView) unheard(now int64) int {
 
 // eachStream calls f with every stream of every peer.
 func (v *peerView) eachStream(f func(*stream)) {
-	for _, pr := range v.peers {
+	for _, pr := range v.byName {
 		for _, s := range pr.streams {
 			f(s)
 		}
@@ -230,7 +241,7 @@ func (v *peerView) eachStream(f func(*stream)) {
 // known and from those forgotten.
 func (v *peerView) missing() uint64 {
 	n := v.stats.lostPrevious.Load()
-	for _, p := range v.peers {
+	for _, p := range v.byName {
 		n += p.missing()
 	}
 	return n
@@ -256,20 +267,24 @@ func (v *peerView) evaluate(now int64) {
 	}
 	visible, known, heard := 1, 1, int64(1)
 	var silent, dead []*peer
-	for name, p := range v.peers {
+	kept := v.byName[:0]
+	for _, p := range v.byName {
 		quiet := now - p.lastHeard
 		unlisted := p.listing != v.listing
-		if p.departed || quiet > v.grace || unlisted && !p.heard {
+		gone := p.departed || quiet > v.grace || unlisted && !p.heard
+		if gone && unlisted {
 			// Gone, and no longer a member: forget it. A member never heard
 			// from was known only from the transport's list, so once the
 			// list drops it nothing says it was ever there (a replacement
 			// that joined just after a crash learns of the crashed node
 			// from the list, and would otherwise withhold its share for
 			// the whole grace period).
-			if unlisted {
-				v.stats.lostPrevious.Add(p.missing())
-				delete(v.peers, name)
-			}
+			v.stats.lostPrevious.Add(p.missing())
+			delete(v.peers, p.name)
+			continue
+		}
+		kept = append(kept, p)
+		if gone {
 			continue
 		}
 		known++
@@ -287,6 +302,8 @@ func (v *peerView) evaluate(now int64) {
 			}
 		}
 	}
+	clear(v.byName[len(kept):])
+	v.byName = kept
 	silent, known, yield := v.agreeOnTheDead(silent, dead, visible, known)
 	v.slowClock(now, since, silent, known, yield)
 	v.stats.heard.Store(heard)
@@ -428,9 +445,9 @@ func (v *peerView) retune(now int64, visible, known int) {
 	})
 	closed := v.partition == PartitionFailClosed && visible == 1 && known > 1
 	switch m := v.mode.get(); {
-	case closed && m != modeClosed:
-		v.mode.enter(modeClosed)
-	case !closed && m == modeClosed:
+	case closed && m != modeFailClosed:
+		v.mode.enter(modeFailClosed)
+	case !closed && m == modeFailClosed:
 		v.mode.enter(modeNormal)
 	}
 	// A peer out of reach for a moment is often only slow (a pause, a
@@ -456,9 +473,9 @@ func (v *peerView) retune(now int64, visible, known int) {
 // sizeCaps sets p's early-flush threshold and its cap of unreported
 // tokens for a cluster of known nodes.
 func sizeCaps(p *rule, known int) {
-	flushAt := max(1, p.burst/100)
+	flushAt := max(1, p.bucketSize/100)
 	p.flushAt.Store(flushAt)
-	p.localCap.Store(max(2*flushAt, ceilDiv(p.burst, int64(known))))
+	p.localCap.Store(max(2*flushAt, ceilDiv(p.bucketSize, int64(known))))
 }
 
 func admitting(p PartitionPolicy, closed bool, visible, known int) string {

@@ -12,7 +12,7 @@ import "sync/atomic"
 //	                                                              │   ▲
 //	                 fail-closed, and every known peer out of sight   │ a peer in sight again
 //	                                                              ▼   │
-//	                                                              closed
+//	                                                          failClosed
 //	any mode ── Close ──▶ stopped (final)
 const (
 	// modeNormal: the global bucket is the counted word; admits are
@@ -21,8 +21,9 @@ const (
 	// modePreContact: just started with peers listed but none heard yet;
 	// this node may spend only its share of the global burst.
 	modePreContact
-	// modeClosed: fail-closed and cut off from every peer: admit nothing.
-	modeClosed
+	// modeFailClosed: under the fail-closed policy, cut off from every
+	// peer: admit nothing.
+	modeFailClosed
 	// modeStopped: the limiter was closed; decide standalone.
 	modeStopped
 )
@@ -50,10 +51,10 @@ func (m *modeState) enter(to int32) bool {
 	allowed := false
 	switch to {
 	case modeNormal:
-		allowed = from == modePreContact || from == modeClosed
+		allowed = from == modePreContact || from == modeFailClosed
 	case modePreContact:
 		allowed = from == modeNormal && !m.begun
-	case modeClosed:
+	case modeFailClosed:
 		allowed = from == modeNormal || from == modePreContact
 	case modeStopped:
 		allowed = from != modeStopped

@@ -19,7 +19,7 @@ type config struct {
 	per        time.Duration // the period
 	rateSet    bool
 	rateWords  string // the option that set the rate, as written
-	burst      int64
+	bucketSize int64
 	burstSet   bool
 	nodeName   string
 	logger     *slog.Logger
@@ -141,9 +141,9 @@ func WithLimiterID(id string) Option {
 }
 
 type override struct {
-	key, words    string // words: the option as written
-	tokens, burst int64
-	per           time.Duration
+	key, words         string // words: the option as written
+	tokens, bucketSize int64
+	per                time.Duration
 }
 
 // DefaultMaxKeys is the default cap on live keyed buckets (about 40 MB).
@@ -181,7 +181,7 @@ func (c *config) setRate(words string, tokens int64, per time.Duration) {
 // allowed at once. Defaults to the tokens of one period (WithRate(100,
 // time.Hour): 100; WithRefillRate(50): 50); must be at least 1.
 func WithBucketSize(tokens int64) Option {
-	return func(c *config) { c.burst, c.burstSet = tokens, true }
+	return func(c *config) { c.bucketSize, c.burstSet = tokens, true }
 }
 
 // WithNodeName sets this node's name in logs. A clustered limiter takes its
@@ -238,7 +238,7 @@ func WithOverrideRate(key string, tokens int64, per time.Duration, bucketSize in
 		if key == "" {
 			c.errs = append(c.errs, errorf("override key must not be empty (the global bucket uses the limiter's own rate)"))
 		}
-		c.overrides = append(c.overrides, override{key: key, tokens: tokens, per: per, burst: bucketSize,
+		c.overrides = append(c.overrides, override{key: key, tokens: tokens, per: per, bucketSize: bucketSize,
 			words: fmt.Sprintf("WithOverrideRate(%q, %d, %v, %d)", key, tokens, per, bucketSize)})
 	}
 }
@@ -302,7 +302,7 @@ func (c *config) finish() error {
 		errs = append(errs, errorf("WithRate (or WithRefillRate) is required: the sustained rate, such as WithRate(100, time.Hour) or WithRefillRate(100)"))
 	}
 	if !c.burstSet {
-		c.burst = c.rate
+		c.bucketSize = c.rate
 	}
 	if c.grace < 2*c.interval {
 		errs = append(errs, errorf("peer grace period %v must be at least two gossip intervals (%v): raise WithPeerGracePeriod or lower WithGossipInterval", c.grace, 2*c.interval))
@@ -320,9 +320,9 @@ func (c *config) finish() error {
 		}
 	}
 	if c.rateSet {
-		if _, err := newRule(c.rate, c.per, c.burst); err != nil {
+		if _, err := newRule(c.rate, c.per, c.bucketSize); err != nil {
 			if c.burstSet {
-				errs = append(errs, errorf("%s with WithBucketSize(%d): %w", c.rateWords, c.burst, err))
+				errs = append(errs, errorf("%s with WithBucketSize(%d): %w", c.rateWords, c.bucketSize, err))
 			} else {
 				errs = append(errs, errorf("%s: %w", c.rateWords, err))
 			}
@@ -332,7 +332,7 @@ func (c *config) finish() error {
 		if o.key == "" {
 			continue // reported by the option
 		}
-		if _, err := newRule(o.tokens, o.per, o.burst); err != nil {
+		if _, err := newRule(o.tokens, o.per, o.bucketSize); err != nil {
 			errs = append(errs, errorf("%s: %w", o.words, err))
 		}
 	}

@@ -11,7 +11,7 @@ import (
 // entries, the form other groups' frames reach them in, not as frames.
 // An entry leaves out the frame's magic, version, limiter, sequence number
 // and key count, names the incarnation by its tag and truncates the
-// totals as a relay's entries do (wire version 10); riding in a digest of
+// totals as a relay's entries do; riding in a digest of
 // its limiter that goes to the mates anyway, it costs about 14 bytes
 // where the frame cost 28 (a month into a cluster's life, 14 against 36).
 // At N = 1,000 these heartbeats were a fifth of a node's bytes.

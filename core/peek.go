@@ -43,10 +43,10 @@ func peekDecision(p *rule, tat int64, at bucketTime, n, leased int64) Decision {
 		p.fillDenied(&d, base, now, next, p.interval)
 		return d
 	}
-	d = Decision{Allowed: true, BucketSize: p.burst, Remaining: p.tokensIn(now+p.tolerance-base, p.interval),
+	d = Decision{Allowed: true, BucketSize: p.bucketSize, Remaining: p.tokensIn(now+p.tolerance-base, p.interval),
 		ResetAfter: time.Duration(base - now), Window: p.window()}
 	if leased > 0 {
-		d.Remaining = min(p.burst, d.Remaining+leased)
+		d.Remaining = min(p.bucketSize, d.Remaining+leased)
 	}
 	return d
 }

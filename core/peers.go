@@ -19,6 +19,7 @@ const maxStreams = 4
 
 // peer is what a node knows about one other member, by name.
 type peer struct {
+	name    string
 	streams []*stream
 	// incs holds the streams' incarnations in order, inside the record, so
 	// that finding a frame's stream reads no stream: a pointer chase for

@@ -1,10 +1,6 @@
 package gopherpace
 
-import (
-	"slices"
-	"strings"
-	"time"
-)
+import "time"
 
 // A Peer is one other node as this clustered limiter sees it, for status
 // pages and health checks.
@@ -28,18 +24,17 @@ type Peer struct {
 // Peers lists the other nodes this limiter knows, by name; nil when
 // standalone.
 func (l *Limiter) Peers() []Peer {
-	out := l.dec.peers()
-	slices.SortFunc(out, func(a, b Peer) int { return strings.Compare(a.Name, b.Name) })
-	return out
+	return l.dec.peers()
 }
 
-// list is every peer as Peers shows it; the caller holds the engine's lock.
+// list is every peer as Peers shows it, in order of name; the caller
+// holds the engine's lock.
 func (v *peerView) list(now int64) []Peer {
-	out := make([]Peer, 0, len(v.peers))
-	for name, p := range v.peers {
+	out := make([]Peer, 0, len(v.byName))
+	for _, p := range v.byName {
 		quiet := now - p.lastHeard
 		out = append(out, Peer{
-			Name: name, Heard: p.heard, LastHeard: time.Duration(max(0, quiet)),
+			Name: p.name, Heard: p.heard, LastHeard: time.Duration(max(0, quiet)),
 			InSight: quiet <= v.isolationOf(p, now) || !p.heard && quiet <= v.firstContact(),
 			Leaving: p.departed,
 		})

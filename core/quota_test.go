@@ -112,7 +112,7 @@ func TestOverrideRatePerDay(t *testing.T) {
 // the simulated network, each offered its share of 5× the rate for 5
 // minutes, admit R·t+B within ±2%, and no minute admits more than R·w+B.
 func TestClusteredPerMinuteQuota(t *testing.T) {
-	const nodes, tokens, burst = 5, 120, 20 // 120 a minute: 2 a second
+	const nodes, tokens, bucketSize = 5, 120, 20 // 120 a minute: 2 a second
 	const duration = 5 * time.Minute
 	net := memtransport.New(memtransport.WithRandom(11))
 	var lims []*gopherpace.Limiter
@@ -121,7 +121,7 @@ func TestClusteredPerMinuteQuota(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		l, err := gopherpace.New(gopherpace.WithRate(tokens, time.Minute), gopherpace.WithBucketSize(burst),
+		l, err := gopherpace.New(gopherpace.WithRate(tokens, time.Minute), gopherpace.WithBucketSize(bucketSize),
 			gopherpace.WithTransport(tr), gopherpace.WithLogger(discardLogger))
 		if err != nil {
 			t.Fatal(err)
@@ -151,7 +151,7 @@ func TestClusteredPerMinuteQuota(t *testing.T) {
 		}
 		net.Advance(step)
 	}
-	ideal := float64(tokens)*duration.Minutes() + burst
+	ideal := float64(tokens)*duration.Minutes() + bucketSize
 	for name, got := range map[string]int{"global": global, "keyed": keyed} {
 		if errPct := 100 * (float64(got) - ideal) / ideal; math.Abs(errPct) > 2 {
 			t.Errorf("%s admitted %d, %+.2f%% off R·t+B = %.0f", name, got, errPct, ideal)
@@ -162,8 +162,8 @@ func TestClusteredPerMinuteQuota(t *testing.T) {
 		for _, n := range perSecond[start : start+60] {
 			sum += n
 		}
-		if sum > tokens+burst {
-			t.Fatalf("the minute from %d s admitted %d, over R·w+B = %d", start, sum, tokens+burst)
+		if sum > tokens+bucketSize {
+			t.Fatalf("the minute from %d s admitted %d, over R·w+B = %d", start, sum, tokens+bucketSize)
 		}
 	}
 	t.Logf("global %d, keyed %d (ideal %.0f)", global, keyed, ideal)

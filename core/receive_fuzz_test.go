@@ -99,7 +99,7 @@ func FuzzReceive(f *testing.F) {
 	f.Add([]byte{0, 1, 5, 200, 3, 2, 9, 9, 9, 2, 40, 0, 2, 7, 1, 255, 1, 2, 3, 0, 0, 0, 9, 9, 0, 10, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0})
 	f.Add([]byte{0xc1, 2, 0, 1, 0, 0x26, 3, 0, 0, 0, 0, 0xf0, 0x85, 0x8d, 0, 0x84, 3, 200, 0xc1, 1, 0, 1, 0, 0x2e, 0, 0, 0, 0, 0, 0xf3, 0, 0, 0, 0})
 	f.Fuzz(func(t *testing.T, data []byte) {
-		const rate, burst = 1000, 100
+		const rate, bucketSize = 1000, 100
 		n := &fuzzNet{now: time.Unix(1_700_000_000, 0), members: []string{"m1", "m2"}}
 		// Mostly fail-open, whose refill never slows; sometimes the share
 		// policy, where lying withheld shares and silent members slow it.
@@ -107,7 +107,7 @@ func FuzzReceive(f *testing.F) {
 		if len(data) > 0 && data[0] >= 0xc0 {
 			partition = PartitionShare
 		}
-		l, err := New(WithRefillRate(rate), WithBucketSize(burst), WithTransport(n),
+		l, err := New(WithRefillRate(rate), WithBucketSize(bucketSize), WithTransport(n),
 			WithPartitionPolicy(partition), WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 		if err != nil {
 			t.Fatal(err)
@@ -149,19 +149,19 @@ func FuzzReceive(f *testing.F) {
 				inc := []uint64{uint64(n.now.UnixNano()), uint64(n.now.UnixNano()) - uint64(time.Minute), 0, math.MaxUint64, u64(i + 2)}[byteAt(i+2)%5]
 				sum := u64(i+3) >> (byteAt(i+4) % 64)
 				if x := byteAt(i + 11); x >= 0xf0 {
-					sum = extreme(x, burst)
+					sum = extreme(x, bucketSize)
 				}
 				seq := uint64(byteAt(i + 6))
 				fr := wire.Frame{Leaving: byteAt(i+5)&1 == 1, Limiter: e.id, Incarnation: inc, Seq: seq, GlobalSum: sum,
 					Global:    int64(min(sum, uint64(byteAt(i+7)))),
-					DemandSum: extremeOr(byteAt(i+12), u64(i+2), burst),
-					Level:     int64(extremeOr(byteAt(i+13), uint64(byteAt(i+14))-128, burst)),
+					DemandSum: extremeOr(byteAt(i+12), u64(i+2), bucketSize),
+					Level:     int64(extremeOr(byteAt(i+13), uint64(byteAt(i+14))-128, bucketSize)),
 					Withheld:  extremeOr(byteAt(i+15), uint64(byteAt(i+14))<<8, wire.WithheldOne)}
 				hdr := wire.AppendHeader(nil, &fr, 0)
 				hdr = hdr[:len(hdr)-1] // the entry count follows
 				if seq != 0 && op == 1 {
 					// Admits, refusals (a hot key's load: any claim), or both.
-					tokens, refused := u64(i+9)>>(byteAt(i+10)%64), extremeOr(byteAt(i+15), uint64(byteAt(i+14)), burst)
+					tokens, refused := u64(i+9)>>(byteAt(i+10)%64), extremeOr(byteAt(i+15), uint64(byteAt(i+14)), bucketSize)
 					switch byteAt(i+5) >> 6 {
 					case 1:
 						tokens = 0
@@ -172,7 +172,7 @@ func FuzzReceive(f *testing.F) {
 						refused = 1
 					}
 					// The sender's level of the key: any claim, extremes too.
-					level := int64(extremeOr(byteAt(i+13), uint64(byteAt(i+12))-128, burst))
+					level := int64(extremeOr(byteAt(i+13), uint64(byteAt(i+12))-128, bucketSize))
 					hdr = appendKeyed(hdr, l.hasher, keys[byteAt(i+8)%2], tokens, refused, level)
 				} else {
 					hdr = append(hdr, 0)

@@ -172,11 +172,11 @@ func (r *receiver) apply(from string, b []byte, keep, relayed bool) {
 	wasVisible := r.view.heard(p, s, now, f.Leaving, f.Idle, news, relayed, float64(f.Withheld)/wire.WithheldOne)
 	// A node decides at most one request a nanosecond, each of at most a
 	// bucket of tokens (a larger cost is refused before it is counted).
-	s.fair.load.observe(f.GlobalSum, f.DemandSum, now, r.rules.dflt().burst)
+	s.fair.load.observe(f.GlobalSum, f.DemandSum, now, r.rules.dflt().bucketSize)
 	// A real peer reports its level clamped to ±B (levelTokens), so a
 	// level outside that range is a lie: clamped, it can only claim an
 	// emptier replica, which lowers this one by at most a bucket's debt.
-	level := min(max(f.Level, -r.rules.dflt().burst), r.rules.dflt().burst)
+	level := min(max(f.Level, -r.rules.dflt().bucketSize), r.rules.dflt().bucketSize)
 	if r.join.contact(now, f.Incarnation, level) && r.onJoinedRunning != nil {
 		r.onJoinedRunning(now)
 	}
@@ -234,7 +234,7 @@ func (r *receiver) apply(from string, b []byte, keep, relayed bool) {
 // cluster's ratio across a rolling deploy, at the cost of at most a
 // tick's refill admitted over, per key and join.
 func (r *receiver) learnLevel(ent *clusterEntry, p *rule, at bucketTime, level int64) {
-	level = min(max(level, -p.burst), p.burst)
+	level = min(max(level, -p.bucketSize), p.bucketSize)
 	lowerTo(&ent.tat, p, at, level*p.interval+r.tick, max(p.tolerance/4, r.interval), r.maxDebt(p))
 }
 
@@ -297,5 +297,5 @@ func (r *receiver) globalCharge(s *stream, f *wire.Frame, wasVisible bool) int64
 func (r *receiver) reorderSlack() uint64 {
 	p := r.rules.dflt()
 	perInterval := uint64(r.interval / p.interval)
-	return min(uint64(p.burst)+perInterval, math.MaxUint64/2)
+	return min(uint64(p.bucketSize)+perInterval, math.MaxUint64/2)
 }

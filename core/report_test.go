@@ -123,7 +123,7 @@ func plot(title string, ours, base *simCluster) string {
 	fmt.Fprintf(&s, `<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" font-family="sans-serif" font-size="11">`, w, h)
 	fmt.Fprintf(&s, `<rect width="100%%" height="100%%" fill="white"/>`)
 	fmt.Fprintf(&s, `<text x="%.0f" y="16" font-size="13" font-weight="bold">%s: admitted per second, N=%d, R=%d/s, B=%d, interval %v</text>`,
-		left, title, ours.sc.nodes, ours.sc.rate, ours.sc.burst, ours.sc.interval)
+		left, title, ours.sc.nodes, ours.sc.rate, ours.sc.bucketSize, ours.sc.interval)
 	for v := 0.0; v <= ymax; v += R {
 		fmt.Fprintf(&s, `<line x1="%.0f" x2="%.0f" y1="%.1f" y2="%.1f" stroke="#eee"/>`, left, w-right, y(v), y(v))
 		fmt.Fprintf(&s, `<text x="%.0f" y="%.1f" text-anchor="end">%.0f</text>`, left-4, y(v)+4, v)
@@ -148,7 +148,7 @@ func plot(title string, ours, base *simCluster) string {
 // its peers, and from N = 100 again with the totals of a long-running
 // cluster (wire.SetAged: the bytes of a month-old cluster's frames and
 // digests, in seconds). Written into docs/accuracy.md by make accuracy, beside the
-// scenarios' table. Each row is held to issue 23's bounds: the total
+// scenarios' table. Each row is held to the scale bounds: the total
 // within 1% of R·t+B up to N = 300 (2% beyond), every node's admit ratio
 // within 10% of the cluster's.
 func TestScaleReport(t *testing.T) {
@@ -211,13 +211,13 @@ func TestScaleReport(t *testing.T) {
 		if lo < 0.9 || hi > 1.1 {
 			t.Errorf("N = %d: a node's admit ratio is %.2f–%.2f of the cluster's, bound ±10%%", n, lo, hi)
 		}
-		if r.worstOver > c.sc.burst/10 {
-			t.Errorf("N = %d: a second admitted %+d over R·w + B, bound B/10 (%d)", n, r.worstOver, c.sc.burst/10)
+		if r.worstOver > c.sc.bucketSize/10 {
+			t.Errorf("N = %d: a second admitted %+d over R·w + B, bound B/10 (%d)", n, r.worstOver, c.sc.bucketSize/10)
 		}
 		if n >= 100 && r.peerDatagramsPerSec > 1000 {
 			t.Errorf("N = %d: %.0f datagrams a second per node, bound 1,000", n, r.peerDatagramsPerSec)
 		}
-		// Issue 23's byte targets, for totals of the run's own age.
+		// The byte bounds, for totals of the run's own age.
 		if bound, ok := map[int]float64{100: 30e3, 300: 45e3, 1000: 80e3}[n]; ok && !rw.aged && r.peerBytesPerSec > bound {
 			t.Errorf("N = %d: %.1f KB a second per node, bound %.0f KB", n, r.peerBytesPerSec/1000, bound/1000)
 		}
@@ -246,7 +246,7 @@ func TestScaleReport(t *testing.T) {
 
 // churnScaleRow is N = 100 with a tenth of the nodes replaced over 10 s:
 // from 5 s, one node a second leaves (saying goodbye) and a node of a new
-// name joins in its place. Issue 23's bounds: the total within 1%, no
+// name joins in its place. The bounds: the total within 1%, no
 // second over R·w + 1.1·B, every node within 10% of the cluster's ratio.
 func churnScaleRow(t *testing.T) string {
 	const n = 100
@@ -260,7 +260,7 @@ func churnScaleRow(t *testing.T) string {
 	c := runScenario(t, scenario{name: "churn, N=100", nodes: n, events: events}, false)
 	r := c.measure()
 	lo, hi := c.spread(2 * time.Second)
-	if math.Abs(r.errPct) > 1 || r.worstOver > c.sc.burst/10 || lo < 0.9 || hi > 1.1 {
+	if math.Abs(r.errPct) > 1 || r.worstOver > c.sc.bucketSize/10 || lo < 0.9 || hi > 1.1 {
 		t.Errorf("churn at N = %d: total %+.2f%%, worst second %+d, nodes %.2f–%.2f; bounds ±1%%, B/10, ±10%%", n, r.errPct, r.worstOver, lo, hi)
 	}
 	return fmt.Sprintf("| %d, a tenth replaced over 10 s (one a second leaves, a new one joins) | %d (%+.2f%%) | %+d | %.2f–%.2f | %.0f | %.1f KB |\n",
@@ -286,7 +286,7 @@ func splitScaleRow(t *testing.T) string {
 	c := runScenario(t, scenario{name: "split, N=100", nodes: n, events: events}, false)
 	r := c.measure()
 	lo, hi := c.spreadOver(12*time.Second, 20*time.Second)
-	if math.Abs(r.errPct) > 1 || r.worstOver > c.sc.burst/10 || lo < 0.9 || hi > 1.1 {
+	if math.Abs(r.errPct) > 1 || r.worstOver > c.sc.bucketSize/10 || lo < 0.9 || hi > 1.1 {
 		t.Errorf("split at N = %d: total %+.2f%%, worst second %+d, nodes after the heal %.2f–%.2f; bounds ±1%%, B/10, ±10%%", n, r.errPct, r.worstOver, lo, hi)
 	}
 	return fmt.Sprintf("| %d, cut in halves from 5 to 10 s (nodes' ratios from 12 s) | %d (%+.2f%%) | %+d | %.2f–%.2f | %.0f | %.1f KB |\n",
@@ -294,7 +294,7 @@ func splitScaleRow(t *testing.T) string {
 }
 
 // regionsScaleRow is one limit over two regions of 20 nodes, 80 ms apart
-// one way (1 ms inside each): issue 23's bounds for regions are ±3% and
+// one way (1 ms inside each): the bounds for regions are ±3% and
 // every node within 10%. The transports know each node's region
 // (memtransport.WithZones), so each region is a group: a frame crosses to
 // the other region once, to the node that spreads it there. The bytes
@@ -341,7 +341,7 @@ func regionsScaleRow(t *testing.T) string {
 // each peer. Nothing is sent for keys a node does not admit.
 func keyedScaleRow(t *testing.T) string {
 	const n, keys = 100, 10_000
-	sc := scenario{name: "keyed, N=100", nodes: n, keys: keys, rate: 10, burst: 10, duration: 5 * time.Second,
+	sc := scenario{name: "keyed, N=100", nodes: n, keys: keys, rate: 10, bucketSize: 10, duration: 5 * time.Second,
 		load: func(time.Duration, int) float64 { return -1000 }} // 1000 × R in all: 1/s per key
 	c := runScenario(t, sc, false)
 	r := c.measure()

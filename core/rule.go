@@ -31,11 +31,11 @@ const maxTolerance = int64(1) << 60
 // told, and flushAt, the count of unreported tokens that triggers an early
 // flush.
 type rule struct {
-	tokens    int64 // per period
-	per       time.Duration
-	burst     int64
-	interval  int64
-	tolerance int64
+	tokens     int64 // per period
+	per        time.Duration
+	bucketSize int64
+	interval   int64
+	tolerance  int64
 	// ceiling is the furthest ahead of now a TAT can be in any history of
 	// calls whose times move forward: the tolerance, plus a bucket of debt
 	// when peers charge it. A TAT beyond it comes from a caller's time that
@@ -49,7 +49,7 @@ type rule struct {
 // newRule checks and builds a rule. Its errors say what is wrong in
 // plain words, without the package prefix: the caller names the option or
 // method the user wrote (see rateWords).
-func newRule(tokens int64, per time.Duration, burst int64) (*rule, error) {
+func newRule(tokens int64, per time.Duration, bucketSize int64) (*rule, error) {
 	switch {
 	case per < minPeriod || per > maxPeriod:
 		return nil, fmt.Errorf("the period %v is outside %v to %v: express the rate over a period in that range", per, minPeriod, maxPeriod)
@@ -57,14 +57,14 @@ func newRule(tokens int64, per time.Duration, burst int64) (*rule, error) {
 		return nil, fmt.Errorf("the rate must be at least 1 token per %v, got %d", per, tokens)
 	case tokens > int64(per):
 		return nil, fmt.Errorf("%d per %v is above the maximum of one token a nanosecond: lower the tokens or lengthen the period", tokens, per)
-	case burst < 1:
-		return nil, fmt.Errorf("the bucket size must be at least 1 token, got %d", burst)
+	case bucketSize < 1:
+		return nil, fmt.Errorf("the bucket size must be at least 1 token, got %d", bucketSize)
 	}
 	interval := (int64(per) + tokens - 1) / tokens
-	if burst > maxTolerance/interval {
-		return nil, fmt.Errorf("a bucket of %d at %d per %v would take more than %s to refill: lower the bucket size or raise the rate", burst, tokens, per, longDuration(maxTolerance))
+	if bucketSize > maxTolerance/interval {
+		return nil, fmt.Errorf("a bucket of %d at %d per %v would take more than %s to refill: lower the bucket size or raise the rate", bucketSize, tokens, per, longDuration(maxTolerance))
 	}
-	p := &rule{tokens: tokens, per: per, burst: burst, interval: interval, tolerance: burst * interval, recip: math.MaxUint64 / uint64(interval)}
+	p := &rule{tokens: tokens, per: per, bucketSize: bucketSize, interval: interval, tolerance: bucketSize * interval, recip: math.MaxUint64 / uint64(interval)}
 	p.ceiling = p.tolerance
 	p.localCap.Store(math.MaxInt64)
 	p.flushAt.Store(math.MaxInt64)
@@ -109,8 +109,8 @@ func (p *rule) checkCost(n int64) error {
 	if n < 1 {
 		return ErrInvalidCost
 	}
-	if n > p.burst {
-		return fmt.Errorf("%w: cost %d, bucket size %d", ErrCostExceedsLimit, n, p.burst)
+	if n > p.bucketSize {
+		return fmt.Errorf("%w: cost %d, bucket size %d", ErrCostExceedsLimit, n, p.bucketSize)
 	}
 	return nil
 }
@@ -121,7 +121,7 @@ func (p *rule) checkCost(n int64) error {
 func (p *rule) fillAllowed(d *Decision, next, now, unit int64) {
 	*d = Decision{
 		Allowed:    true,
-		BucketSize: p.burst,
+		BucketSize: p.bucketSize,
 		Remaining:  p.tokensIn(now+p.tolerance-next, unit),
 		ResetAfter: time.Duration(next - now),
 		Window:     p.window(),
@@ -130,7 +130,7 @@ func (p *rule) fillAllowed(d *Decision, next, now, unit int64) {
 
 func (p *rule) fillDenied(d *Decision, base, now, next, unit int64) {
 	*d = Decision{
-		BucketSize: p.burst,
+		BucketSize: p.bucketSize,
 		Remaining:  max(0, p.tokensIn(now+p.tolerance-base, unit)),
 		RetryAfter: time.Duration(next - p.tolerance - now),
 		ResetAfter: time.Duration(base - now),
@@ -209,12 +209,12 @@ func longDuration(ns int64) string {
 
 // rateWords is how the user wrote a rate: WithRefillRate(20) for a rate
 // per second, WithRate(10, 1h0m0s) otherwise.
-func rateWords(fn string, tokens int64, per time.Duration, burst int64) string {
+func rateWords(fn string, tokens int64, per time.Duration, bucketSize int64) string {
 	switch fn {
 	case "WithRefillRate":
 		return fmt.Sprintf("WithRefillRate(%d)", tokens)
 	case "WithRate":
 		return fmt.Sprintf("WithRate(%d, %v)", tokens, per)
 	}
-	return fmt.Sprintf("%s(%d, %v, %d)", fn, tokens, per, burst)
+	return fmt.Sprintf("%s(%d, %v, %d)", fn, tokens, per, bucketSize)
 }

@@ -263,7 +263,7 @@ func (s *sender) flush(now int64, heartbeat, leaving, atOnce bool) [][]byte {
 				continue // refusals only matter to the peers of a hot key
 			}
 			p := s.rules.forKey(k.h)
-			level := min(max(wordLevel(&k.e.tat, p, at)/p.interval, -p.burst), p.burst)
+			level := min(max(wordLevel(&k.e.tat, p, at)/p.interval, -p.bucketSize), p.bucketSize)
 			batch = append(batch, wire.KeyCount{Key: k.h, Tokens: n, Refused: refused, Level: level})
 			if n > 0 && !s.floor {
 				k.e.inflight.Add(n)

@@ -28,10 +28,10 @@ func (l *Limiter) SetRate(tokens int64, per time.Duration, bucketSize int64) err
 // decider.changeTime).
 func (l *Limiter) changeTime() int64 { return l.dec.changeTime() }
 
-func (l *Limiter) setRate(now int64, tokens int64, per time.Duration, burst int64) error {
-	p, err := l.buildRule(tokens, per, burst)
+func (l *Limiter) setRate(now int64, tokens int64, per time.Duration, bucketSize int64) error {
+	p, err := l.buildRule(tokens, per, bucketSize)
 	if err != nil {
-		return errorf("SetRate(%d, %v, %d): %w", tokens, per, burst, err)
+		return errorf("SetRate(%d, %v, %d): %w", tokens, per, bucketSize, err)
 	}
 	l.changeMu.Lock()
 	defer l.changeMu.Unlock()
@@ -52,13 +52,13 @@ func (l *Limiter) SetOverride(key string, tokens int64, per time.Duration, bucke
 	return l.setOverride(l.changeTime(), key, tokens, per, bucketSize)
 }
 
-func (l *Limiter) setOverride(now int64, key string, tokens int64, per time.Duration, burst int64) error {
+func (l *Limiter) setOverride(now int64, key string, tokens int64, per time.Duration, bucketSize int64) error {
 	if key == "" {
 		return errorf("override key must not be empty: SetRate changes the global bucket's rate")
 	}
-	p, err := l.buildRule(tokens, per, burst)
+	p, err := l.buildRule(tokens, per, bucketSize)
 	if err != nil {
-		return errorf("SetOverride(%q, %d, %v, %d): %w", key, tokens, per, burst, err)
+		return errorf("SetOverride(%q, %d, %v, %d): %w", key, tokens, per, bucketSize, err)
 	}
 	h := l.hasher.sum(key)
 	l.changeMu.Lock()
@@ -109,8 +109,8 @@ func (s *ruleSet) forKeyIn(h uint64) *rule {
 
 // buildRule builds a rule for this limiter: checked as New checks it,
 // with a clustered limiter's ceiling and caps.
-func (l *Limiter) buildRule(tokens int64, per time.Duration, burst int64) (*rule, error) {
-	p, err := newRule(tokens, per, burst)
+func (l *Limiter) buildRule(tokens int64, per time.Duration, bucketSize int64) (*rule, error) {
+	p, err := newRule(tokens, per, bucketSize)
 	if err != nil {
 		return nil, err
 	}

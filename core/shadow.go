@@ -41,5 +41,5 @@ func (l *Limiter) noteShadowDenial() {
 	total := s.denials.load()
 	p := l.rules.dflt()
 	l.log.Info("shadow mode: let requests over the limit through", "node", l.name,
-		"let through", total-s.logged.Swap(total), "rate", p.tokens, "per", p.per, "burst", p.burst)
+		"let through", total-s.logged.Swap(total), "rate", p.tokens, "per", p.per, "bucket_size", p.bucketSize)
 }

@@ -132,7 +132,7 @@ func (l *Limiter) stats(now int64) Stats {
 	tat = max(tat, int64(at))
 	s.GlobalTokens = (int64(at) + p.tolerance - tat) / p.interval
 	if l.leases != nil {
-		s.GlobalTokens = min(p.burst, s.GlobalTokens+l.leases.leased(at))
+		s.GlobalTokens = min(p.bucketSize, s.GlobalTokens+l.leases.leased(at))
 	}
 	return s
 }

@@ -191,7 +191,7 @@ func (s *store[S, E, PS, P]) take(d *Decision, h uint64, p *rule, at bucketTime,
 // have gone. It never admits: a key without a bucket has no limit to
 // admit against.
 func noRoomDecision(p *rule, wait int64) Decision {
-	return Decision{BucketSize: p.burst, RetryAfter: time.Duration(max(wait, 1)), ResetAfter: time.Duration(max(wait, 1)), Window: p.window()}
+	return Decision{BucketSize: p.bucketSize, RetryAfter: time.Duration(max(wait, 1)), ResetAfter: time.Duration(max(wait, 1)), Window: p.window()}
 }
 
 // get returns the live entry for h, creating it, or nil when the store is

@@ -15,9 +15,9 @@ import (
 	"github.com/pedreviljoen/gopherpace/core/headers"
 )
 
-func newLimiter(t testing.TB, rate, burst int64) *gopherpace.Limiter {
+func newLimiter(t testing.TB, rate, bucketSize int64) *gopherpace.Limiter {
 	t.Helper()
-	l, err := gopherpace.New(gopherpace.WithRefillRate(rate), gopherpace.WithBucketSize(burst))
+	l, err := gopherpace.New(gopherpace.WithRefillRate(rate), gopherpace.WithBucketSize(bucketSize))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,14 +214,14 @@ func TestErrorsKeepTheirChains(t *testing.T) {
 func TestAdmittedDraftIsTheRenderedFields(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	for range 200 {
-		burst := 1 + rng.Int64N(50)
-		l := newLimiter(t, 1+rng.Int64N(1000), burst)
+		bucketSize := 1 + rng.Int64N(50)
+		l := newLimiter(t, 1+rng.Int64N(1000), bucketSize)
 		style := []headers.Style{headers.Draft, headers.Legacy, headers.Both, headers.None}[rng.IntN(4)]
 		g, err := adapter.Configure(l, "x", []adapter.Option{adapter.Headers(style)})
 		if err != nil {
 			t.Fatal(err)
 		}
-		r := adapter.Request{Cost: 1 + rng.Int64N(burst)}
+		r := adapter.Request{Cost: 1 + rng.Int64N(bucketSize)}
 		r.Keys[0] = "k"
 		for range 1 + rng.IntN(3) { // a later one may be denied
 			if err := g.Decide(&r); err != nil {

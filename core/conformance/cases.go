@@ -246,9 +246,9 @@ var cases = []testCase{
 
 // limiter is a limiter refilling at one token a second, with a bucket of
 // burst, that the test closes.
-func limiter(t *testing.T, burst int64, opts ...gopherpace.Option) *gopherpace.Limiter {
+func limiter(t *testing.T, bucketSize int64, opts ...gopherpace.Option) *gopherpace.Limiter {
 	t.Helper()
-	l, err := gopherpace.New(append([]gopherpace.Option{gopherpace.WithRefillRate(1), gopherpace.WithBucketSize(burst)}, opts...)...)
+	l, err := gopherpace.New(append([]gopherpace.Option{gopherpace.WithRefillRate(1), gopherpace.WithBucketSize(bucketSize)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

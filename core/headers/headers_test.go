@@ -13,9 +13,9 @@ import (
 
 var t0 = time.Unix(1_700_000_000, 0)
 
-func newLimiter(t *testing.T, rate, burst int64) *gopherpace.Limiter {
+func newLimiter(t *testing.T, rate, bucketSize int64) *gopherpace.Limiter {
 	t.Helper()
-	l, err := gopherpace.New(gopherpace.WithRefillRate(rate), gopherpace.WithBucketSize(burst))
+	l, err := gopherpace.New(gopherpace.WithRefillRate(rate), gopherpace.WithBucketSize(bucketSize))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,12 +185,12 @@ func TestWrap(t *testing.T) {
 // second.
 func TestLimitFieldReportsNextToken(t *testing.T) {
 	r := mustRenderer(t, headers.Draft, "p")
-	for _, rc := range []struct{ rate, burst int64 }{{1, 1}, {1, 60}, {3, 7}, {1000, 1000}, {1_000_000_000, 5}} {
-		l := newLimiter(t, rc.rate, rc.burst)
+	for _, rc := range []struct{ rate, bucketSize int64 }{{1, 1}, {1, 60}, {3, 7}, {1000, 1000}, {1_000_000_000, 5}} {
+		l := newLimiter(t, rc.rate, rc.bucketSize)
 		now := t0
 		for i := range 2000 {
 			now = now.Add(time.Duration(i%13) * 37 * time.Millisecond)
-			d, _ := l.TakeAt(now, "", 1+int64(i)%rc.burst)
+			d, _ := l.TakeAt(now, "", 1+int64(i)%rc.bucketSize)
 			var buf [headers.MaxFields]headers.Field
 			got := ""
 			for _, f := range r.Append(buf[:0], d, now) {

@@ -81,9 +81,9 @@ func TestConformance(t *testing.T) {
 	})
 }
 
-func newLimiter(t *testing.T, rate, burst int64) *gopherpace.Limiter {
+func newLimiter(t *testing.T, rate, bucketSize int64) *gopherpace.Limiter {
 	t.Helper()
-	l, err := gopherpace.New(gopherpace.WithRefillRate(rate), gopherpace.WithBucketSize(burst))
+	l, err := gopherpace.New(gopherpace.WithRefillRate(rate), gopherpace.WithBucketSize(bucketSize))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -70,20 +70,10 @@
 //	frames      the origin's frames, back to back, exactly as it sent them
 //	            (at least one; never an envelope)
 //
-// Version 11 added the key hash's fingerprint: version 10 hashed keys
-// under a secret that was 0 unless set, and had no way to tell two
-// secrets apart. Version 10 has the same bytes as 9, but a node in a group sends its
-// mates its own frames of running totals as digest entries, which a node
-// of version 9 would not pass on to other groups. Version 9 added
-// truncated running totals to tagged digest entries.
-// Version 8 added tagged digest entries (an incarnation of 2 bytes);
-// version 7 is otherwise the same. Version 7 added digests; version 6
-// passed every frame on in an envelope. Version 6 added relay envelopes;
-// version 5 had no envelopes, version 4 no refused count and no level in an entry, version 3 no idle flag, and
-// version 2 had the frame alone in its datagram. A node refuses the frames of every other version
-// (ErrVersion), and a node of another refuses its frames, so a cluster runs
-// one version at a time: a version-3 node would take an idle peer's silence
-// for a partition.
+// Digests are described at Digest. A node refuses the frames of every
+// other version (ErrVersion), and a node of another refuses its frames,
+// so a cluster runs one version at a time (docs/releasing.md); what each
+// version added is in docs/decisions.md.
 package wire
 
 import (
