@@ -46,11 +46,13 @@ func accuracyScenarios() []scenario {
 			netOpts: []memtransport.Option{memtransport.WithFailureDetection(2 * time.Second)}, fairFrom: []time.Duration{7 * time.Second}},
 		// A partition longer than failure detection: each side's memberlist
 		// declares the other dead; the majority takes the rate back, the
-		// minority yields.
-		{name: "partition 3/2, 8 s", events: []simEvent{
-			{5 * time.Second, func(c *simCluster) { c.net.Partition(c.names(0, 1, 2), c.names(3, 4)) }},
-			{13 * time.Second, func(c *simCluster) { c.net.Heal() }},
-		}, netOpts: []memtransport.Option{memtransport.WithFailureDetection(2 * time.Second)},
+		// minority keeps its share (share) or yields (fail-closed).
+		{name: "partition 3/2, 8 s", events: partition32For8s,
+			netOpts: []memtransport.Option{memtransport.WithFailureDetection(2 * time.Second)},
+			fairFrom: []time.Duration{15 * time.Second}},
+		{name: "partition 3/2, 8 s (fail-closed)", events: partition32For8s,
+			netOpts: []memtransport.Option{memtransport.WithFailureDetection(2 * time.Second)},
+			limOpts: []gopherpace.Option{gopherpace.WithPartitionPolicy(gopherpace.PartitionFailClosed)},
 			fairFrom: []time.Duration{15 * time.Second}},
 		{name: "partition 3/2", events: []simEvent{
 			{5 * time.Second, func(c *simCluster) { c.net.Partition(c.names(0, 1, 2), c.names(3, 4)) }},
@@ -116,6 +118,13 @@ func eightyOnNode0(_ time.Duration, i int) float64 {
 
 // afterHeal: the fairness windows of a partition from 5 to 10 s.
 var afterHeal = []time.Duration{12 * time.Second, 15 * time.Second}
+
+// partition32For8s splits 3/2 from 5 s to 13 s, longer than failure
+// detection.
+var partition32For8s = []simEvent{
+	{5 * time.Second, func(c *simCluster) { c.net.Partition(c.names(0, 1, 2), c.names(3, 4)) }},
+	{13 * time.Second, func(c *simCluster) { c.net.Heal() }},
+}
 
 var isolateNode0 = []simEvent{
 	{5 * time.Second, func(c *simCluster) { c.net.Isolate("node-0") }},
@@ -190,13 +199,22 @@ func TestAccuracy(t *testing.T) {
 				// long before the grace period (10 s) ends.
 				between("rate before failure detection agrees", c.rate(5500*time.Millisecond, 7*time.Second), 0.98*R*4/5, 1.01*R)
 				between("rate within a second of detection", c.rate(8*time.Second, 20*time.Second), 0.98*R, 1.02*R)
-			case "partition 3/2, 8 s":
-				partitionWindow(t, r, B)
-				between("rate during the partition", c.rate(5*time.Second, 13*time.Second), 0.9*R, 1.05*R)
-				// Once detection agrees, the majority admits the rate and the
-				// minority nothing.
+			case "partition 3/2, 8 s", "partition 3/2, 8 s (fail-closed)":
+				// Once detection agrees (2 s in), the majority admits the
+				// rate; the minority keeps its share, 2/5 of R, under share,
+				// and nothing under fail-closed. So the cluster admits R·t +
+				// B plus, under share, the minority's share from detection
+				// to the heal.
+				minority := 0.4 * R
+				if sc.name != "partition 3/2, 8 s" {
+					minority = 0
+				}
+				if over := int64(minority*6) + B/10; r.worstOver > over {
+					t.Errorf("a window admitted %d over R·w+B during the partition; bound B/10 + the minority's share for the 6 s after detection (%d)", r.worstOver, over)
+				}
+				between("rate during the partition", c.rate(5*time.Second, 13*time.Second), 0.9*R, 1.05*R+minority*6/8)
 				between("the majority's rate", c.nodeRate(0, 8*time.Second, 13*time.Second)+c.nodeRate(1, 8*time.Second, 13*time.Second)+c.nodeRate(2, 8*time.Second, 13*time.Second), 0.98*R, 1.02*R)
-				between("the minority's rate", c.nodeRate(3, 8*time.Second, 13*time.Second)+c.nodeRate(4, 8*time.Second, 13*time.Second), 0, 0.01*R)
+				between("the minority's rate", c.nodeRate(3, 8*time.Second, 13*time.Second)+c.nodeRate(4, 8*time.Second, 13*time.Second), 0.98*minority, 1.02*minority+0.01*R)
 				for s := 15 * time.Second; s < 20*time.Second; s += time.Second {
 					between("a second after the heal", c.rate(s, s+time.Second), 0.9*R, 1.1*R)
 				}

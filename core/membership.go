@@ -316,30 +316,37 @@ func (v *peerView) evaluate(now int64) {
 //
 // Seen from a strict majority of the known nodes, they crashed or left:
 // they are no longer known, so the rate is whole again as soon as the
-// failure detector agrees (seconds), not after the grace period. A strict
-// minority cannot tell a crash of the others from being cut off from them,
-// and in a partition the majority side has just taken the whole rate
-// back: so it yields, refilling nothing until the grace period ends
-// (yield). A tie (two nodes, or 2 of 4) keeps sharing as before, since
-// neither side can claim the rate. Peers that are silent but still listed
-// are always a partition or a slow network: they keep their share.
+// failure detector agrees (seconds), not after the grace period. So are
+// the dead that the transport knows to be gone for good (GoneReporter),
+// seen from anywhere. Otherwise a strict minority cannot tell a crash of
+// the others from being cut off from a majority that has just taken the
+// whole rate back, and neither can a tie. Under the share policy the dead
+// keep their share of the refill, withheld, until they are heard again or
+// the grace period forgets them: a node whose peers all crashed at once
+// serves its share, not nothing, and in a true partition the minority's
+// share is admitted beside the majority's whole rate, from detection to
+// the heal (docs/operations.md). Under fail-closed, which prefers a
+// refusal to an admit too many, a strict minority yields instead,
+// refilling nothing (yield). Peers that are silent but still listed are
+// always a partition or a slow network: they keep their share.
 func (v *peerView) agreeOnTheDead(silent, dead []*peer, visible, known int) (_ []*peer, _ int, yield bool) {
 	if len(dead) == 0 || v.partition == PartitionFailOpen {
 		return silent, known, false
 	}
-	switch {
-	case 2*visible > known:
-		alive := silent[:0:0]
-		for _, p := range silent {
-			if !slices.Contains(dead, p) {
-				alive = append(alive, p)
+	majority, minority := 2*visible > known, 2*visible < known
+	gone, _ := v.t.(GoneReporter)
+	alive := silent[:0:0]
+	for _, p := range silent {
+		if slices.Contains(dead, p) {
+			if majority || gone != nil && gone.Gone(p.name) {
+				known--
+				continue
 			}
+			yield = yield || v.partition == PartitionFailClosed && minority
 		}
-		return alive, known - len(dead), false
-	case 2*visible < known:
-		return silent, known, true
+		alive = append(alive, p)
 	}
-	return silent, known, false
+	return alive, known, yield
 }
 
 // suspectAfter is the silence after which a peer's share of the refill is
@@ -385,8 +392,9 @@ func (v *peerView) slowClock(now, since int64, silent []*peer, known int, yield 
 		return
 	}
 	if yield {
-		// A strict minority, cut off from a majority that has taken the
-		// rate back (agreeOnTheDead): the buckets' clock stands still.
+		// A strict minority under fail-closed, which may be cut off from a
+		// majority that has taken the rate back (agreeOnTheDead): the
+		// buckets' clock stands still.
 		v.withheld = 1
 		v.lag.Add(now - since)
 		return

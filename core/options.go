@@ -47,10 +47,19 @@ type PartitionPolicy uint8
 
 const (
 	// PartitionShare (the default) refills at R × visible/known nodes, so
-	// the sides of a split together still admit about R.
+	// the sides of a split together still admit about R. Once the
+	// transport's failure detector declares the other side dead, a strict
+	// majority takes the whole rate back, and a strict minority keeps its
+	// share: it cannot tell the others' crash from a partition, and
+	// serving its share beats refusing everyone when they crashed. A true
+	// partition then admits R plus the minority's share until the heal.
 	PartitionShare PartitionPolicy = iota
 	// PartitionFailClosed shares like PartitionShare, but a node cut off
-	// from every peer admits nothing: Allow returns (false, 1s).
+	// from every peer admits nothing (Allow returns (false, 1s)), and a
+	// strict minority that the failure detector has cut from the others
+	// refills nothing, unless the transport knows them gone
+	// (GoneReporter): no partition admits more than R, and a crash of a
+	// majority of the nodes stops the survivors for the grace period.
 	PartitionFailClosed
 	// PartitionFailOpen keeps refilling at the full rate R on every side,
 	// so a k-way split admits up to k×R.

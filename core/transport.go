@@ -88,6 +88,20 @@ type JoinReporter interface {
 	JoinError() error
 }
 
+// GoneReporter is a Transport that can tell, of a member it no longer
+// lists, whether it is gone for good rather than cut off: its host
+// refused a connection to its port (nothing listens there: the process
+// died), or the seeds no longer list its address (the pod was deleted).
+// A partition gives no such word, since nothing answers across it. A
+// node that sees a strict minority of the known nodes cannot otherwise
+// tell the others' crash from being cut off from them; with this word it
+// stops counting them at once, and serves the whole rate.
+type GoneReporter interface {
+	// Gone reports whether the member named member, which Members no
+	// longer lists, is known to be gone for good.
+	Gone(member string) bool
+}
+
 type realClock struct{}
 
 func (realClock) Now() time.Time { return time.Now() }

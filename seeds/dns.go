@@ -24,6 +24,10 @@ type DNS struct {
 	Resolver Resolver
 }
 
+// ListsEveryPeer reports true: a headless Service lists every ready pod
+// (Roster).
+func (DNS) ListsEveryPeer() bool { return true }
+
 // Seeds resolves the name now; every call asks again.
 func (d DNS) Seeds(ctx context.Context) ([]string, error) {
 	if d.Host == "" {

@@ -14,6 +14,17 @@ type Provider interface {
 	Seeds(ctx context.Context) ([]string, error)
 }
 
+// A Roster is a Provider whose answer lists every live peer, not only some
+// to join through: a peer whose address it no longer lists has gone (a
+// deleted pod drops out of its headless Service's DNS). memberpace takes a
+// member that memberlist declared dead and the roster no longer lists as
+// gone for good, rather than cut off.
+type Roster interface {
+	Provider
+	// ListsEveryPeer reports whether the answers list every live peer.
+	ListsEveryPeer() bool
+}
+
 // ErrNoSeeds is returned when a provider found no address at all.
 var ErrNoSeeds = errors.New("seeds: no peer addresses found")
 

@@ -16,6 +16,8 @@ type addressBook struct {
 	addrs map[string]memberlist.Address
 	zones map[string]string        // each member's zone, from its metadata
 	next  memberlist.EventDelegate // the configuration's own, if any
+	// departures learns who joined and who left or died (gone.go).
+	departures *departures
 }
 
 func (b *addressBook) set(n *memberlist.Node) {
@@ -30,6 +32,9 @@ func (b *addressBook) set(n *memberlist.Node) {
 
 func (b *addressBook) NotifyJoin(n *memberlist.Node) {
 	b.set(n)
+	if b.departures != nil {
+		b.departures.joined(n.Name)
+	}
 	if b.next != nil {
 		b.next.NotifyJoin(n)
 	}
@@ -47,6 +52,9 @@ func (b *addressBook) NotifyLeave(n *memberlist.Node) {
 	delete(b.addrs, n.Name)
 	delete(b.zones, n.Name)
 	b.mu.Unlock()
+	if b.departures != nil {
+		b.departures.left(n)
+	}
 	if b.next != nil {
 		b.next.NotifyLeave(n)
 	}

@@ -53,8 +53,10 @@ func (t *Transport) joinSeeds(ctx context.Context) {
 	addrs, err := t.cfg.seeds.Seeds(ctx)
 	if err != nil {
 		t.log.Warn("seeds unavailable; will retry", "node", t.name, "err", err)
+		t.departed.recheck(nil)
 		return
 	}
+	t.departed.recheck(rosterOf(t.cfg.seeds, addrs))
 	present := map[string]bool{t.GossipAddr(): true}
 	t.heardMu.Lock()
 	for _, n := range t.ml.Members() {

@@ -37,6 +37,7 @@ type Transport struct {
 
 	receivers transportkit.Receivers
 	book      addressBook // peers' addresses, for sending (addressbook.go)
+	departed  departures  // which dead members are gone for good (gone.go)
 
 	refused   refusal      // whether the seeds refused this node (refusal.go)
 	lastFrame atomic.Int64 // unix ns of the last frame from any peer
@@ -64,6 +65,7 @@ var (
 	_ gopherpace.Zoner           = (*Transport)(nil)
 	_ gopherpace.KeyHashSecreter = (*Transport)(nil)
 	_ gopherpace.JoinReporter    = (*Transport)(nil)
+	_ gopherpace.GoneReporter    = (*Transport)(nil)
 )
 
 // New starts memberlist, makes a first attempt to join the seeds (bounded
@@ -98,6 +100,7 @@ func New(opts ...Option) (*Transport, error) {
 		done:  make(chan struct{}),
 		heard: make(map[string]time.Time),
 	}
+	t.departed.init(func(msg string, args ...any) { t.log.Info(msg, append(args, "node", t.name)...) })
 	mc, err := t.memberlistConfig()
 	if err != nil {
 		return nil, err
@@ -186,6 +189,7 @@ func (t *Transport) memberlistConfig() (*memberlist.Config, error) {
 		c.tweak(mc)
 	}
 	t.book.next = mc.Events
+	t.book.departures = &t.departed
 	mc.Events = &t.book
 	return mc, nil
 }
@@ -329,6 +333,12 @@ func (t *Transport) Stats() Stats {
 	}
 }
 
+// Gone reports whether member, which memberlist no longer lists, is known
+// to be gone for good: it left, its gossip port refused a connection, or
+// seeds that list every peer no longer list it (gone.go). A limiter in a
+// strict minority stops counting such a member at once.
+func (t *Transport) Gone(member string) bool { return t.departed.Gone(member) }
+
 // Close stops the re-join loop, leaves the cluster (so peers drop this node
 // at once), shuts memberlist down and stops delivering frames. It is
 // idempotent.
@@ -343,6 +353,7 @@ func (t *Transport) Close() error {
 		}
 		t.logw.closing.Store(true)
 		t.closeErr = t.ml.Shutdown()
+		t.departed.stop()
 		// memberlist's packet goroutine may still be finishing a NotifyMsg,
 		// so the inbox stays open; the dispatcher stops on done instead.
 		close(t.done)

@@ -15,6 +15,7 @@ type Transport struct {
 	alive     bool // guarded by net.mu
 	crashed   bool
 	crashedAt time.Time
+	hostDown  bool // crashed with its machine: nothing answers for it
 
 	receivers transportkit.Receivers
 }
@@ -24,6 +25,7 @@ var (
 	_ gopherpace.Unicaster       = (*Transport)(nil)
 	_ gopherpace.Zoner           = (*Transport)(nil)
 	_ gopherpace.KeyHashSecreter = (*Transport)(nil)
+	_ gopherpace.GoneReporter    = (*Transport)(nil)
 	_ transportkit.Clock         = (*Transport)(nil)
 )
 
@@ -88,14 +90,36 @@ func (t *Transport) Close() error {
 	return nil
 }
 
-// Crash stops the node without a goodbye: nothing more is sent or
-// delivered, and peers keep listing it until failure detection notices.
-func (t *Transport) Crash() {
+// Crash stops the node's process without a goodbye: nothing more is sent
+// or delivered, and peers keep listing it until failure detection
+// notices. Its host stays up, so a peer that can reach it finds nothing
+// listening, and reports it gone once it no longer lists it (Gone), as
+// memberpace does when a connection to the dead node's port is refused.
+func (t *Transport) Crash() { t.crash(false) }
+
+// CrashHost stops the node as Crash does, with the machine it ran on: no
+// connection to it is answered, so nothing tells its peers that it is
+// gone rather than cut off from them (a Kubernetes node failure).
+func (t *Transport) CrashHost() { t.crash(true) }
+
+func (t *Transport) crash(host bool) {
 	t.net.mu.Lock()
 	defer t.net.mu.Unlock()
 	if t.alive {
-		t.alive, t.crashed, t.crashedAt = false, true, t.net.nowLocked()
+		t.alive, t.crashed, t.crashedAt, t.hostDown = false, true, t.net.nowLocked(), host
 	}
+}
+
+// Gone reports whether member crashed (Crash, not CrashHost), is no
+// longer listed, and is not cut off from this node: a probe of its port
+// would be refused.
+func (t *Transport) Gone(member string) bool {
+	n := t.net
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	m := n.nodes[member]
+	return m != nil && m.crashed && !m.hostDown && !n.isCut(t.name, member) &&
+		n.nowLocked().Sub(m.crashedAt) >= n.detect
 }
 
 func (t *Transport) deliver(from string, frame []byte) {

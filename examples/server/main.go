@@ -17,6 +17,8 @@
 //	                           (required unless the bind address is loopback, or:)
 //	GOPHERPACE_PLAINTEXT       "true": gossip unencrypted on purpose (trusted network only)
 //	GOPHERPACE_PARTITION       share (default), fail-closed or fail-open
+//	GOPHERPACE_GRACE           how long a silent peer still counts (default 10s;
+//	                           set it above the longest partition to heal)
 //	GOPHERPACE_HTTP_ADDR       HTTP listen address (default :8080)
 //	GOPHERPACE_DRAIN           how long to go on serving after SIGTERM while
 //	                           /readyz answers 503, so that load balancers stop
@@ -78,6 +80,7 @@ type config struct {
 	seeds       seeds.Provider
 	gossip      []memberpace.Option
 	partition   gopherpace.PartitionPolicy
+	grace       time.Duration
 	httpAddr    string
 	drain       time.Duration
 	conns       connlimit.Limits
@@ -146,6 +149,11 @@ func loadConfig(getenv func(string) string) (config, error) {
 	default:
 		return c, fmt.Errorf("GOPHERPACE_PARTITION: %q is not share, fail-closed or fail-open", v)
 	}
+	if v := getenv("GOPHERPACE_GRACE"); v != "" {
+		if c.grace, err = time.ParseDuration(v); err != nil || c.grace <= 0 {
+			return c, fmt.Errorf("GOPHERPACE_GRACE: %q is not a duration such as 30s", v)
+		}
+	}
 	if v := getenv("GOPHERPACE_HTTP_ADDR"); v != "" {
 		c.httpAddr = v
 	}
@@ -190,8 +198,12 @@ func serve(ctx context.Context, cfg config, ready chan<- [2]string) error {
 		return err
 	}
 	defer tr.Close()
-	limiter, err := gopherpace.New(gopherpace.WithRefillRate(cfg.rate), gopherpace.WithBucketSize(cfg.burst),
-		gopherpace.WithTransport(tr), gopherpace.WithPartitionPolicy(cfg.partition), gopherpace.WithLogger(logger))
+	opts := []gopherpace.Option{gopherpace.WithRefillRate(cfg.rate), gopherpace.WithBucketSize(cfg.burst),
+		gopherpace.WithTransport(tr), gopherpace.WithPartitionPolicy(cfg.partition), gopherpace.WithLogger(logger)}
+	if cfg.grace > 0 {
+		opts = append(opts, gopherpace.WithPeerGracePeriod(cfg.grace))
+	}
+	limiter, err := gopherpace.New(opts...)
 	if err != nil {
 		return err
 	}

@@ -20,9 +20,9 @@ func TestLoadConfig(t *testing.T) {
 	c, err := loadConfig(env(map[string]string{
 		"GOPHERPACE_RATE": "1000", "GOPHERPACE_DNS": "svc", "GOPHERPACE_SEEDS": "10.0.0.5:7946",
 		"GOPHERPACE_SECRET_KEY": "MDEyMzQ1Njc4OWFiY2RlZg==", "GOPHERPACE_PARTITION": "fail-closed",
-		"GOPHERPACE_DRAIN": "5s",
+		"GOPHERPACE_DRAIN": "5s", "GOPHERPACE_GRACE": "30s",
 	}))
-	if err != nil || c.rate != 1000 || c.burst != 1000 || c.seeds == nil || c.partition != gopherpace.PartitionFailClosed || c.drain != 5*time.Second {
+	if err != nil || c.rate != 1000 || c.burst != 1000 || c.seeds == nil || c.partition != gopherpace.PartitionFailClosed || c.drain != 5*time.Second || c.grace != 30*time.Second {
 		t.Fatalf("%+v %v", c, err)
 	}
 	for _, bad := range []map[string]string{
@@ -34,6 +34,8 @@ func TestLoadConfig(t *testing.T) {
 		{"GOPHERPACE_RATE": "1", "GOPHERPACE_PARTITION": "sometimes"},
 		{"GOPHERPACE_RATE": "1", "GOPHERPACE_DRAIN": "5"},
 		{"GOPHERPACE_RATE": "1", "GOPHERPACE_DRAIN": "-1s"},
+		{"GOPHERPACE_RATE": "1", "GOPHERPACE_GRACE": "0s"},
+		{"GOPHERPACE_RATE": "1", "GOPHERPACE_GRACE": "ten"},
 	} {
 		if _, err := loadConfig(env(bad)); err == nil {
 			t.Errorf("%v: no error", bad)

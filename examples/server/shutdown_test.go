@@ -198,3 +198,36 @@ func TestSIGKILLKeepsSurvivorsReadyAndTheRateBack(t *testing.T) {
 	waitWhole(t, 2, httpA, httpB)
 	t.Logf("the survivors stopped counting the crashed node %v after SIGKILL", back.Round(time.Millisecond))
 }
+
+// Two crashes of three leave a strict minority. Their ports refuse
+// connections (the processes died, their host is up), so the survivor's
+// transport knows them gone for good once memberlist declares them dead,
+// and the survivor stops counting them: ready all along, and whole again
+// with the whole rate, not an outage for the grace period.
+func TestSIGKILLOfTwoOfThreeLeavesTheSurvivorServing(t *testing.T) {
+	r := newReplicas(t)
+	// A grace period far longer than the wait below: only the evidence
+	// that the crashed are gone can end their count in time.
+	grace := "GOPHERPACE_GRACE=60s"
+	_, httpA, gossipA := r.start("", grace)
+	b, httpB, _ := r.start(gossipA, grace)
+	c, httpC, _ := r.start(gossipA, grace)
+	waitWhole(t, 3, httpA, httpB, httpC)
+	for _, p := range []*exec.Cmd{b, c} {
+		if err := p.Process.Kill(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	killed := time.Now()
+	for n, _ := known(httpA); n != 1; n, _ = known(httpA) {
+		if got := code(httpA, "/readyz"); got != http.StatusOK {
+			t.Fatalf("%v after two peers' SIGKILL, the survivor answered /readyz with %d", time.Since(killed).Round(time.Millisecond), got)
+		}
+		if time.Since(killed) > 20*time.Second {
+			t.Fatalf("20 s after the crashes the survivor still counts %d nodes", n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Logf("the survivor stopped counting both crashed nodes %v after SIGKILL", time.Since(killed).Round(time.Millisecond))
+	waitWhole(t, 1, httpA)
+}
