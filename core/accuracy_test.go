@@ -48,11 +48,11 @@ func accuracyScenarios() []scenario {
 		// declares the other dead; the majority takes the rate back, the
 		// minority keeps its share (share) or yields (fail-closed).
 		{name: "partition 3/2, 8 s", events: partition32For8s,
-			netOpts: []memtransport.Option{memtransport.WithFailureDetection(2 * time.Second)},
+			netOpts:  []memtransport.Option{memtransport.WithFailureDetection(2 * time.Second)},
 			fairFrom: []time.Duration{15 * time.Second}},
 		{name: "partition 3/2, 8 s (fail-closed)", events: partition32For8s,
-			netOpts: []memtransport.Option{memtransport.WithFailureDetection(2 * time.Second)},
-			limOpts: []gopherpace.Option{gopherpace.WithPartitionPolicy(gopherpace.PartitionFailClosed)},
+			netOpts:  []memtransport.Option{memtransport.WithFailureDetection(2 * time.Second)},
+			limOpts:  []gopherpace.Option{gopherpace.WithPartitionPolicy(gopherpace.PartitionFailClosed)},
 			fairFrom: []time.Duration{15 * time.Second}},
 		{name: "partition 3/2", events: []simEvent{
 			{5 * time.Second, func(c *simCluster) { c.net.Partition(c.names(0, 1, 2), c.names(3, 4)) }},
