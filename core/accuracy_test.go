@@ -44,6 +44,10 @@ func accuracyScenarios() []scenario {
 		// declares the crashed node dead 2 s after the crash.
 		{name: "crash", events: []simEvent{{5 * time.Second, func(c *simCluster) { c.crash(4) }}},
 			netOpts: []memtransport.Option{memtransport.WithFailureDetection(2 * time.Second)}, fairFrom: []time.Duration{7 * time.Second}},
+		// A process crash: its port refuses connections, and its peers know
+		// it gone within a tick of its silence.
+		{name: "crash, its port refusing", events: []simEvent{{5 * time.Second, func(c *simCluster) { c.crashProcess(4) }}},
+			netOpts: []memtransport.Option{memtransport.WithFailureDetection(2 * time.Second)}, fairFrom: []time.Duration{7 * time.Second}},
 		// A partition longer than failure detection: each side's memberlist
 		// declares the other dead; the majority takes the rate back, the
 		// minority keeps its share (share) or yields (fail-closed).
@@ -199,6 +203,11 @@ func TestAccuracy(t *testing.T) {
 				// long before the grace period (10 s) ends.
 				between("rate before failure detection agrees", c.rate(5500*time.Millisecond, 7*time.Second), 0.98*R*4/5, 1.01*R)
 				between("rate within a second of detection", c.rate(8*time.Second, 20*time.Second), 0.98*R, 1.02*R)
+			case "crash, its port refusing":
+				window()
+				// The survivors know it gone within a tick of its silence:
+				// the whole rate from then on.
+				between("rate from 200 ms after the crash", c.rate(5200*time.Millisecond, 20*time.Second), 0.98*R, 1.02*R)
 			case "partition 3/2, 8 s", "partition 3/2, 8 s (fail-closed)":
 				// Once detection agrees (2 s in), the majority admits the
 				// rate; the minority keeps its share, 2/5 of R, under share,

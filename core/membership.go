@@ -304,49 +304,57 @@ func (v *peerView) evaluate(now int64) {
 	}
 	clear(v.byName[len(kept):])
 	v.byName = kept
-	silent, known, yield := v.agreeOnTheDead(silent, dead, visible, known)
+	silent, visible, known, yield := v.agreeOnTheDead(now, silent, dead, visible, known)
 	v.slowClock(now, since, silent, known, yield)
 	v.stats.heard.Store(heard)
 	v.retune(now, visible, known)
 }
 
-// agreeOnTheDead decides what silent peers that the transport no longer
-// lists (dead: memberlist's failure detector, with its indirect probes
-// through other members, has declared them failed or left) stand for.
+// agreeOnTheDead decides what silent peers stand for: gone, or still
+// members whose share of the refill is withheld.
 //
-// Seen from a strict majority of the known nodes, they crashed or left:
-// they are no longer known, so the rate is whole again as soon as the
-// failure detector agrees (seconds), not after the grace period. So are
-// the dead that the transport knows to be gone for good (GoneReporter),
-// seen from anywhere. Otherwise a strict minority cannot tell a crash of
-// the others from being cut off from a majority that has just taken the
-// whole rate back, and neither can a tie. Under the share policy the dead
-// keep their share of the refill, withheld, until they are heard again or
-// the grace period forgets them: a node whose peers all crashed at once
-// serves its share, not nothing, and in a true partition the minority's
-// share is admitted beside the majority's whole rate, from detection to
-// the heal (docs/operations.md). Under fail-closed, which prefers a
-// refusal to an admit too many, a strict minority yields instead,
-// refilling nothing (yield). Peers that are silent but still listed are
-// always a partition or a slow network: they keep their share.
-func (v *peerView) agreeOnTheDead(silent, dead []*peer, visible, known int) (_ []*peer, _ int, yield bool) {
-	if len(dead) == 0 || v.partition == PartitionFailOpen {
-		return silent, known, false
+// A silent peer that the transport knows to be gone for good
+// (GoneReporter: its process died, so its port refuses connections) is
+// no longer known, seen from anywhere: the rate is whole again within a
+// tick or two of its silence, not after failure detection. So are the
+// dead (peers the transport no longer lists: memberlist's failure
+// detector, with its indirect probes through other members, has declared
+// them failed or left) seen from a strict majority of the known nodes:
+// the rate is whole again once the failure detector agrees (seconds),
+// not after the grace period. Otherwise a strict minority cannot tell a
+// crash of the others from being cut off from a majority that has just
+// taken the whole rate back, and neither can a tie. Under the share
+// policy the dead keep their share of the refill, withheld, until they
+// are heard again or the grace period forgets them: a node whose peers
+// all crashed at once serves its share, not nothing, and in a true
+// partition the minority's share is admitted beside the majority's whole
+// rate, from detection to the heal (docs/operations.md). Under
+// fail-closed, which prefers a refusal to an admit too many, a strict
+// minority yields instead, refilling nothing (yield). Peers that are
+// silent but still listed are a partition, a slow network or a crash not
+// yet detected: they keep their share.
+func (v *peerView) agreeOnTheDead(now int64, silent, dead []*peer, visible, known int) (_ []*peer, _, _ int, yield bool) {
+	gone, _ := v.t.(GoneReporter)
+	if v.partition == PartitionFailOpen || gone == nil && len(dead) == 0 {
+		return silent, visible, known, false
 	}
 	majority, minority := 2*visible > known, 2*visible < known
-	gone, _ := v.t.(GoneReporter)
 	alive := silent[:0:0]
 	for _, p := range silent {
-		if slices.Contains(dead, p) {
-			if majority || gone != nil && gone.Gone(p.name) {
-				known--
-				continue
+		isDead := slices.Contains(dead, p)
+		if isDead && majority || gone != nil && gone.Gone(p.name) {
+			known--
+			if now-p.lastHeard <= v.isolationOf(p, now) {
+				visible-- // gone before it was out of sight
 			}
+			continue
+		}
+		if isDead {
 			yield = yield || v.partition == PartitionFailClosed && minority
 		}
 		alive = append(alive, p)
 	}
-	return alive, known, yield
+	return alive, visible, known, yield
 }
 
 // suspectAfter is the silence after which a peer's share of the refill is

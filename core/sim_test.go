@@ -297,7 +297,17 @@ func (c *simCluster) names(idx ...int) []string {
 }
 
 // crash stops a node without a goodbye.
+// crash stops node i with its machine, as a node failure does: nothing
+// answers for it, and only failure detection tells its peers.
 func (c *simCluster) crash(i int) {
+	n := c.nodes[i]
+	n.tr.CrashHost()
+	n.up = false
+}
+
+// crashProcess stops node i's process alone: its host refuses connections
+// to its port, which tells its peers within a tick of its silence.
+func (c *simCluster) crashProcess(i int) {
 	n := c.nodes[i]
 	n.tr.Crash()
 	n.up = false

@@ -13,63 +13,103 @@ import (
 	"github.com/pedreviljoen/gopherpace/seeds"
 )
 
-// departures tells, of the members memberlist has declared dead, which
-// are gone for good rather than cut off (gopherpace.GoneReporter). A
-// limiter that sees a strict minority of its cluster cannot otherwise
-// tell the others' crash from a partition. The evidence, and what each
-// piece buys:
+// departures tells which members are gone for good rather than silent or
+// cut off (gopherpace.GoneReporter). A limiter asks about peers that have
+// gone silent; without this it cannot tell a crash from a partition until
+// memberlist's failure detector agrees (seconds), and a strict minority
+// cannot tell at all. The evidence, and what each piece buys:
 //
-//   - the member left (memberlist's Leave, which Close sends): gone at
-//     once, as its goodbye frame already says;
-//   - a connection to its gossip port is refused: its host is up and
-//     nothing listens there, so its process died (a crash, an OOM kill,
-//     a container restarting). Nothing answers across a partition, and a
-//     machine that is down answers nothing either, so neither is taken
-//     for gone. Probed when memberlist declares it dead, and again on
-//     every re-join round while it stays dead;
-//   - the seeds no longer list its address, when the seeds list every
-//     peer (seeds.Roster: a headless Service's DNS, which drops a pod
-//     once it is deleted or no longer ready).
+//   - a connection to the member's gossip port is refused: its host is up
+//     and nothing listens there, so its process died (a crash, an OOM
+//     kill, a container restarting). A silent member is probed when a
+//     limiter first asks (within a tick of its silence, not memberlist's
+//     seconds), and again at most every probeEvery while it stays silent.
+//     Nothing answers across a partition, and a machine that is down
+//     answers nothing either, so neither is taken for gone; nor is a live
+//     process that is merely slow, whose port still accepts;
+//   - the member left (memberlist's Leave, which Close sends);
+//   - the seeds no longer list its address, once memberlist declared it
+//     dead, when the seeds list every peer (seeds.Roster: a headless
+//     Service's DNS, which drops a pod once it is deleted or unready).
 //
-// A member that joins again is no longer gone.
+// A member that speaks again (a frame after the evidence) or joins again
+// is no longer gone.
 type departures struct {
-	mu     sync.Mutex
-	dead   map[string]departed
-	probes sync.WaitGroup
-	ctx    context.Context
-	cancel context.CancelFunc
-	closed bool
-	log    func(msg string, args ...any)
+	mu       sync.Mutex
+	members  map[string]*departure
+	inFlight int
+	probes   sync.WaitGroup
+	ctx      context.Context
+	cancel   context.CancelFunc
+	closed   bool
+	log      func(msg string, args ...any)
 }
 
-type departed struct {
-	addr    string // the gossip address, "ip:port"
-	gone    bool
-	probing bool
+type departure struct {
+	addr     string    // the gossip address, "ip:port"
+	dead     bool      // memberlist no longer lists it
+	deadAt   time.Time
+	goneAt   time.Time // when the evidence came; zero: none
+	probedAt time.Time
+	probing  bool
 }
 
-// probeTimeout bounds one probe of a dead member's port: a refusal comes
-// back at once, and anything slower is no evidence.
-const probeTimeout = time.Second
+const (
+	// probeTimeout bounds one probe: a refusal comes back at once, and
+	// anything slower is no evidence.
+	probeTimeout = time.Second
+	// probeEvery spaces the probes of one silent member.
+	probeEvery = time.Second
+	// maxProbes caps the probes in flight: in a partition every member
+	// across it is silent, and each probe waits out its timeout.
+	maxProbes = 16
+	// forgetDead is how long a dead member is remembered: far beyond any
+	// grace period, so that pods replaced over months leave nothing behind.
+	forgetDead = 10 * time.Minute
+)
 
 func (d *departures) init(log func(string, ...any)) {
 	d.ctx, d.cancel = context.WithCancel(context.Background())
-	d.dead = make(map[string]departed)
+	d.members = make(map[string]*departure)
 	d.log = log
 }
 
-// Gone reports whether the member named member is known to be gone for
-// good.
-func (d *departures) Gone(member string) bool {
+// gone reports the evidence that member is gone for good, with when it
+// came (zero: none). A member listed at addr (live: memberlist lists it)
+// with no evidence is probed, at most every probeEvery.
+func (d *departures) gone(member, addr string, listed bool) time.Time {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.dead[member].gone
+	m := d.members[member]
+	if m == nil {
+		if !listed || d.closed {
+			return time.Time{}
+		}
+		m = &departure{addr: addr}
+		d.members[member] = m
+	}
+	if listed && m.addr != addr {
+		*m = departure{addr: addr} // another process under the name
+	}
+	if m.goneAt.IsZero() && time.Since(m.probedAt) >= probeEvery {
+		d.probeLocked(member, m)
+	}
+	return m.goneAt
+}
+
+// spoke forgets the evidence against a member that sent a frame since.
+func (d *departures) spoke(member string, at time.Time) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if m := d.members[member]; m != nil && !m.goneAt.IsZero() && at.After(m.goneAt) {
+		m.goneAt = time.Time{}
+	}
 }
 
 // joined forgets what was known of a member that is back.
 func (d *departures) joined(name string) {
 	d.mu.Lock()
-	delete(d.dead, name)
+	delete(d.members, name)
 	d.mu.Unlock()
 }
 
@@ -83,10 +123,19 @@ func (d *departures) left(n *memberlist.Node) {
 	if d.closed {
 		return
 	}
-	d.dead[n.Name] = departed{addr: addr, gone: n.State == memberlist.StateLeft}
-	if n.State != memberlist.StateLeft {
-		d.probeLocked(n.Name)
+	m := d.members[n.Name]
+	if m == nil || m.addr != addr {
+		m = &departure{addr: addr}
+		d.members[n.Name] = m
 	}
+	m.dead, m.deadAt = true, time.Now()
+	if n.State == memberlist.StateLeft {
+		if m.goneAt.IsZero() {
+			m.goneAt = time.Now()
+		}
+		return
+	}
+	d.probeLocked(n.Name, m)
 }
 
 // recheck probes every dead member not yet known gone, and with the seeds
@@ -95,49 +144,47 @@ func (d *departures) left(n *memberlist.Node) {
 func (d *departures) recheck(listed []string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.closed {
-		return
-	}
-	for name, m := range d.dead {
-		if m.gone {
+	for name, m := range d.members {
+		if m.dead && time.Since(m.deadAt) > forgetDead {
+			delete(d.members, name)
+			continue
+		}
+		if !m.dead || !m.goneAt.IsZero() {
 			continue
 		}
 		if listed != nil && !slices.Contains(listed, m.addr) {
-			m.gone = true
-			d.dead[name] = m
+			m.goneAt = time.Now()
 			d.log("a dead member is gone for good: the seeds no longer list it", "member", name, "addr", m.addr)
 			continue
 		}
-		d.probeLocked(name)
+		d.probeLocked(name, m)
 	}
 }
 
-func (d *departures) probeLocked(name string) {
-	m := d.dead[name]
-	if m.probing || m.gone {
+func (d *departures) probeLocked(name string, m *departure) {
+	if d.closed || m.probing || d.inFlight >= maxProbes {
 		return
 	}
-	m.probing = true
-	d.dead[name] = m
+	m.probing, m.probedAt = true, time.Now()
+	d.inFlight++
+	addr := m.addr
 	d.probes.Go(func() {
 		dialer := net.Dialer{Timeout: probeTimeout}
-		c, err := dialer.DialContext(d.ctx, "tcp", m.addr)
+		c, err := dialer.DialContext(d.ctx, "tcp", addr)
 		if err == nil {
 			c.Close() // something listens: no evidence
 		}
 		refused := errors.Is(err, syscall.ECONNREFUSED)
 		d.mu.Lock()
 		defer d.mu.Unlock()
-		cur, ok := d.dead[name]
-		if !ok || cur.addr != m.addr {
-			return // back, or dead again elsewhere, meanwhile
+		d.inFlight--
+		if cur := d.members[name]; cur == m {
+			m.probing = false
+			if refused && m.goneAt.IsZero() {
+				m.goneAt = time.Now()
+				d.log("a silent member is gone for good: its gossip port refused a connection", "member", name, "addr", addr)
+			}
 		}
-		cur.probing = false
-		if refused && !cur.gone {
-			cur.gone = true
-			d.log("a dead member is gone for good: its port refused a connection", "member", name, "addr", m.addr)
-		}
-		d.dead[name] = cur
 	})
 }
 

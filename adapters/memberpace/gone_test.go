@@ -35,9 +35,10 @@ func allHeard(t *testing.T, lims []*gopherpace.Limiter) {
 }
 
 // Two processes of three crash: their ports refuse connections, so the
-// survivor, a strict minority, knows them gone as soon as memberlist
-// declares them dead, and stops counting them: it serves the whole rate,
-// not its third of it.
+// survivor, a strict minority, knows them gone within a tick or two of
+// their silence (its limiter asks, the transport probes), without waiting
+// for memberlist's failure detector, and stops counting them: it serves
+// the whole rate, not its third of it.
 func TestCrashedMembersAreGoneForGood(t *testing.T) {
 	nodes := threeNodes(t)
 	lims := limiters(t, nodes, gopherpace.WithRefillRate(100))

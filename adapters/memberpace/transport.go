@@ -333,11 +333,28 @@ func (t *Transport) Stats() Stats {
 	}
 }
 
-// Gone reports whether member, which memberlist no longer lists, is known
-// to be gone for good: it left, its gossip port refused a connection, or
-// seeds that list every peer no longer list it (gone.go). A limiter in a
-// strict minority stops counting such a member at once.
-func (t *Transport) Gone(member string) bool { return t.departed.Gone(member) }
+// Gone reports whether member, a peer that has gone silent, is known to
+// be gone for good: its gossip port refused a connection (its process
+// died), it left, or seeds that list every peer no longer list it once
+// memberlist declared it dead (gone.go). The first ask about a silent
+// member starts a probe of its port; a frame from it since the evidence
+// makes it not gone. A limiter stops counting a member gone for good at
+// once, whatever share of the cluster it sees.
+func (t *Transport) Gone(member string) bool {
+	addr, listed := t.book.address(member)
+	at := t.departed.gone(member, addr.Addr, listed)
+	if at.IsZero() {
+		return false
+	}
+	t.heardMu.Lock()
+	last := t.heard[member]
+	t.heardMu.Unlock()
+	if last.After(at) {
+		t.departed.spoke(member, last)
+		return false
+	}
+	return true
+}
 
 // Close stops the re-join loop, leaves the cluster (so peers drop this node
 // at once), shuts memberlist down and stops delivering frames. It is

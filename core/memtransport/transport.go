@@ -93,8 +93,8 @@ func (t *Transport) Close() error {
 // Crash stops the node's process without a goodbye: nothing more is sent
 // or delivered, and peers keep listing it until failure detection
 // notices. Its host stays up, so a peer that can reach it finds nothing
-// listening, and reports it gone once it no longer lists it (Gone), as
-// memberpace does when a connection to the dead node's port is refused.
+// listening there and reports it gone at once (Gone), as memberpace does
+// when a connection to a silent member's port is refused.
 func (t *Transport) Crash() { t.crash(false) }
 
 // CrashHost stops the node as Crash does, with the machine it ran on: no
@@ -110,16 +110,14 @@ func (t *Transport) crash(host bool) {
 	}
 }
 
-// Gone reports whether member crashed (Crash, not CrashHost), is no
-// longer listed, and is not cut off from this node: a probe of its port
-// would be refused.
+// Gone reports whether member crashed (Crash, not CrashHost) and is not
+// cut off from this node: a probe of its port would be refused.
 func (t *Transport) Gone(member string) bool {
 	n := t.net
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	m := n.nodes[member]
-	return m != nil && m.crashed && !m.hostDown && !n.isCut(t.name, member) &&
-		n.nowLocked().Sub(m.crashedAt) >= n.detect
+	return m != nil && m.crashed && !m.hostDown && !n.isCut(t.name, member)
 }
 
 func (t *Transport) deliver(from string, frame []byte) {
