@@ -46,8 +46,8 @@ type departures struct {
 }
 
 type departure struct {
-	addr     string    // the gossip address, "ip:port"
-	dead     bool      // memberlist no longer lists it
+	addr     string // the gossip address, "ip:port"
+	dead     bool   // memberlist no longer lists it
 	deadAt   time.Time
 	goneAt   time.Time // when the evidence came; zero: none
 	probedAt time.Time
