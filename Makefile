@@ -12,7 +12,7 @@ JOBS ?= 2
 BIN := $(CURDIR)/.bin
 TIMES := $(CURDIR)/.test-times
 
-.PHONY: test fmt fmt-check vet lint tidy-check core-deps-check work bench bench-rls redis demo demo-standalone fuzz accuracy browser tools check-modules transitions haproxy release scale
+.PHONY: test fmt fmt-check vet lint tidy-check core-deps-check work bench bench-rls redis demo demo-standalone fuzz accuracy browser tools check-modules transitions faults haproxy nftables release scale
 
 ## test: format check, core dependency check, then in every module (JOBS at a time) vet, staticcheck and race tests; a headless browser; prints how long each part took
 test:
@@ -170,6 +170,11 @@ RUNS ?= 1
 transitions: haproxy
 	cd examples && GOWORK=off $(GO) run ./transitions -runs $(RUNS) $(SCENARIOS)
 
+## faults: real network faults between real replicas, each in a network namespace of its own behind a bridge (a replica cut off, a 3/2 split, a one-way cut, a flapping link, 5% and 20% loss, a SIGSTOP), with HAProxy and the load outside; prints the table docs/accuracy.md holds (as root; RUNS=n runs of each, FAULTS=names; about 5 min a run of all)
+FAULTS ?=
+faults: haproxy nftables
+	cd examples && GOWORK=off $(GO) run ./faults -runs $(RUNS) $(FAULTS)
+
 ## haproxy: install HAProxy from the OS packages when missing
 haproxy:
 	@if ! command -v haproxy >/dev/null 2>&1; then \
@@ -177,6 +182,15 @@ haproxy:
 		SUDO=; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
 		echo "== installing HAProxy"; \
 		($$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends haproxy) >/dev/null; \
+	fi
+
+## nftables: install nftables from the OS packages when missing (the faults' packet loss and one-way cuts)
+nftables:
+	@if ! command -v nft >/dev/null 2>&1; then \
+		command -v apt-get >/dev/null 2>&1 || { echo "no apt-get here: the faults that need nftables will be skipped"; exit 0; }; \
+		SUDO=; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
+		echo "== installing nftables"; \
+		($$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends nftables) >/dev/null; \
 	fi
 
 ## scale: N replicas (NODES, default 50) in one process, each with its own memberlist on loopback, at 5x their shared limit for 10 s: total, every replica's share, datagrams and bytes each sends its peers (docs/accuracy.md#scale)

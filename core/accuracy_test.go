@@ -91,7 +91,35 @@ func accuracyScenarios() []scenario {
 		{name: "isolate (share)", events: isolateNode0, fairFrom: afterHeal},
 		{name: "isolate (fail-closed)", events: isolateNode0, fairFrom: afterHeal,
 			limOpts: []gopherpace.Option{gopherpace.WithPartitionPolicy(gopherpace.PartitionFailClosed)}},
+		// The faults that make faults plays between real hosts, here from
+		// 5 to 13 s with failure detection at 2 s (docs/accuracy.md,
+		// "Real faults").
+		{name: "one node cut off, 8 s", events: []simEvent{
+			{5 * time.Second, func(c *simCluster) { c.net.Isolate("node-0") }},
+			{13 * time.Second, func(c *simCluster) { c.net.Heal() }},
+		}, netOpts: detect2s, fairFrom: []time.Duration{15 * time.Second}},
+		{name: "one-way cut, 8 s (node-1 does not hear node-0)", events: []simEvent{
+			{5 * time.Second, func(c *simCluster) { c.net.Cut(c.names(0), c.names(1)) }},
+			{13 * time.Second, func(c *simCluster) { c.net.Heal() }},
+		}, netOpts: detect2s, fairFrom: []time.Duration{15 * time.Second}},
+		{name: "flapping link, 8 s (node-0 cut 1 s of every 2)", events: flapNode0(),
+			netOpts: detect2s, fairFrom: []time.Duration{15 * time.Second}},
+		{name: "5% loss on one node's link", events: []simEvent{{0, func(c *simCluster) { c.net.SetNodeLoss("node-0", 0.05) }}}},
+		{name: "20% loss on one node's link", events: []simEvent{{0, func(c *simCluster) { c.net.SetNodeLoss("node-0", 0.20) }}}},
 	}
+}
+
+var detect2s = []memtransport.Option{memtransport.WithFailureDetection(2 * time.Second)}
+
+// flapNode0 cuts node-0 off for a second and back, four times from 5 s.
+func flapNode0() []simEvent {
+	var evs []simEvent
+	for k := range 4 {
+		at := 5*time.Second + time.Duration(2*k)*time.Second
+		evs = append(evs, simEvent{at, func(c *simCluster) { c.net.Isolate("node-0") }},
+			simEvent{at + time.Second, func(c *simCluster) { c.net.Heal() }})
+	}
+	return evs
 }
 
 // rolling replaces node i (0..4) at 2+3i s: the old one leaves (its
@@ -237,6 +265,33 @@ func TestAccuracy(t *testing.T) {
 			case "isolate (share)":
 				partitionWindow(t, r, B)
 				between("cluster rate while node-0 is isolated", c.rate(5*time.Second, 10*time.Second), 0.9*R, 1.05*R)
+			case "one node cut off, 8 s":
+				// The cut node, a minority of one, keeps its share, R/5,
+				// once detection agrees (2 s in); the rest take R.
+				if over := int64(0.2*R*6) + B/10; r.worstOver > over {
+					t.Errorf("a window admitted %d over R·w+B; bound B/10 + the cut node's share for 6 s (%d)", r.worstOver, over)
+				}
+				between("the others' rate once detection agrees", c.rate(8*time.Second, 13*time.Second)-c.nodeRate(0, 8*time.Second, 13*time.Second), 0.98*R, 1.02*R)
+				between("the cut node's rate", c.nodeRate(0, 8*time.Second, 13*time.Second), 0.19*R, 0.21*R)
+				between("the rate from 2 s after the heal", c.rate(15*time.Second, 20*time.Second), 0.98*R, 1.02*R)
+			case "one-way cut, 8 s (node-1 does not hear node-0)":
+				// Nobody is declared dead: the deaf node takes the silent
+				// one's share out, so the cluster admits a little under R.
+				window()
+				between("the rate during the fault", c.rate(5*time.Second, 13*time.Second), 0.8*R, 1.02*R)
+				between("the rate from 2 s after the heal", c.rate(15*time.Second, 20*time.Second), 0.98*R, 1.02*R)
+			case "flapping link, 8 s (node-0 cut 1 s of every 2)":
+				// Each cut lets both sides refill at R for the 60 ms before
+				// they withhold each other's shares: R·0.06 more per cut,
+				// which a window spanning all four cuts adds up.
+				if over := B/10 + int64(4*0.06*R); r.worstOver > over {
+					t.Errorf("a window admitted %d over R·w+B; bound B/10 + R·0.06 for each of 4 cuts (%d)", r.worstOver, over)
+				}
+				between("the rate during the fault", c.rate(5*time.Second, 13*time.Second), 0.8*R, 1.05*R)
+				between("the rate from 2 s after the heal", c.rate(15*time.Second, 20*time.Second), 0.98*R, 1.02*R)
+			case "5% loss on one node's link", "20% loss on one node's link":
+				total(1)
+				window()
 			case "isolate (fail-closed)":
 				partitionWindow(t, r, B)
 				between("cluster rate while node-0 is isolated", c.rate(5*time.Second, 10*time.Second), 0.75*R, 1.05*R)

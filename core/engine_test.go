@@ -132,6 +132,68 @@ func TestMalformedFramesAreDroppedAndCounted(t *testing.T) {
 	}
 }
 
+// A node of another release (another wire version) is refused and
+// counted, charges nothing, and, speaking no frame this node can read,
+// counts as out of reach once its 2 s as a new member are over: the
+// rolling-upgrade row of docs/operations.md.
+func TestANodeOfAnotherReleaseIsRefusedAndCounted(t *testing.T) {
+	net := memtransport.New()
+	lims, _ := cluster(t, net, 1, gopherpace.WithRefillRate(10), gopherpace.WithBucketSize(10))
+	old, _ := net.Join("old")
+	// Version 10's header, claiming a million tokens admitted.
+	frame := binary.LittleEndian.AppendUint64([]byte("gp\x0a\x00"), gopherpace.WireLimiterID(gopherpace.DefaultLimiterID))
+	frame = binary.LittleEndian.AppendUint64(frame, 1)
+	frame = append(frame, 1, 0xc0, 0x84, 0x3d, 0, 0, 0, 0)
+	for range 30 {
+		old.Broadcast(frame)
+		net.Advance(100 * time.Millisecond)
+	}
+	st := lims[0].Stats()
+	if st.FramesOtherVersion != 30 || st.FramesMalformed != 0 {
+		t.Fatalf("frames of another version counted %d (malformed %d), want 30 (0)", st.FramesOtherVersion, st.FramesMalformed)
+	}
+	if st.KnownNodes != 2 || st.VisibleNodes != 1 {
+		t.Fatalf("visible/known = %d/%d, want 1/2: the old node is out of reach, not gone", st.VisibleNodes, st.KnownNodes)
+	}
+	// Nothing was charged: the bucket holds what 3 s of refill and a full
+	// start give, less the old node's withheld share (half of the refill
+	// once it was out of reach).
+	admitted := 0
+	for range 20 {
+		if ok, _ := lims[0].AllowAt(net.Now()); ok {
+			admitted++
+		}
+	}
+	if admitted < 5 {
+		t.Fatalf("admitted %d of 20 after a million claimed admits of another version; its frames were charged", admitted)
+	}
+}
+
+// A member that runs the transport but not this limiter is in sight for
+// its first 2 s, then out of reach until the grace period forgets it: the
+// row of docs/operations.md for a limiter missing on one replica.
+func TestAMemberWithoutThisLimiterIsOutOfReachThenForgotten(t *testing.T) {
+	net := memtransport.New()
+	lims, _ := cluster(t, net, 1, gopherpace.WithRefillRate(10), gopherpace.WithPeerGracePeriod(5*time.Second))
+	net.Join("bare")
+	view := func() string {
+		st := lims[0].Stats()
+		return fmt.Sprintf("%d/%d", st.VisibleNodes, st.KnownNodes)
+	}
+	net.Advance(time.Second)
+	if got := view(); got != "2/2" {
+		t.Fatalf("1 s after it joined: visible/known %s, want 2/2", got)
+	}
+	net.Advance(2 * time.Second)
+	if got := view(); got != "1/2" {
+		t.Fatalf("3 s after it joined: visible/known %s, want 1/2", got)
+	}
+	net.Advance(6 * time.Second)
+	if got := view(); got != "1/1" {
+		t.Fatalf("past the grace period: visible/known %s, want 1/1", got)
+	}
+}
+
 func TestFailClosedWhenIsolated(t *testing.T) {
 	net := memtransport.New()
 	lims, _ := cluster(t, net, 3, gopherpace.WithRefillRate(100), gopherpace.WithPartitionPolicy(gopherpace.PartitionFailClosed))

@@ -15,7 +15,9 @@
 // between zones once, not once per replica. memberlist's own partition handling never
 // re-merges a split cluster, so a background loop asks the seed provider
 // again and re-joins every RejoinInterval, and every second while this node
-// hears no peer. A node whose first join fails starts anyway and keeps trying.
+// hears no peer; it also joins, every second, the members memberlist
+// declared dead without evidence that they are gone, so that a healed
+// partition merges again within a second whatever the seeds list. A node whose first join fails starts anyway and keeps trying.
 //
 // Logs go to slog with component=memberlist; memberlist's routine noise is
 // demoted to debug.

@@ -161,6 +161,24 @@ func (d *departures) recheck(listed []string) {
 	}
 }
 
+// unreachable is the addresses of the members memberlist declared dead
+// with no evidence that they are gone: cut off, as far as this node can
+// tell. The re-join loop joins them every isolatedRejoinInterval, so that
+// a partition heals as soon as its links do, on both sides, whatever the
+// seeds list (each side holds the other dead, and memberlist gossips with
+// the dead only now and then).
+func (d *departures) unreachable() []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var addrs []string
+	for _, m := range d.members {
+		if m.dead && m.goneAt.IsZero() && time.Since(m.deadAt) <= forgetDead && !slices.Contains(addrs, m.addr) {
+			addrs = append(addrs, m.addr)
+		}
+	}
+	return addrs
+}
+
 func (d *departures) probeLocked(name string, m *departure) {
 	if d.closed || m.probing || d.inFlight >= maxProbes {
 		return

@@ -219,7 +219,9 @@ func WithSeeds(p seeds.Provider) Option {
 
 // WithRejoinInterval sets how often the seeds are asked again and missing
 // peers joined, which is what heals a memberlist partition. While no peer
-// is heard it is every second. Default 10 s (±20% jitter), at least 1 s.
+// is heard it is every second, and members declared dead that may only be
+// cut off are joined every second whatever this interval. Default 10 s
+// (±20% jitter), at least 1 s.
 func WithRejoinInterval(d time.Duration) Option {
 	return func(c *config) {
 		if d < time.Second {

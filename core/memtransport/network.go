@@ -30,6 +30,8 @@ type Network struct {
 	loss     float64
 	dup      float64
 	cut      map[link]time.Time // when each cut link was cut
+	oneWay   map[link]bool      // links that drop frames but not membership (Cut)
+	nodeLoss map[string]float64 // the loss on each node's own link (SetNodeLoss)
 	maxFrame int
 	detect   time.Duration
 	running  bool
@@ -233,11 +235,41 @@ func (n *Network) Isolate(name string) {
 	n.Partition([]string{name}, others)
 }
 
-// Heal restores every cut link.
+// Cut drops every frame from a node of from to a node of to, one way
+// only. Unlike Partition it leaves the member lists alone: memberlist's
+// indirect probes, through members that still hear both, keep each side
+// listing the other, so a one-way cut looks to the deaf side like a peer
+// gone silent, not like a crash.
+func (n *Network) Cut(from, to []string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.oneWay == nil {
+		n.oneWay = make(map[link]bool)
+	}
+	for _, x := range from {
+		for _, y := range to {
+			n.oneWay[link{x, y}] = true
+		}
+	}
+}
+
+// SetNodeLoss sets the chance, from 0 to 1, that a frame to or from name
+// is lost on name's own link, on top of the network's loss (WithLoss).
+func (n *Network) SetNodeLoss(name string, p float64) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.nodeLoss == nil {
+		n.nodeLoss = make(map[string]float64)
+	}
+	n.nodeLoss[name] = p
+}
+
+// Heal restores every cut link, one-way cuts included.
 func (n *Network) Heal() {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.cut = make(map[link]time.Time)
+	n.oneWay = nil
 }
 
 // broadcast schedules frame from one node to every other live one.
@@ -282,7 +314,7 @@ func (n *Network) checkSendLocked(from *Transport, frame []byte) error {
 // sendLocked schedules one copy of frame (or two, or none) from one node
 // to another, subject to the links' latency, loss, duplication and cuts.
 func (n *Network) sendLocked(from, to *Transport, frame []byte) {
-	if !to.alive || n.isCut(from.name, to.name) {
+	if !to.alive || n.isCut(from.name, to.name) || n.oneWay[link{from.name, to.name}] {
 		return
 	}
 	copies := 1
@@ -291,6 +323,12 @@ func (n *Network) sendLocked(from, to *Transport, frame []byte) {
 	}
 	for range copies {
 		if n.loss > 0 && n.rng.Float64() < n.loss {
+			continue
+		}
+		if p := n.nodeLoss[from.name]; p > 0 && n.rng.Float64() < p {
+			continue
+		}
+		if p := n.nodeLoss[to.name]; p > 0 && n.rng.Float64() < p {
 			continue
 		}
 		delay := n.latency

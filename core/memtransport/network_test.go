@@ -174,3 +174,62 @@ func TestRealTimeDelivers(t *testing.T) {
 		t.Fatal("frame never delivered in real time")
 	}
 }
+
+// A one-way cut drops frames one way only and leaves the member lists
+// alone, as memberlist's indirect probes would; Heal restores it.
+func TestOneWayCut(t *testing.T) {
+	n := New(WithFailureDetection(time.Second))
+	a, aBox := join(t, n, "a")
+	b, bBox := join(t, n, "b")
+	n.Cut([]string{"a"}, []string{"b"})
+	a.Broadcast([]byte("1"))
+	b.Broadcast([]byte("2"))
+	n.Advance(2 * time.Second)
+	if len(bBox.got) != 0 || strings.Join(aBox.got, ",") != "b:2" {
+		t.Fatalf("a→b cut: b got %v, a got %v", bBox.got, aBox.got)
+	}
+	if strings.Join(a.Members(), ",") != "b" || strings.Join(b.Members(), ",") != "a" {
+		t.Fatalf("a one-way cut unlisted a member: %v %v", a.Members(), b.Members())
+	}
+	n.Heal()
+	a.Broadcast([]byte("3"))
+	n.Advance(10 * time.Millisecond)
+	if strings.Join(bBox.got, ",") != "a:3" {
+		t.Fatalf("after the heal b got %v", bBox.got)
+	}
+}
+
+// A node's own loss applies to what it sends and what it receives, and
+// not to the others' links.
+func TestNodeLoss(t *testing.T) {
+	n := New(WithRandom(5))
+	a, aBox := join(t, n, "a")
+	b, bBox := join(t, n, "b")
+	c, cBox := join(t, n, "c")
+	n.SetNodeLoss("a", 0.2)
+	for range 10_000 {
+		a.Broadcast([]byte("x"))
+		b.SendTo("c", []byte("y"))
+		c.SendTo("a", []byte("z"))
+	}
+	n.Advance(time.Second)
+	if got := len(bBox.got); got < 7700 || got > 8300 {
+		t.Fatalf("b got %d of 10000 frames from a at 20%% loss on a's link", got)
+	}
+	if got := len(aBox.got); got < 7700 || got > 8300 {
+		t.Fatalf("a got %d of 10000 frames from c at 20%% loss on a's link", got)
+	}
+	if countFrom(cBox.got, "b") != 10000 {
+		t.Fatalf("b→c lost frames: %d of 10000 arrived", countFrom(cBox.got, "b"))
+	}
+}
+
+func countFrom(got []string, from string) int {
+	n := 0
+	for _, g := range got {
+		if strings.HasPrefix(g, from+":") {
+			n++
+		}
+	}
+	return n
+}
