@@ -47,11 +47,11 @@ type Config struct {
 	// are read again when they change (rotated certificates).
 	TLSCert, TLSKey, ClientCA string
 
-	Rate  int64         // tokens a second for keys without a limit of their own
-	Burst int64         // their bucket size; 0 is Rate
+	Rate  Rate          // the refill of keys without a limit of their own
+	Burst int64         // their bucket size; 0 is Rate's tokens
 	Sweep time.Duration // accepted for the seed's command lines (see docs/service.md)
-	// Limits are per-key limits: key → tokens a second and bucket size.
-	Limits map[string][2]int64
+	// Limits are per-key limits.
+	Limits map[string]Limit
 
 	// Clustering: with Seeds, or a BindAddr other than loopback's, the
 	// service gossips with its peers over memberlist, and the limits are
@@ -64,6 +64,12 @@ type Config struct {
 	// KeyHashSecret pins the secret keys are hashed with (at least 16
 	// bytes); nil: derived from SecretKey when clustered, random when not.
 	KeyHashSecret []byte
+}
+
+// Limit is one key's limit: its refill and its bucket size.
+type Limit struct {
+	Rate  Rate
+	Burst int64
 }
 
 // Clustered reports whether the service gossips with peers.
@@ -84,8 +90,8 @@ func ParseFlags(args []string, getenv func(string) string, out io.Writer) (Confi
 		return def
 	}
 	addr := fs.String("addr", env("ADDR", ":8100"), "HTTP listen address (GOPHERPACE_ADDR)")
-	rate := fs.String("rate", env("RATE", "10"), "tokens a second for every key without a limit of its own (GOPHERPACE_RATE)")
-	burst := fs.String("burst", env("BURST", "0"), "their bucket size; 0 is the rate (GOPHERPACE_BURST)")
+	rate := fs.String("rate", env("RATE", "10"), "the refill of every key without a limit of its own: tokens a second (10, 0.5) or per period (100/m, 5000/h, 30/10s) (GOPHERPACE_RATE)")
+	burst := fs.String("burst", env("BURST", "0"), "their bucket size; 0 is the rate's tokens (GOPHERPACE_BURST)")
 	grpcAddr := fs.String("grpc-addr", env("GRPC_ADDR", ":8081"), "gRPC listen address: Envoy's RateLimitService v3 and gRPC health (GOPHERPACE_GRPC_ADDR)")
 	configPath := fs.String("config", env("CONFIG", ""), "limits for the RateLimitService in envoyproxy/ratelimit's YAML format: a file, or a directory of .yaml files; reloaded on SIGHUP and on change (GOPHERPACE_CONFIG)")
 	configPoll := fs.String("config-poll", env("CONFIG_POLL", "2s"), "how often -config's contents are read for a change (GOPHERPACE_CONFIG_POLL)")
@@ -99,7 +105,7 @@ func ParseFlags(args []string, getenv func(string) string, out io.Writer) (Confi
 	maxPerClient := fs.String("max-conns-per-client", env("MAX_CONNS_PER_CLIENT", strconv.Itoa(connlimit.DefaultPerClient)), "connections one client address (IPv6: one /64) holds on each listener; behind a proxy or sidecar that connects from one address, raise it to -max-conns (GOPHERPACE_MAX_CONNS_PER_CLIENT)")
 	reflectEnv, reflectErr := strconv.ParseBool(env("GRPC_REFLECTION", "false"))
 	reflect := fs.Bool("grpc-reflection", reflectEnv, "serve gRPC reflection on -grpc-addr, for grpcurl (GOPHERPACE_GRPC_REFLECTION)")
-	limits := fs.String("limits", env("LIMITS", ""), `per-key limits, "tenant-a=100:200,tenant-b=5:5" (rate:burst) (GOPHERPACE_LIMITS)`)
+	limits := fs.String("limits", env("LIMITS", ""), `per-key limits, "tenant-a=100:200,tenant-b=1000/h:50" (rate:burst, the rate as -rate takes it) (GOPHERPACE_LIMITS)`)
 	sweep := fs.String("sweep", env("SWEEP", "1m"), "accepted for the seed service's command lines: buckets are dropped once full whatever it says (GOPHERPACE_SWEEP)")
 	seedList := fs.String("seeds", env("SEEDS", ""), "host:port of peers to join, comma-separated: clusters the service (GOPHERPACE_SEEDS)")
 	bind := fs.String("bind", env("BIND", ""), "gossip address; set it (or -seeds) to cluster (GOPHERPACE_BIND)")
@@ -153,7 +159,7 @@ func ParseFlags(args []string, getenv func(string) string, out io.Writer) (Confi
 	if c.MaxKeys, err = positive(*maxKeys, false); err != nil {
 		bad("max-keys", err)
 	}
-	if c.Rate, err = positive(*rate, false); err != nil {
+	if c.Rate, err = ParseRate(*rate); err != nil {
 		bad("rate", err)
 	}
 	if c.Burst, err = positive(*burst, true); err != nil {
@@ -210,9 +216,10 @@ func positive(s string, zeroOK bool) (int64, error) {
 	return v, nil
 }
 
-// parseLimits reads "key=rate:burst,..." as the seed service writes it.
-func parseLimits(s string) (map[string][2]int64, error) {
-	out := map[string][2]int64{}
+// parseLimits reads "key=rate:burst,..." as the seed service writes it,
+// each rate as ParseRate reads it.
+func parseLimits(s string) (map[string]Limit, error) {
+	out := map[string]Limit{}
 	if strings.TrimSpace(s) == "" {
 		return out, nil
 	}
@@ -222,7 +229,7 @@ func parseLimits(s string) (map[string][2]int64, error) {
 		if !ok || !ok2 || key == "" {
 			return nil, fmt.Errorf("%q is not key=rate:burst", item)
 		}
-		rate, err := positive(rs, false)
+		rate, err := ParseRate(rs)
 		if err != nil {
 			return nil, fmt.Errorf("%s's rate: %w", key, err)
 		}
@@ -233,7 +240,7 @@ func parseLimits(s string) (map[string][2]int64, error) {
 		if _, dup := out[key]; dup {
 			return nil, fmt.Errorf("%s is given twice", key)
 		}
-		out[key] = [2]int64{rate, burst}
+		out[key] = Limit{Rate: rate, Burst: burst}
 	}
 	return out, nil
 }

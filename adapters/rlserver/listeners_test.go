@@ -19,10 +19,11 @@ import (
 )
 
 // runServer runs the whole server (Run) on loopback with its defaults and
-// returns its HTTP and gRPC addresses; it stops at the end of the test.
-func runServer(t *testing.T) (httpAddr, grpcAddr string) {
+// any flags given, and returns its HTTP and gRPC addresses; it stops at the
+// end of the test.
+func runServer(t *testing.T, flags ...string) (httpAddr, grpcAddr string) {
 	t.Helper()
-	c, err := ParseFlags([]string{"-addr", "127.0.0.1:0", "-grpc-addr", "127.0.0.1:0"}, func(string) string { return "" }, io.Discard)
+	c, err := ParseFlags(append([]string{"-addr", "127.0.0.1:0", "-grpc-addr", "127.0.0.1:0"}, flags...), func(string) string { return "" }, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -57,11 +57,10 @@ func Run(ctx context.Context, c Config, log *slog.Logger, started func(httpAddr,
 		}
 	}
 	var opts []gopherpace.Option
-	burst := c.Burst
-	if burst == 0 {
-		burst = c.Rate
+	opts = append(opts, gopherpace.WithRate(c.Rate.Tokens, c.Rate.Per), gopherpace.WithLogger(log))
+	if c.Burst > 0 {
+		opts = append(opts, gopherpace.WithBucketSize(c.Burst))
 	}
-	opts = append(opts, gopherpace.WithRefillRate(c.Rate), gopherpace.WithBucketSize(burst), gopherpace.WithLogger(log))
 	var shared []gopherpace.Option // every limiter's, the HTTP API's and each rule's
 	if c.KeyHashSecret != nil {
 		shared = append(shared, gopherpace.WithKeyHashSecret(c.KeyHashSecret))
@@ -76,7 +75,8 @@ func Run(ctx context.Context, c Config, log *slog.Logger, started func(httpAddr,
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		opts = append(opts, gopherpace.WithOverride(k, c.Limits[k][0], c.Limits[k][1]))
+		lim := c.Limits[k]
+		opts = append(opts, gopherpace.WithOverrideRate(k, lim.Rate.Tokens, lim.Rate.Per, lim.Burst))
 	}
 	var transport *memberpace.Transport
 	if c.Clustered() {
