@@ -81,6 +81,16 @@ func TestGoGetAsAUser(t *testing.T) {
 		}
 	})
 
+	t.Run("go install of the service's command, as the README says", func(t *testing.T) {
+		line := goInstallLine(t, "README.md")
+		bin := t.TempDir()
+		mustGo(t, t.TempDir(), append(env, "GOBIN="+bin), strings.Fields(strings.Replace(line, "@latest", "@"+testVersion, 1))[1:]...)
+		out, err := exec.Command(filepath.Join(bin, "gopherpace"), "serve", "-h").CombinedOutput()
+		if !strings.Contains(string(out), "-rate") {
+			t.Fatalf("the installed gopherpace serve -h: %v\n%s", err, out)
+		}
+	})
+
 	t.Run("a gRPC server limited over a memberlist cluster", func(t *testing.T) {
 		app := newConsumer(t, env)
 		mustGo(t, app, env, "get", Prefix+"core", Prefix+"adapters/grpcpace", Prefix+"adapters/memberpace", Prefix+"seeds")
@@ -325,3 +335,19 @@ func main() {
 	log.Fatal(srv.Serve(ln))
 }
 `
+
+// goInstallLine is the README's go install command of the service.
+func goInstallLine(t *testing.T, doc string) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(repoRoot, doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if line = strings.TrimSpace(line); strings.HasPrefix(line, "go install "+Prefix+"adapters/rlserver/cmd/gopherpace@") {
+			return line
+		}
+	}
+	t.Fatalf("%s has no go install line for the service", doc)
+	return ""
+}

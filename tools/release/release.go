@@ -6,7 +6,10 @@
 //
 // Day to day, every module reaches its siblings through replace lines and
 // go.work, whatever version its requires name; a consumer ignores those,
-// so what the requires name is what a consumer's go get resolves.
+// so what the requires name is what a consumer's go get resolves. A
+// release drops the replace lines of the library modules, since go install
+// pkg@version refuses a module that has any, and Develop puts them back
+// once the tags are made.
 package release
 
 import (
@@ -148,11 +151,71 @@ func CheckVersion(version string) error {
 }
 
 // SetVersion rewrites the go.mod of every module under root so that each
-// require of a sibling names version. It returns the files it changed.
+// require of a sibling names version, and drops the library modules'
+// replace lines of siblings (go install pkg@version refuses a module with
+// replace lines; the modules that are never published keep theirs). It
+// returns the files it changed.
 func SetVersion(root string, mods []Module, version string) ([]string, error) {
 	if err := CheckVersion(version); err != nil {
 		return nil, err
 	}
+	return edit(root, mods, func(m Module, f *modfile.File) (bool, error) {
+		edited := false
+		for _, r := range f.Require {
+			if strings.HasPrefix(r.Mod.Path, Prefix) && r.Mod.Version != version {
+				if err := f.AddRequire(r.Mod.Path, version); err != nil {
+					return false, err
+				}
+				edited = true
+			}
+		}
+		if !m.Publish {
+			return edited, nil
+		}
+		for _, r := range slices.Clone(f.Replace) {
+			if strings.HasPrefix(r.Old.Path, Prefix) {
+				if err := f.DropReplace(r.Old.Path, r.Old.Version); err != nil {
+					return false, err
+				}
+				edited = true
+			}
+		}
+		return edited, nil
+	})
+}
+
+// Develop gives every module under root a replace line for each sibling
+// it requires and has none for, to the sibling's directory: after a
+// release's tags, the tree builds from its own siblings again. It returns
+// the files it changed.
+func Develop(root string, mods []Module) ([]string, error) {
+	dirOf := map[string]string{}
+	for _, m := range mods {
+		dirOf[m.Path] = m.Dir
+	}
+	return edit(root, mods, func(m Module, f *modfile.File) (bool, error) {
+		edited := false
+		for _, r := range f.Require {
+			dir, sibling := dirOf[r.Mod.Path]
+			if !sibling || slices.ContainsFunc(f.Replace, func(rep *modfile.Replace) bool { return rep.Old.Path == r.Mod.Path }) {
+				continue
+			}
+			rel, err := filepath.Rel(filepath.FromSlash(m.Dir), filepath.FromSlash(dir))
+			if err != nil {
+				return false, err
+			}
+			if err := f.AddReplace(r.Mod.Path, "", filepath.ToSlash(rel), ""); err != nil {
+				return false, err
+			}
+			edited = true
+		}
+		return edited, nil
+	})
+}
+
+// edit applies change to the go.mod of every module under root and writes
+// back those it changed, returning their paths.
+func edit(root string, mods []Module, change func(Module, *modfile.File) (bool, error)) ([]string, error) {
 	var changed []string
 	for _, m := range mods {
 		path := filepath.Join(root, filepath.FromSlash(m.Dir), "go.mod")
@@ -164,14 +227,9 @@ func SetVersion(root string, mods []Module, version string) ([]string, error) {
 		if err != nil {
 			return changed, err
 		}
-		edited := false
-		for _, r := range f.Require {
-			if strings.HasPrefix(r.Mod.Path, Prefix) && r.Mod.Version != version {
-				if err := f.AddRequire(r.Mod.Path, version); err != nil {
-					return changed, err
-				}
-				edited = true
-			}
+		edited, err := change(m, f)
+		if err != nil {
+			return changed, err
 		}
 		if !edited {
 			continue

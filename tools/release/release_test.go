@@ -57,6 +57,7 @@ func TestSetVersionAndItsRefusals(t *testing.T) {
 	}
 	write("core", "module "+Prefix+"core\n\ngo 1.26\n")
 	write("adapters/x", "module "+Prefix+"adapters/x\n\ngo 1.26\n\nrequire (\n\t"+Prefix+"core v0.0.0\n\tgolang.org/x/mod v0.43.0\n)\n\nreplace "+Prefix+"core => ../../core\n")
+	write("examples", "module "+Prefix+"examples\n\ngo 1.26\n\nrequire "+Prefix+"core v0.0.0\n\nreplace "+Prefix+"core => ../core\n")
 	mods, err := Find(root)
 	if err != nil {
 		t.Fatal(err)
@@ -65,14 +66,35 @@ func TestSetVersionAndItsRefusals(t *testing.T) {
 		t.Fatalf("tags %v", got)
 	}
 	changed, err := SetVersion(root, mods, "v1.2.3")
-	if err != nil || !slices.Equal(changed, []string{"adapters/x/go.mod"}) {
+	if err != nil || !slices.Equal(changed, []string{"adapters/x/go.mod", "examples/go.mod"}) {
 		t.Fatalf("changed %v, %v", changed, err)
 	}
+	// A module never published keeps its replace line.
+	if data, _ := os.ReadFile(filepath.Join(root, "examples/go.mod")); !strings.Contains(string(data), "replace "+Prefix+"core => ../core") || !strings.Contains(string(data), "core v1.2.3") {
+		t.Errorf("examples/go.mod after SetVersion:\n%s", data)
+	}
 	data, _ := os.ReadFile(filepath.Join(root, "adapters/x/go.mod"))
-	for _, want := range []string{Prefix + "core v1.2.3", "golang.org/x/mod v0.43.0", "replace " + Prefix + "core => ../../core"} {
+	for _, want := range []string{Prefix + "core v1.2.3", "golang.org/x/mod v0.43.0"} {
 		if !strings.Contains(string(data), want) {
 			t.Errorf("go.mod lacks %q:\n%s", want, data)
 		}
+	}
+	if strings.Contains(string(data), "replace") {
+		t.Errorf("the released go.mod keeps a replace line (go install pkg@version would refuse it):\n%s", data)
+	}
+	// Back to development: the replace line again, the version kept.
+	changed, err = Develop(root, mods)
+	if err != nil || !slices.Equal(changed, []string{"adapters/x/go.mod"}) {
+		t.Fatalf("Develop changed %v, %v", changed, err)
+	}
+	data, _ = os.ReadFile(filepath.Join(root, "adapters/x/go.mod"))
+	for _, want := range []string{Prefix + "core v1.2.3", "replace " + Prefix + "core => ../../core"} {
+		if !strings.Contains(string(data), want) {
+			t.Errorf("go.mod after Develop lacks %q:\n%s", want, data)
+		}
+	}
+	if changed, err := Develop(root, mods); err != nil || len(changed) != 0 {
+		t.Errorf("Develop a second time changed %v, %v; want nothing", changed, err)
 	}
 	for _, v := range []string{"1.2.3", "v1.2", "v2.0.0", "latest", ""} {
 		if _, err := SetVersion(root, mods, v); err == nil {

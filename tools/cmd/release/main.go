@@ -1,8 +1,9 @@
 // Command release makes a release of every module in the repository at
 // one version: it checks that the tree is clean, sets every require of a
-// sibling to the version, commits that, tags each library module in
-// dependency order (core/v0.2.0, seeds/v0.2.0, adapters/ginpace/v0.2.0,
-// ...), and prints what to push. It runs from make release, after make
+// sibling to the version and drops the library modules' replace lines,
+// commits that, tags each library module in dependency order (core/v0.2.0,
+// seeds/v0.2.0, adapters/ginpace/v0.2.0, ...), commits the replace lines
+// back for development, and prints what to push. It runs from make release, after make
 // test; docs/releasing.md has the procedure.
 //
 //	go run ./cmd/release -root .. -version v0.2.0 [-dry-run]
@@ -64,7 +65,7 @@ func run(root, version string, dryRun bool) error {
 		return err
 	}
 	if len(changed) > 0 {
-		if _, err := git(root, append([]string{"commit", "-m", "release " + version + ": every sibling required at " + version, "--"}, changed...)...); err != nil {
+		if _, err := git(root, append([]string{"commit", "-m", "release " + version + ": every sibling required at " + version + ", no replace lines in the libraries", "--"}, changed...)...); err != nil {
 			return err
 		}
 	}
@@ -74,7 +75,16 @@ func run(root, version string, dryRun bool) error {
 			return err
 		}
 	}
-	fmt.Printf("released %s: %d go.mod files changed, %d tags.\nPush the commit, then the tags in this order:\n\n", version, len(changed), len(tags))
+	back, err := release.Develop(root, mods)
+	if err != nil {
+		return err
+	}
+	if len(back) > 0 {
+		if _, err := git(root, append([]string{"commit", "-m", "after release " + version + ": siblings replaced by their directories again", "--"}, back...)...); err != nil {
+			return err
+		}
+	}
+	fmt.Printf("released %s: %d go.mod files changed, %d tags.\nPush the commits, then the tags in this order:\n\n", version, len(changed), len(tags))
 	fmt.Println("  git push origin HEAD")
 	for _, t := range tags {
 		fmt.Println("  git push origin " + t)
