@@ -149,14 +149,20 @@ bench:
 bench-rls: redis
 	cd bench/rlsbench && GOWORK=off $(GO) run . $(RLSBENCH_FLAGS)
 
+# apt_install installs the Debian package $(2) when the command $(1) is
+# missing; without apt-get it says so and fails, unless $(3) is "optional".
+define apt_install
+	@if ! command -v $(1) >/dev/null 2>&1; then \
+		command -v apt-get >/dev/null 2>&1 || { echo "no apt-get here: install $(2) yourself"; [ "$(3)" = optional ]; exit; }; \
+		SUDO=; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
+		echo "== installing $(2)"; \
+		($$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $(2)) >/dev/null; \
+	fi
+endef
+
 ## redis: install redis-server from the OS packages when missing
 redis:
-	@if ! command -v redis-server >/dev/null 2>&1; then \
-		command -v apt-get >/dev/null 2>&1 || { echo "no apt-get here: install redis-server yourself"; exit 1; }; \
-		SUDO=; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
-		echo "== installing redis-server"; \
-		($$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends redis-server) >/dev/null; \
-	fi
+	$(call apt_install,redis-server,redis-server)
 
 ## accuracy: run the cluster simulator's scenarios, ours beside the reference design, and the scale rows at N = 10, 30, 100, 300 and 1,000 (SCALE_NODES picks; N = 1,000 takes about 4 min a row for 8 s); print the tables, write them into docs/accuracy.md and the plots into docs/accuracy/
 SCALE_NODES ?= 10,30,100,300,1000
@@ -189,21 +195,11 @@ faults: haproxy nftables
 
 ## haproxy: install HAProxy from the OS packages when missing
 haproxy:
-	@if ! command -v haproxy >/dev/null 2>&1; then \
-		command -v apt-get >/dev/null 2>&1 || { echo "no apt-get here: install HAProxy yourself"; exit 1; }; \
-		SUDO=; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
-		echo "== installing HAProxy"; \
-		($$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends haproxy) >/dev/null; \
-	fi
+	$(call apt_install,haproxy,haproxy)
 
-## nftables: install nftables from the OS packages when missing (the faults' packet loss and one-way cuts)
+## nftables: install nftables from the OS packages when missing (the faults' packet loss and cuts; without it they are skipped)
 nftables:
-	@if ! command -v nft >/dev/null 2>&1; then \
-		command -v apt-get >/dev/null 2>&1 || { echo "no apt-get here: the faults that need nftables will be skipped"; exit 0; }; \
-		SUDO=; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
-		echo "== installing nftables"; \
-		($$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends nftables) >/dev/null; \
-	fi
+	$(call apt_install,nft,nftables,optional)
 
 ## scale: N replicas (NODES, default 50) in one process, each with its own memberlist on loopback, at 5x their shared limit for 10 s: total, every replica's share, datagrams and bytes each sends its peers (docs/accuracy.md#scale)
 NODES ?= 50
