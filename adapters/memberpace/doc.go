@@ -17,7 +17,7 @@
 // again and re-joins every RejoinInterval, and every second while this node
 // hears no peer; it also joins, every second, the members memberlist
 // declared dead without evidence that they are gone, so that a healed
-// partition merges again within a second whatever the seeds list. A node whose first join fails starts anyway and keeps trying.
+// partition merges again within about a second whatever the seeds list. A node whose first join fails starts anyway and keeps trying.
 //
 // Logs go to slog with component=memberlist; memberlist's routine noise is
 // demoted to debug.
