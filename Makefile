@@ -8,12 +8,12 @@ STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # its packages in parallel too; two modules at once keep both cores busy
 # while the other links or waits on a test's timers.
 JOBS ?= 2
-# QUIET_TESTS measure a real cluster's rate against real time: they run
-# after the modules, alone, not beside another module's floods of
-# connections (they do not yet hold on a machine that busy: see
-# docs/accuracy.md, "Fairness").
-QUIET_MODULE := ./adapters/memberpace
-QUIET_TESTS := ^(TestFairnessOverRealMemberlist|TestSeparateProcesses)$$
+# The quiet tests measure real clusters (real processes, real memberlist)
+# against real time: they run after the modules, alone, not beside another
+# module's floods of connections (they do not yet hold on a machine that
+# busy: see docs/accuracy.md, "Fairness").
+QUIET_MEMBERPACE := ^(TestFairnessOverRealMemberlist|TestSeparateProcesses|TestOversizedBatchIsSplit)$$
+QUIET_RLSERVER := ^TestThreeReplicasEnforceOneEnvoyLimit$$
 # Tools built once per checkout (untracked), and each part's time.
 BIN := $(CURDIR)/.bin
 TIMES := $(CURDIR)/.test-times
@@ -31,8 +31,9 @@ test:
 	[ $$status -ne 0 ] || $(MAKE) --no-print-directory check-modules || status=1; \
 	echo "modules, $(JOBS) at a time (wall) $$(( $$(date +%s) - t ))s" >> $(TIMES); t=$$(date +%s); \
 	if [ $$status -eq 0 ]; then \
-		echo "== go test -race $(QUIET_MODULE), the real-time tests, alone"; \
-		(cd $(QUIET_MODULE) && GOWORK=off $(GO) test -race -count=1 -run '$(QUIET_TESTS)' .) || status=1; \
+		echo "== go test -race, the real-time tests of memberpace and rlserver, alone"; \
+		(cd adapters/memberpace && GOWORK=off $(GO) test -race -count=1 -run '$(QUIET_MEMBERPACE)' ./...) || status=1; \
+		(cd adapters/rlserver && GOWORK=off $(GO) test -race -count=1 -run '$(QUIET_RLSERVER)' ./...) || status=1; \
 		echo "real-time tests alone $$(( $$(date +%s) - t ))s" >> $(TIMES); t=$$(date +%s); \
 	fi; \
 	if [ $$status -eq 0 ]; then \
@@ -56,7 +57,7 @@ $(BIN)/staticcheck: Makefile
 # interleave; its times go to $(TIMES).
 define check_module
 m=$$1; log=$$(mktemp); \
-skip=; [ "$$m" != "$(QUIET_MODULE)" ] || skip='$(QUIET_TESTS)'; \
+case $$m in ./adapters/memberpace) skip='$(QUIET_MEMBERPACE)';; ./adapters/rlserver) skip='$(QUIET_RLSERVER)';; *) skip=;; esac; \
 t0=$$(date +%s); (cd $$m && GOWORK=off $(GO) vet ./...) >$$log 2>&1 && \
 t1=$$(date +%s) && (cd $$m && GOWORK=off $(BIN)/staticcheck ./...) >>$$log 2>&1 && \
 t2=$$(date +%s) && (cd $$m && GOWORK=off $(GO) test -race -count=1 -timeout 5m -skip "$$skip" ./...) >>$$log 2>&1; \
