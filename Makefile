@@ -61,7 +61,7 @@ m=$$1; log=$$(mktemp); \
 case $$m in ./adapters/memberpace) skip='$(QUIET_MEMBERPACE)';; ./adapters/rlserver) skip='$(QUIET_RLSERVER)';; *) skip=;; esac; \
 t0=$$(date +%s); (cd $$m && GOWORK=off $(GO) vet ./...) >$$log 2>&1 && \
 t1=$$(date +%s) && (cd $$m && GOWORK=off $(BIN)/staticcheck ./...) >>$$log 2>&1 && \
-t2=$$(date +%s) && (cd $$m && GOWORK=off $(GO) test -race -count=1 -timeout 5m -skip "$$skip" ./...) >>$$log 2>&1; \
+t2=$$(date +%s) && (cd $$m && GOWORK=off $(GO) test -race -count=1 -timeout 10m -skip "$$skip" ./...) >>$$log 2>&1; \
 rc=$$?; t3=$$(date +%s); \
 echo "== $$m: vet, staticcheck, go test -race"; cat $$log; rm -f $$log; \
 if [ $$rc -ne 0 ]; then echo "FAILED: $$m"; fi; \
