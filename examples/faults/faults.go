@@ -266,7 +266,7 @@ func measure(ns namespaces, bin string, flt fault, rate int64, load float64) (ou
 			faultErr <- nil
 			return
 		}
-		smp.during(true)
+		smp.faultStarted()
 		fctx, fcancel := context.WithTimeout(ctx, flt.lasts)
 		err := flt.play(fctx, ns, f)
 		fcancel()
@@ -309,9 +309,10 @@ func newSampler(live []*fleet.Replica) *sampler {
 	return s
 }
 
-func (s *sampler) during(on bool) {
+// faultStarted starts the watch: from now each replica's lowest view counts.
+func (s *sampler) faultStarted() {
 	s.mu.Lock()
-	s.watching = on
+	s.watching = true
 	s.mu.Unlock()
 }
 
