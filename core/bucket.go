@@ -182,21 +182,26 @@ func refundable(p *rule, ahead, n int64) bool {
 // stale counts (after a partition heals, say) cannot stall the bucket for
 // long. maxDebt 0 is the reference design's floor at zero. A count of any
 // size only ever spends: the cost saturates, and n < 1 charges nothing.
-func debit(tat *atomic.Int64, p *rule, at bucketTime, n, maxDebt int64) {
+// It returns the tokens it spent (fewer than n where the cap cut the
+// charge) and how far ahead of now the word's time is after it.
+func debit(tat *atomic.Int64, p *rule, at bucketTime, n, maxDebt int64) (charged, ahead int64) {
 	now := int64(at)
 	if n < 1 {
-		return
+		return 0, max(tat.Load()-now, 0)
 	}
 	cost := costOf(n, p.interval, p.tolerance+maxDebt)
 	limit := now + p.tolerance + maxDebt
 	for {
 		old := tat.Load()
-		if old == evicted || old >= limit {
-			return
+		if old == evicted {
+			return 0, 0
+		}
+		if old >= limit {
+			return 0, old - now
 		}
 		next := min(max(old, now)+cost, limit)
 		if tat.CompareAndSwap(old, next) {
-			return
+			return chargedOf(n, next-max(old, now), cost, p.interval), next - now
 		}
 	}
 }

@@ -290,6 +290,35 @@ func (c *countedBucket) debit(p *rule, at bucketTime, n, maxDebt int64) {
 	})
 }
 
+// charge spends n tokens whether or not the bucket holds them, never
+// taking it past maxDebt beyond empty, and counts what it spent for gossip
+// in the same compare-and-swap. It returns the tokens spent, the
+// unreported count after them and how far ahead of now the bucket's time
+// is; ok is false when the word was handed back.
+func (c *countedBucket) charge(p *rule, at bucketTime, n, maxDebt int64) (charged, count, ahead int64, ok bool) {
+	now := int64(at)
+	limit := p.tolerance + maxDebt
+	cost := costOf(n, p.interval, limit)
+	for {
+		w := c.word.Load()
+		unsent := int64(w & countMask)
+		if unsent == handedBack {
+			return 0, 0, 0, false
+		}
+		a := readAhead(w, at, p)
+		if a >= limit {
+			return 0, c.unreported(w), a, true
+		}
+		base := max(a, 0)
+		next := min(base+cost, limit)
+		charged = chargedOf(n, next-base, cost, p.interval)
+		keep, moved := addCount(unsent, charged)
+		if c.word.CompareAndSwap(w, packCounted(now+next, keep)) {
+			return charged, c.unreportedAfter(keep, moved), next, true
+		}
+	}
+}
+
 // reset makes the bucket full at now, keeping the unreported count; false
 // when the word was handed back (the limiter is closing).
 func (c *countedBucket) reset(p *rule, at bucketTime) bool {

@@ -222,3 +222,35 @@ func ExampleWithKeyHashSecret() {
 	// Output:
 	// gopherpace: WithKeyHashSecret: 5 bytes; the secret must be at least 16 random bytes
 }
+
+// An LLM gateway's budget of 1,000 tokens a minute per API key. How many
+// tokens a completion uses is known only after it is generated: a request
+// is let in while the key's bucket is not empty (PeekAt), and its usage is
+// charged afterwards (ChargeAt), which may take the bucket into debt that
+// refill repays before the key is let in again.
+func ExampleLimiter_ChargeAt() {
+	budget, err := gopherpace.New(gopherpace.WithRate(1000, time.Minute), gopherpace.WithBucketSize(1000))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer budget.Close()
+	now := time.Now()
+	completion := func(key string, used int64) {
+		if !budget.PeekAt(now, key).Allowed {
+			fmt.Println(key, "denied")
+			return
+		}
+		owed, _ := budget.ChargeAt(now, key, used)
+		fmt.Printf("%s used %d tokens, debt repaid in %v\n", key, used, owed)
+	}
+	completion("key-a", 700)
+	completion("key-a", 800) // let in with 300 left: the bucket goes 500 into debt
+	completion("key-a", 10)
+	now = now.Add(31 * time.Second) // 500 tokens of debt refill in 30 s
+	completion("key-a", 10)
+	// Output:
+	// key-a used 700 tokens, debt repaid in 0s
+	// key-a used 800 tokens, debt repaid in 30s
+	// key-a denied
+	// key-a used 10 tokens, debt repaid in 0s
+}

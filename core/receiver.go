@@ -200,7 +200,7 @@ func (r *receiver) apply(from string, b []byte, keep, relayed bool) {
 		pol := r.rules.forKey(kc.Key)
 		var ent *clusterEntry
 		if kc.Tokens > 0 {
-			if ent = r.keys.debit(kc.Key, pol, at, kc.Tokens, r.maxDebt(pol)); ent == nil {
+			if ent, _, _ = r.keys.debit(kc.Key, pol, at, kc.Tokens, r.maxDebt(pol)); ent == nil {
 				r.stats.keysDropped.Add(1)
 			}
 		} else {

@@ -101,6 +101,16 @@ func costOf(n, unit, limit int64) int64 {
 	return n * unit
 }
 
+// chargedOf is how many of n tokens a charge costing cost ns spent when
+// only moved ns of it landed (a cap on debt cut the rest): all n when it
+// landed whole, else the whole tokens that moved.
+func chargedOf(n, moved, cost, unit int64) int64 {
+	if moved >= cost {
+		return n
+	}
+	return moved / unit
+}
+
 // window is the time an empty bucket takes to fill.
 func (p *rule) window() time.Duration { return time.Duration(p.tolerance) }
 

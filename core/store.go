@@ -205,20 +205,21 @@ func (s *store[S, E, PS, P]) get(h uint64, at bucketTime) *E {
 	return e
 }
 
-// debit charges a peer's admits to the bucket for h, creating it if needed,
-// and returns its entry; nil when the store is at its cap and the count
-// was dropped.
-func (s *store[S, E, PS, P]) debit(h uint64, p *rule, at bucketTime, n, maxDebt int64) *E {
+// debit charges n tokens to the bucket for h (a peer's admits, or a
+// charge of this node's own), creating it if needed, and returns its entry
+// with what debit in bucket.go returns; a nil entry when the store is at
+// its cap and the count was dropped.
+func (s *store[S, E, PS, P]) debit(h uint64, p *rule, at bucketTime, n, maxDebt int64) (e *E, charged, ahead int64) {
 	for {
 		e := s.get(h, at)
 		if e == nil {
-			return nil
+			return nil, 0, 0
 		}
 		w := P(e).word()
 		if w.Load() != evicted {
-			debit(w, p, at, n, maxDebt)
+			charged, ahead = debit(w, p, at, n, maxDebt)
 			if w.Load() != evicted {
-				return e
+				return e, charged, ahead
 			}
 		}
 	}
