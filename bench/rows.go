@@ -39,6 +39,7 @@ func Rows() []Row {
 		keyedRow("keyed, 1k keys, parallel", cs, 1_000, 0),
 		keyedRow("keyed, 1M keys, parallel", cs, 1_000_000, 0.7),
 	}
+	rows = append(rows, rateAPIRows()...)
 	return append(append(rows, clusteredRows()...), middlewareRow())
 }
 
