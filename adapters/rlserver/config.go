@@ -31,7 +31,10 @@ type Config struct {
 	// RuleMetrics exports a series per rule of the config and outcome;
 	// without it /metrics stays the same size however many rules there are.
 	RuleMetrics bool
-	MaxKeys     int64 // live buckets per rule, and for the HTTP API's limit
+	// QuotaMode makes every rule of the config a quota rule, as if each
+	// had quota_mode: true (envoyproxy/ratelimit's QUOTA_MODE).
+	QuotaMode bool
+	MaxKeys   int64 // live buckets per rule, and for the HTTP API's limit
 	// Drain is how long the server goes on serving after SIGTERM while
 	// /readyz answers 503 and gRPC health NOT_SERVING, before it stops
 	// accepting: longer than the load balancer's checks take to notice.
@@ -101,6 +104,8 @@ func ParseFlags(args []string, getenv func(string) string, out io.Writer) (Confi
 	drain := fs.String("drain", env("DRAIN", "0s"), "after SIGTERM, serve this long answering /readyz 503 and gRPC health NOT_SERVING before stopping (GOPHERPACE_DRAIN)")
 	ruleMetricsEnv, ruleMetricsErr := strconv.ParseBool(env("RULE_METRICS", "false"))
 	ruleMetrics := fs.Bool("rule-metrics", ruleMetricsEnv, "export gopherpace_rls_rule_decisions_total{rule,outcome}: a series per rule of -config and outcome (GOPHERPACE_RULE_METRICS)")
+	quotaModeEnv, quotaModeErr := strconv.ParseBool(env("QUOTA_MODE", "false"))
+	quotaMode := fs.Bool("quota-mode", quotaModeEnv, "treat every rule of -config as quota_mode: true: every hit spends, into debt where the bucket lacks it, and quota rules deny a request only when all it matches are over (GOPHERPACE_QUOTA_MODE)")
 	maxConns := fs.String("max-conns", env("MAX_CONNS", strconv.Itoa(connlimit.DefaultTotal)), "connections each listener holds at once; at the cap the longest idle one gives way to a new one (GOPHERPACE_MAX_CONNS)")
 	maxPerClient := fs.String("max-conns-per-client", env("MAX_CONNS_PER_CLIENT", strconv.Itoa(connlimit.DefaultPerClient)), "connections one client address (IPv6: one /64) holds on each listener; behind a proxy or sidecar that connects from one address, raise it to -max-conns (GOPHERPACE_MAX_CONNS_PER_CLIENT)")
 	reflectEnv, reflectErr := strconv.ParseBool(env("GRPC_REFLECTION", "false"))
@@ -140,6 +145,10 @@ func ParseFlags(args []string, getenv func(string) string, out io.Writer) (Confi
 		bad("rule-metrics", fmt.Errorf("GOPHERPACE_RULE_METRICS=%q is not true or false", getenv("GOPHERPACE_RULE_METRICS")))
 	}
 	c.RuleMetrics = *ruleMetrics
+	if quotaModeErr != nil {
+		bad("quota-mode", fmt.Errorf("GOPHERPACE_QUOTA_MODE=%q is not true or false", getenv("GOPHERPACE_QUOTA_MODE")))
+	}
+	c.QuotaMode = *quotaMode
 	if reflectErr != nil {
 		bad("grpc-reflection", fmt.Errorf("GOPHERPACE_GRPC_REFLECTION=%q is not true or false", getenv("GOPHERPACE_GRPC_REFLECTION")))
 	}

@@ -54,6 +54,7 @@ type rlsService struct {
 	maxKeys   int64
 	headers   bool
 	byRule    bool // count each rule's outcomes (-rule-metrics)
+	quotaAll  bool // every rule in quota mode (-quota-mode)
 	log       *slog.Logger
 	metrics   *serviceMetrics
 	shared    []gopherpace.Option // every rule's limiter takes them
@@ -285,7 +286,15 @@ func (s *rlsService) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitRe
 // more than its key can have spent is refused (gopherpace's
 // ErrRefundExceedsSpent): the request is an error, and what the
 // descriptors before it took is given back.
+//
+// A check of zero hits spends nothing and is over while its bucket is
+// empty or in debt. Quota rules (quota_mode, or -quota-mode for all) are
+// budgets, as envoyproxy/ratelimit's are: every hit spends, whatever the
+// answer, into debt where the bucket lacks it (Envoy's token quotas
+// report a response's usage after it), and they deny the request only
+// when every quota rule it matches is over.
 func (s *rlsService) decide(checks []checked) (denied bool, err error) {
+	quotas, quotasOver := 0, 0
 	for i := range checks {
 		c := &checks[i]
 		switch {
@@ -294,10 +303,30 @@ func (s *rlsService) decide(checks []checked) (denied bool, err error) {
 		case c.l == nil: // requests_per_unit 0: nothing is ever allowed
 			c.over = !c.rule.shadow
 			c.d = gopherpace.Decision{}
-		case denied || c.hits == 0:
+			if s.quota(c.rule) {
+				quotas++
+				if c.over {
+					quotasOver++
+				}
+				continue
+			}
+		case s.quota(c.rule):
+			if err := c.spendQuota(); err != nil {
+				s.giveBack(checks[:i])
+				return false, fmt.Errorf("descriptor %d: %w", i, err)
+			}
+			quotas++
+			if c.over {
+				quotasOver++
+			}
+			continue
+		case denied:
 			c.d = c.l.Peek(c.key)
 			c.over = !c.d.Allowed && !c.rule.shadow && c.hits > 0
 			continue
+		case c.hits == 0:
+			c.d = c.l.Peek(c.key)
+			c.over = !c.d.Allowed && !c.rule.shadow
 		case c.refund:
 			if err := c.l.Refund(c.key, c.hits); err != nil {
 				s.giveBack(checks[:i])
@@ -319,7 +348,39 @@ func (s *rlsService) decide(checks []checked) (denied bool, err error) {
 			s.giveBack(checks[:i])
 		}
 	}
+	if quotas > 0 && quotasOver == quotas && !denied {
+		denied = true
+		s.giveBack(checks)
+	}
 	return denied, nil
+}
+
+func (s *rlsService) quota(r *rule) bool { return r.quota || s.quotaAll }
+
+// spendQuota spends a quota rule's hits whatever the answer (a check of
+// zero reads the bucket), and marks the descriptor over while its bucket
+// is in debt after them, or for a check, empty or in debt. Debt stops at
+// one bucket beyond empty (gopherpace's Charge).
+func (c *checked) spendQuota() error {
+	switch {
+	case c.refund:
+		if err := c.l.Refund(c.key, c.hits); err != nil {
+			return err
+		}
+		c.d = c.l.Peek(c.key)
+	case c.hits == 0:
+		c.d = c.l.Peek(c.key)
+		c.over = !c.d.Allowed
+	default:
+		owed, err := c.l.Charge(c.key, c.hits)
+		if errors.Is(err, gopherpace.ErrChargeDropped) {
+			return err
+		}
+		c.d = c.l.Peek(c.key)
+		c.over = owed > 0
+	}
+	c.over = c.over && !c.rule.shadow
+	return nil
 }
 
 // giveBack returns what checks spent: tokens just taken, never refused.

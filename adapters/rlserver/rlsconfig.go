@@ -84,8 +84,13 @@ type rule struct {
 	requestsPerUnit uint32
 	unlimited       bool
 	shadow          bool
-	name            string
-	replaces        []string
+	// quota: quota_mode, a budget rather than a gate. Every hit on it
+	// spends, into debt where the bucket lacks them (a usage reported
+	// after the response), and a request is denied by quota rules only
+	// when every quota rule it matches is over (rls.go).
+	quota    bool
+	name     string
+	replaces []string
 	// perValue: the rule has a bucket per distinct value of the levels
 	// that take many values. Otherwise it has one bucket, the limiter's
 	// global one. Either way a contended bucket shares its rate out by each
@@ -427,10 +432,9 @@ func (p fileParser) descriptors(c *rlsConfig, level *descriptorLevel, parent str
 			return p.errorf(d, "descriptor %q is defined twice", path)
 		}
 		node := &descriptorNode{descriptorLevel: descriptorLevel{next: map[string]*descriptorNode{}}}
-		if quota, err := p.flag(fields["quota_mode"], "quota_mode"); err != nil {
+		quota, err := p.flag(fields["quota_mode"], "quota_mode")
+		if err != nil {
 			return err
-		} else if quota {
-			return p.errorf(fields["quota_mode"], "quota_mode is not supported by this server")
 		}
 		for _, k := range []string{"detailed_metric", "value_to_metric"} {
 			if _, err := p.flag(fields[k], k); err != nil {
@@ -463,6 +467,7 @@ func (p fileParser) descriptors(c *rlsConfig, level *descriptorLevel, parent str
 			if node.rule, err = p.rateLimit(rl, path, shadow); err != nil {
 				return err
 			}
+			node.rule.quota = quota
 			node.rule.perValue = perValue
 			c.rules[path] = node.rule
 			if !node.rule.unlimited && node.rule.requestsPerUnit > 0 {

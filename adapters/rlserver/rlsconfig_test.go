@@ -205,7 +205,7 @@ func TestConfigRefusals(t *testing.T) {
 		{"replaces itself", "domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, requests_per_unit: 1, name: n, replaces: [{name: n}]}", `a limit cannot replace itself ("n")`},
 		{"share_threshold without a wildcard", "domain: d\ndescriptors:\n  - key: a\n    value: b\n    share_threshold: true", "share_threshold needs a wildcard"},
 		{"shadow_mode not a bool", "domain: d\ndescriptors:\n  - key: a\n    shadow_mode: maybe", "shadow_mode must be true or false"},
-		{"quota_mode", "domain: d\ndescriptors:\n  - key: a\n    quota_mode: true", "quota_mode is not supported"},
+		{"quota_mode not a bool", "domain: d\ndescriptors:\n  - key: a\n    quota_mode: often", "quota_mode must be true or false"},
 		{"too few a year", "domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: year, requests_per_unit: 6}", "less than one request in 30 days"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -126,6 +126,7 @@ func Run(ctx context.Context, c Config, log *slog.Logger, started func(httpAddr,
 		return fmt.Errorf("-config: %w", err)
 	}
 	defer rls.close()
+	rls.quotaAll = c.QuotaMode
 	debug.FreeOSMemory() // what reading the config held goes back to the system
 	if c.RuleMetrics {
 		rls.byRule = true
