@@ -159,7 +159,7 @@ type override struct {
 const DefaultMaxKeys = 1 << 20
 
 // WithRate sets the sustained rate: tokens per period, for any period
-// from a microsecond to 30 days, such as WithRate(100, time.Hour). It is
+// from a microsecond to a leap year (366 days), such as WithRate(100, time.Hour). It is
 // the rate across the whole cluster when clustering is on. In any span t
 // a bucket admits at most tokens·t/per plus its bucket size. Required
 // (or WithRefillRate); tokens must be at least 1 and at most one per

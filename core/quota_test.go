@@ -63,8 +63,8 @@ func TestRateValidation(t *testing.T) {
 		opts []gopherpace.Option
 		want string
 	}{
-		{"period too short", []gopherpace.Option{gopherpace.WithRate(1, time.Nanosecond)}, "outside 1µs to 720h0m0s"},
-		{"period too long", []gopherpace.Option{gopherpace.WithRate(1, 31*24*time.Hour)}, "outside"},
+		{"period too short", []gopherpace.Option{gopherpace.WithRate(1, time.Nanosecond)}, "outside 1µs to 8784h0m0s"},
+		{"period too long", []gopherpace.Option{gopherpace.WithRate(1, 367*24*time.Hour)}, "outside"},
 		{"no tokens", []gopherpace.Option{gopherpace.WithRate(0, time.Hour)}, "WithRate(0, 1h0m0s): the rate must be at least 1 token per 1h0m0s"},
 		{"over a token a nanosecond", []gopherpace.Option{gopherpace.WithRate(2000, time.Microsecond)}, "one token a nanosecond"},
 		{"override period", []gopherpace.Option{gopherpace.WithRate(1, time.Hour), gopherpace.WithOverrideRate("k", 1, 0, 1)}, `WithOverrideRate("k", 1, 0s, 1): the period 0s is outside`},
@@ -78,7 +78,7 @@ func TestRateValidation(t *testing.T) {
 		})
 	}
 	// The extremes of the range are accepted.
-	for _, o := range []gopherpace.Option{gopherpace.WithRate(1000, time.Microsecond), gopherpace.WithRate(1, 30*24*time.Hour)} {
+	for _, o := range []gopherpace.Option{gopherpace.WithRate(1000, time.Microsecond), gopherpace.WithRate(1, 366*24*time.Hour)} {
 		l, err := gopherpace.New(o)
 		if err != nil {
 			t.Fatal(err)

@@ -8,10 +8,10 @@ import (
 	"time"
 )
 
-// The periods a rate may be given over: a microsecond to 30 days.
+// The periods a rate may be given over: a microsecond to a leap year.
 const (
 	minPeriod = time.Microsecond
-	maxPeriod = 30 * 24 * time.Hour
+	maxPeriod = 366 * 24 * time.Hour
 )
 
 // maxTolerance bounds burst×interval so that every sum of a state word, a

@@ -151,3 +151,23 @@ func TestGlobalQuotaMode(t *testing.T) {
 		t.Fatalf("check of a budget in debt: %v", got)
 	}
 }
+
+// A year of fewer than 13 requests (a token more than 30 days apart) is
+// served: 6 a year is a token every 60.8 days in a bucket of 6.
+func TestAFewRequestsAYear(t *testing.T) {
+	f := newRLS(t, "domain: yearly\ndescriptors:\n  - key: audit\n    rate_limit: {unit: year, requests_per_unit: 6}\n  - key: once\n    rate_limit: {unit: year, requests_per_unit: 1}\n", false)
+	ask := func(kv ...string) rlspb.RateLimitResponse_Code {
+		return f.ask(t, &rlspb.RateLimitRequest{Domain: "yearly", Descriptors: []*rlv3.RateLimitDescriptor{descriptor(kv...)}}).OverallCode
+	}
+	for i := range 6 {
+		if got := ask("audit", "acme"); got != rlspb.RateLimitResponse_OK {
+			t.Fatalf("request %d of 6 a year: %v", i+1, got)
+		}
+	}
+	if got := ask("audit", "acme"); got != rlspb.RateLimitResponse_OVER_LIMIT {
+		t.Fatalf("the 7th of 6 a year: %v", got)
+	}
+	if ask("once", "x") != rlspb.RateLimitResponse_OK || ask("once", "x") != rlspb.RateLimitResponse_OVER_LIMIT {
+		t.Fatal("1 a year: want the first and not the second")
+	}
+}

@@ -17,7 +17,7 @@ type Rate struct {
 // ParseRate reads a rate as the flags take it: a number of tokens a second
 // ("10", or "0.5" for one every 2 s, up to three decimals), or tokens per
 // period ("100/m", "5000/h", "20/d", "30/10s", "1/500ms"; the units s, m,
-// h and d, or any Go duration, up to 30 days).
+// h and d, or any Go duration, up to 366 days).
 func ParseRate(s string) (Rate, error) {
 	num, unit, hasUnit := strings.Cut(strings.TrimSpace(s), "/")
 	per := time.Second
@@ -49,8 +49,8 @@ func ParseRate(s string) (Rate, error) {
 	if err != nil || tokens < 1 || strings.ContainsAny(whole+frac, "+-") {
 		return Rate{}, fmt.Errorf("%q is not a rate above zero such as 10, 0.5, 100/m or 30/10s", s)
 	}
-	if per > maxPeriod/time.Duration(scale) {
-		return Rate{}, fmt.Errorf("%q: the period is longer than 30 days", s)
+	if per > maxRatePeriod/time.Duration(scale) {
+		return Rate{}, fmt.Errorf("%q: the period is longer than 366 days", s)
 	}
 	per *= time.Duration(scale)
 	if g := gcd(tokens, scale); g > 1 {

@@ -126,15 +126,19 @@ var unitPeriods = map[rlspb.RateLimitResponse_RateLimit_Unit]time.Duration{
 	rlspb.RateLimitResponse_RateLimit_YEAR:   365 * 24 * time.Hour,
 }
 
-// maxPeriod is the longest period gopherpace's WithRate takes; a longer
-// unit is given as one token per its share of the unit.
-const maxPeriod = 30 * 24 * time.Hour
+// A rule's unit up to a month is its period; a year is given as a token
+// per its share of the year (a day for 365 a year), which is the same
+// rate and keeps the limiter's name (rateID) that replicas share.
+const wholeUnitUpTo = 30 * 24 * time.Hour
+
+// maxRatePeriod is the longest period gopherpace's WithRate takes.
+const maxRatePeriod = 366 * 24 * time.Hour
 
 // rate is the rule as a token bucket: requests_per_unit tokens per unit,
 // in a bucket of requests_per_unit, so a full bucket is one window's worth.
 func (r *rule) rate() (tokens int64, per time.Duration, bucketSize int64) {
 	n, unit := int64(r.requestsPerUnit), unitPeriods[r.unit]
-	if unit <= maxPeriod {
+	if unit <= wholeUnitUpTo {
 		return n, unit, n
 	}
 	return 1, unit / time.Duration(n), n
@@ -513,11 +517,6 @@ func (p fileParser) rateLimit(n *yaml.Node, path string, shadow bool) (*rule, er
 	if rpu := fields["requests_per_unit"]; rpu != nil && rpu.Tag != "!!null" {
 		if rpu.Kind != yaml.ScalarNode || rpu.Tag != "!!int" || rpu.Decode(&r.requestsPerUnit) != nil {
 			return nil, p.errorf(rpu, "requests_per_unit must be a whole number from 0 to 4294967295, found %s", kindName(rpu))
-		}
-	}
-	if !r.unlimited && r.requestsPerUnit > 0 {
-		if per := unitPeriods[r.unit]; per > maxPeriod && per/time.Duration(r.requestsPerUnit) > maxPeriod {
-			return nil, p.errorf(n, "%d a %s is less than one request in 30 days, the longest interval this server counts", r.requestsPerUnit, unit)
 		}
 	}
 	if r.name, err = p.text(fields["name"], "name"); err != nil {
