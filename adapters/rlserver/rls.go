@@ -55,6 +55,7 @@ type rlsService struct {
 	headers   bool
 	byRule    bool // count each rule's outcomes (-rule-metrics)
 	quotaAll  bool // every rule in quota mode (-quota-mode)
+	overrides overrides
 	log       *slog.Logger
 	metrics   *serviceMetrics
 	shared    []gopherpace.Option // every rule's limiter takes them
@@ -119,16 +120,8 @@ func (s *rlsService) swap(cfg *rlsConfig) error {
 			l = old.limiters[rid]
 		}
 		if l == nil {
-			opts := []gopherpace.Option{
-				gopherpace.WithRate(tokens, per), gopherpace.WithBucketSize(size),
-				gopherpace.WithLimiterID(rid), gopherpace.WithMaxKeys(s.maxKeys), gopherpace.WithLogger(s.log),
-			}
-			if s.transport != nil {
-				opts = append(opts, gopherpace.WithTransport(s.transport))
-			}
-			opts = append(opts, s.shared...)
 			var err error
-			if l, err = gopherpace.New(opts...); err != nil {
+			if l, err = s.newLimiter(rid, tokens, per, size); err != nil {
 				return fail(fmt.Errorf("%s: %s: %w", r.at, id, err))
 			}
 			made = append(made, l)
@@ -154,8 +147,22 @@ func (s *rlsService) swap(cfg *rlsConfig) error {
 	return nil
 }
 
+// newLimiter makes the limiter named id of a rate, on the service's
+// transport.
+func (s *rlsService) newLimiter(id string, tokens int64, per time.Duration, size int64) (*gopherpace.Limiter, error) {
+	opts := []gopherpace.Option{
+		gopherpace.WithRate(tokens, per), gopherpace.WithBucketSize(size),
+		gopherpace.WithLimiterID(id), gopherpace.WithMaxKeys(s.maxKeys), gopherpace.WithLogger(s.log),
+	}
+	if s.transport != nil {
+		opts = append(opts, gopherpace.WithTransport(s.transport))
+	}
+	return gopherpace.New(append(opts, s.shared...)...)
+}
+
 // close stops every rule's limiter, telling the peers.
 func (s *rlsService) close() {
+	s.closeOverrides()
 	s.reloadMu.Lock()
 	defer s.reloadMu.Unlock()
 	if set := s.rules.Swap(nil); set != nil {
@@ -222,7 +229,16 @@ func (s *rlsService) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitRe
 	var keyBuf []byte
 	for i, d := range req.Descriptors {
 		c := &checks[i]
-		c.rule, keyBuf = set.cfg.match(req.Domain, d.Entries, keyBuf[:0])
+		if d.Limit != nil && known {
+			r, err := s.override(d.Limit)
+			if err != nil {
+				s.metrics.count(outcomeBadRequest)
+				return nil, status.Error(codes.InvalidArgument, fmt.Sprintf("descriptor %d: %v", i, err))
+			}
+			c.rule, keyBuf = r, overrideKey(keyBuf[:0], req.Domain, d.Entries)
+		} else {
+			c.rule, keyBuf = set.cfg.match(req.Domain, d.Entries, keyBuf[:0])
+		}
 		if c.rule == nil {
 			continue
 		}
@@ -464,8 +480,6 @@ func validateDescriptor(d *rlv3.RateLimitDescriptor) error {
 		return errors.New("no entries")
 	case len(d.Entries) > maxEntries:
 		return fmt.Errorf("%d entries; at most %d are taken", len(d.Entries), maxEntries)
-	case d.Limit != nil:
-		return errors.New("a limit override in the request is not supported: configure the limit in the config file")
 	}
 	for _, e := range d.Entries {
 		switch {

@@ -347,7 +347,7 @@ func TestRLSBadRequests(t *testing.T) {
 		deep.Entries = append(deep.Entries, &rlv3.RateLimitDescriptor_Entry{Key: "k", Value: "v"})
 	}
 	override := descriptor("remote_address", "10.5.5.5")
-	override.Limit = &rlv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 1000, Unit: 1}
+	override.Limit = &rlv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 1000} // unit UNKNOWN
 	for _, tc := range []struct {
 		name string
 		req  *rlspb.RateLimitRequest
@@ -362,7 +362,7 @@ func TestRLSBadRequests(t *testing.T) {
 		{"an empty key", &rlspb.RateLimitRequest{Domain: "edge", Descriptors: []*rlv3.RateLimitDescriptor{addr, descriptor("", "v")}}, "an entry has an empty key"},
 		{"a long key", &rlspb.RateLimitRequest{Domain: "edge", Descriptors: []*rlv3.RateLimitDescriptor{addr, descriptor(long, "v")}}, "longer than 1024 bytes"},
 		{"a long value", &rlspb.RateLimitRequest{Domain: "edge", Descriptors: []*rlv3.RateLimitDescriptor{addr, descriptor("remote_address", long)}}, "longer than 1024 bytes"},
-		{"a limit override", &rlspb.RateLimitRequest{Domain: "edge", Descriptors: []*rlv3.RateLimitDescriptor{override}}, "limit override in the request is not supported"},
+		{"a limit override without a unit", &rlspb.RateLimitRequest{Domain: "edge", Descriptors: []*rlv3.RateLimitDescriptor{override}}, "the limit override's unit UNKNOWN"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := f.client.ShouldRateLimit(context.Background(), tc.req)

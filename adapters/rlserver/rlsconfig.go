@@ -88,9 +88,12 @@ type rule struct {
 	// spends, into debt where the bucket lacks them (a usage reported
 	// after the response), and a request is denied by quota rules only
 	// when every quota rule it matches is over (rls.go).
-	quota    bool
-	name     string
-	replaces []string
+	quota bool
+	// multiplier: a request's limit override of requests_per_unit every
+	// multiplier units; 0 is 1 (overrides.go).
+	multiplier uint32
+	name       string
+	replaces   []string
 	// perValue: the rule has a bucket per distinct value of the levels
 	// that take many values. Otherwise it has one bucket, the limiter's
 	// global one. Either way a contended bucket shares its rate out by each
@@ -137,7 +140,7 @@ const maxRatePeriod = 366 * 24 * time.Hour
 // rate is the rule as a token bucket: requests_per_unit tokens per unit,
 // in a bucket of requests_per_unit, so a full bucket is one window's worth.
 func (r *rule) rate() (tokens int64, per time.Duration, bucketSize int64) {
-	n, unit := int64(r.requestsPerUnit), unitPeriods[r.unit]
+	n, unit := int64(r.requestsPerUnit), unitPeriods[r.unit]*time.Duration(max(r.multiplier, 1))
 	if unit <= wholeUnitUpTo {
 		return n, unit, n
 	}
