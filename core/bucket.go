@@ -82,6 +82,31 @@ func takeInto(d *Decision, tat *atomic.Int64, p *rule, at bucketTime, n int64) (
 	}
 }
 
+// reserve spends n tokens at now if they are due within within ns past
+// the time they would be free (a take's limit, plus within), and returns
+// how far past now they are due: 0 when they are there now. It never
+// spends on a refusal, whose wait it also returns; alive is false, without
+// deciding, when the word was evicted under it.
+func reserve(tat *atomic.Int64, p *rule, at bucketTime, n, within int64) (wait int64, ok, alive bool) {
+	now := int64(at)
+	cost := n * p.interval
+	old := tat.Load()
+	for {
+		if old == evicted {
+			return 0, false, false
+		}
+		next := max(old, now) + cost
+		if next-now > p.tolerance+within {
+			settle(tat, p, old, at)
+			return next - p.tolerance - now, false, true
+		}
+		if tat.CompareAndSwap(old, next) {
+			return max(next-p.tolerance-now, 0), true, true
+		}
+		old = reread(tat)
+	}
+}
+
 // allow is takeInto for callers that need only the verdict and the retry
 // delay: it skips the divisions that fill a Decision. The word must never
 // be evicted (the global bucket). contended reports that a compare-and-swap

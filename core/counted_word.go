@@ -290,6 +290,33 @@ func (c *countedBucket) debit(p *rule, at bucketTime, n, maxDebt int64) {
 	})
 }
 
+// reserve is reserve in bucket.go for the counted word, counting what it
+// spends for gossip in the same compare-and-swap: it returns the
+// unreported count after an admit; alive is false when the word was
+// handed back.
+func (c *countedBucket) reserve(p *rule, at bucketTime, n, within int64) (wait, count int64, ok, alive bool) {
+	now := int64(at)
+	cost := n * p.interval
+	w := c.word.Load()
+	for {
+		unsent := int64(w & countMask)
+		if unsent == handedBack {
+			return 0, 0, false, false
+		}
+		base := spent(w, at, p)
+		next := base + cost
+		if next > p.tolerance+within {
+			c.settle(w, p, base, at)
+			return next - p.tolerance, 0, false, true
+		}
+		keep, moved := addCount(unsent, n)
+		if c.word.CompareAndSwap(w, packCounted(now+next, keep)) {
+			return max(next-p.tolerance, 0), c.unreportedAfter(keep, moved), true, true
+		}
+		w = rereadCounted(&c.word)
+	}
+}
+
 // charge spends n tokens whether or not the bucket holds them, never
 // taking it past maxDebt beyond empty, and counts what it spent for gossip
 // in the same compare-and-swap. It returns the tokens spent, the

@@ -254,3 +254,23 @@ func ExampleLimiter_ChargeAt() {
 	// key-a denied
 	// key-a used 10 tokens, debt repaid in 0s
 }
+
+// Shaping instead of refusing: a request whose token refill brings within
+// 300 ms waits for it; one due later is refused and spends nothing.
+func ExampleLimiter_ReserveAt() {
+	limiter, _ := gopherpace.New(gopherpace.WithRefillRate(10), gopherpace.WithBucketSize(3))
+	defer limiter.Close()
+	now := time.Unix(1_700_000_000, 0)
+	for range 7 {
+		wait, ok, _ := limiter.ReserveAt(now, "client", 1, 300*time.Millisecond)
+		fmt.Println(ok, wait)
+	}
+	// Output:
+	// true 0s
+	// true 0s
+	// true 0s
+	// true 100ms
+	// true 200ms
+	// true 300ms
+	// false 400ms
+}

@@ -27,12 +27,13 @@ type config struct {
 // rate and bucket size come from NewLimiter's r and b.
 //
 // A clustered Limiter gossips in goroutines of its own until Close. It
-// differs from a standalone one in three ways. ReserveN grants only
-// tokens the bucket holds now, and is otherwise not OK: bookings made
-// ahead on several nodes at once would each be due by their own node's
-// view and fall due together, past the limit; WaitN waits without
-// booking. Fractions of a token are not shared, so TokensAt reads whole
-// tokens (or the debt). A zero limit allows nothing, not even the
+// differs from a standalone one in four ways. ReserveN and WaitN book at
+// most one window (the burst at the limit) ahead; a booking further off
+// is not OK, and WaitN fails at once. CancelAt gives a booking's tokens
+// back whole if its time to act has not passed, to this node's replica,
+// and to the cluster only while the booking is not yet reported: peers
+// never add tokens on a frame's say-so. Fractions of a token are not shared, so TokensAt reads
+// whole tokens (or the debt). A zero limit allows nothing, not even the
 // tokens the bucket held.
 func Clustered(t gopherpace.Transport, opts ...gopherpace.Option) Option {
 	return func(c *config) { c.clustered, c.transport, c.opts = true, t, opts }
@@ -103,20 +104,27 @@ func (lim *Limiter) clusterAllow(t time.Time, n int, realClock bool) bool {
 	return err == nil && d.Allowed
 }
 
-// clusterReserve grants the tokens if the cluster's bucket holds them
-// now, and books nothing ahead: bookings made ahead on several nodes at
-// once would each be due by their own node's view, and fall due together
-// past the limit. Wait waits without booking.
-func (lim *Limiter) clusterReserve(t time.Time, n int) Reservation {
+// clusterReserve books the tokens on the cluster's bucket (gopherpace's
+// ReserveAt): at most one window ahead, and counted against this node's
+// cap of unreported admits, so that bookings made on several nodes at
+// once keep the bound the cluster's admits keep.
+func (lim *Limiter) clusterReserve(t time.Time, n int, maxFuture time.Duration) Reservation {
 	no := Reservation{lim: lim, limit: lim.Limit()}
 	ok, ask := lim.clusterVerdict(n)
-	if ask {
-		ok = lim.clusterAllow(t, n, false)
-	}
-	if !ok {
+	switch {
+	case !ask && ok, ask && n <= 0:
+		return Reservation{ok: true, lim: lim, tokens: max(n, 0), timeToAct: t, limit: no.limit}
+	case !ask:
 		return no
 	}
-	return Reservation{ok: true, lim: lim, tokens: n, timeToAct: t, limit: no.limit}
+	wait, ok, err := lim.cluster.ReserveAt(t, "", int64(n), maxFuture)
+	if err != nil || !ok || wait > maxFuture {
+		if err == nil && ok {
+			_ = lim.cluster.RefundAt(t, "", int64(n))
+		}
+		return no
+	}
+	return Reservation{ok: true, lim: lim, tokens: n, timeToAct: t.Add(wait), limit: no.limit}
 }
 
 func (lim *Limiter) clusterCancel(r *Reservation, t time.Time) {
@@ -137,11 +145,28 @@ func (lim *Limiter) clusterWait(ctx context.Context, n int) error {
 	if n <= 0 {
 		return nil
 	}
-	err := lim.cluster.Wait(ctx, "", int64(n))
-	if errors.Is(err, gopherpace.ErrWaitTooLong) {
-		return fmt.Errorf("rate: WaitN(%d) would wait past the context's deadline", n)
+	within := InfDuration
+	if deadline, ok := ctx.Deadline(); ok {
+		within = time.Until(deadline)
 	}
-	return err
+	wait, ok, err := lim.cluster.Reserve("", int64(n), within)
+	switch {
+	case err != nil:
+		return err
+	case !ok:
+		return fmt.Errorf("rate: WaitN(%d) would wait past the context's deadline, or more than a window", n)
+	case wait == 0:
+		return nil
+	}
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return nil
+	case <-ctx.Done():
+		_ = lim.cluster.Refund("", int64(n)) // others may use what it booked
+		return ctx.Err()
+	}
 }
 
 // clusterTokens reads this node's replica: whole tokens, or the debt as

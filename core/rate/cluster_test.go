@@ -54,11 +54,11 @@ func TestClusteredLimitersShareOneBucket(t *testing.T) {
 	}
 }
 
-// A clustered reservation is granted for tokens there now and books
-// nothing ahead; a cancel in time gives its tokens back to the cluster.
-func TestClusteredReservationsGrantOnlyWhatIsThere(t *testing.T) {
+// A clustered reservation books ahead on the cluster's bucket, one
+// window at most; the peers see the booking.
+func TestClusteredReservationsBookAhead(t *testing.T) {
 	net := memtransport.New()
-	lims := clustered(t, net, 2, 1, 10)
+	lims := clustered(t, net, 2, 10, 10) // a window of 1 s
 	start := net.Now()
 	r := lims[0].ReserveN(start, 4)
 	if !r.OK() || r.DelayFrom(start) != 0 {
@@ -68,23 +68,34 @@ func TestClusteredReservationsGrantOnlyWhatIsThere(t *testing.T) {
 	if got := lims[0].TokensAt(start); got != 10 {
 		t.Fatalf("tokens %v after cancelling the reservation, want 10", got)
 	}
-	kept := lims[0].ReserveN(start, 4)
-	for range 40 { // spend the rest from both nodes, letting reports land
-		for _, l := range lims {
-			l.AllowN(net.Now(), 1)
+	// Spend the bucket from both nodes, letting each report land.
+	for _, l := range lims {
+		for range 5 {
+			if !l.AllowN(net.Now(), 1) {
+				t.Fatal("a full bucket refused")
+			}
 		}
-		net.Advance(5 * time.Millisecond)
+		net.Advance(50 * time.Millisecond) // the reports land
 	}
-	now := net.Now()
-	if r := lims[1].ReserveN(now, 1); r.OK() {
-		t.Fatalf("a reservation on an empty cluster bucket was OK, due in %v", r.DelayFrom(now))
+	now := net.Now() // 10 spent, 1 refilled
+	ahead := lims[1].ReserveN(now, 5)
+	if !ahead.OK() || ahead.DelayFrom(now) < 350*time.Millisecond || ahead.DelayFrom(now) > 410*time.Millisecond {
+		t.Fatalf("a booking of 5 with about 1 token left at 10/s: ok %v due in %v, want about 400ms", ahead.OK(), ahead.DelayFrom(now))
 	}
-	if got := lims[1].TokensAt(now); got != 0 {
-		t.Fatalf("the peer reads %v tokens of an empty bucket", got)
+	net.Advance(20 * time.Millisecond)
+	now = net.Now()
+	if got := lims[0].TokensAt(now); got > -3 {
+		t.Fatalf("the peer reads %v tokens after the booking, want the debt (about -3.8)", got)
 	}
-	kept.CancelAt(now) // after its time to act: too late
-	if got := lims[0].TokensAt(now); got != 0 {
-		t.Fatalf("a late cancel gave back tokens: %v", got)
+	if r := lims[0].ReserveN(now, 10); r.OK() {
+		t.Fatalf("a booking more than one window ahead was OK, due in %v", r.DelayFrom(now))
+	}
+	// A cancel gives the tokens back to this node's replica; its report
+	// has gone out, and peers never add tokens on a frame's say-so.
+	before := lims[1].TokensAt(now)
+	ahead.CancelAt(now)
+	if got := lims[1].TokensAt(now); got < before+4.5 {
+		t.Fatalf("the booking node reads %v tokens after the cancel, %v before: want the 5 back", got, before)
 	}
 }
 

@@ -38,7 +38,8 @@ func (r *Reservation) Cancel() { r.CancelAt(time.Now()) }
 // tokens the Reservation still holds: none once its time to act has
 // passed, and, standalone, its tokens less those booked after it (they
 // were booked as if these were spent). The bucket is never filled past
-// full. Clustered, it gives back all its tokens.
+// full. Clustered, it gives back all its tokens if its time to act has
+// not passed.
 func (r *Reservation) CancelAt(t time.Time) {
 	if !r.ok || r.tokens <= 0 {
 		return
@@ -59,8 +60,8 @@ func (lim *Limiter) Reserve() *Reservation { return lim.ReserveN(time.Now(), 1) 
 // ReserveN books n tokens at t and returns when they are due: the holder
 // waits DelayFrom(t) and acts, or cancels. It is not OK for n above the
 // burst (unless the limit is Inf), nor, where the limit refills nothing,
-// for tokens that will never come. Clustered, it is OK only for tokens
-// the bucket holds now (see Clustered).
+// for tokens that will never come. Clustered, it books at most one window
+// ahead (see Clustered).
 //
 //	r := lim.ReserveN(time.Now(), 1)
 //	if !r.OK() {
@@ -79,7 +80,7 @@ func (lim *Limiter) ReserveN(t time.Time, n int) *Reservation {
 // reserve books n tokens at t due within maxFuture.
 func (lim *Limiter) reserve(t time.Time, n int, maxFuture time.Duration) Reservation {
 	if lim.cluster != nil {
-		return lim.clusterReserve(t, n)
+		return lim.clusterReserve(t, n, maxFuture)
 	}
 	lim.mu.Lock()
 	defer lim.mu.Unlock()

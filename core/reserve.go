@@ -1,0 +1,162 @@
+package gopherpace
+
+import (
+	"time"
+)
+
+// Reserve books n tokens of key's bucket for a caller that would rather
+// wait than be refused: traffic shaping. Tokens there now are spent at
+// once (wait 0). Tokens that refill will bring within the given time are
+// spent ahead, the bucket running into debt that refill repays, and wait
+// is how long the caller must wait before acting on them: bookings are
+// due in the order they were made. Tokens due later than that are not
+// booked: ok is false and nothing is spent. within is held to one window
+// (the bucket's size at its rate), the most debt a bucket takes.
+//
+// A caller that gives up before its time (its context ended) gives the
+// tokens back with Refund. Clustered, a booking counts for gossip and
+// against this node's cap of unreported admits like any admit, so the
+// cluster's bookings keep the bound its admits keep. Like Take, it waits
+// a few milliseconds for its report where the cap says so (see Allow);
+// ReserveAt does not, and refuses instead. In shadow mode a booking never
+// makes a caller wait: what it would have refused or delayed is let
+// through at once and counted as shadow mode counts a denial.
+//
+// The error is for a cost below 1 or above the key's bucket size.
+func (l *Limiter) Reserve(key string, n int64, within time.Duration) (wait time.Duration, ok bool, err error) {
+	now := int64(time.Since(l.epoch))
+	wait, ok, waits, err := l.reserve(now, key, n, within)
+	if waits {
+		waitForReport(l.epoch, now, reportRetry, func(now int64) (bool, time.Duration) {
+			wait, ok, waits, err = l.reserve(now, key, n, within)
+			return waits, reportRetry
+		})
+	}
+	return l.shaped(wait, ok, n, err)
+}
+
+// ReserveAt is Reserve at the given time. It never waits, and refuses a
+// booking that must wait for this node's report.
+func (l *Limiter) ReserveAt(now time.Time, key string, n int64, within time.Duration) (wait time.Duration, ok bool, err error) {
+	wait, ok, _, err = l.reserve(l.nanos(now), key, n, within)
+	return l.shaped(wait, ok, n, err)
+}
+
+// shaped counts a booking's outcome, and in shadow mode lets a refused or
+// delayed one through at once.
+func (l *Limiter) shaped(wait time.Duration, ok bool, n int64, err error) (time.Duration, bool, error) {
+	if err != nil {
+		return 0, false, err
+	}
+	d := Decision{Allowed: ok && wait == 0}
+	if l.shadow != nil && !d.Allowed {
+		if ok { // booked ahead: a shadow limiter never delays
+			l.noteShadowDenial()
+			l.counts.take(&Decision{Allowed: true, Shadowed: true}, n)
+			return 0, true, nil
+		}
+		l.letThrough(&d)
+		l.counts.take(&d, n)
+		return 0, true, nil
+	}
+	d.Allowed = ok
+	l.counts.take(&d, n)
+	return wait, ok, nil
+}
+
+// reserve books n tokens at now (see Reserve); waits reports a refusal
+// that only waits for this node's report.
+func (l *Limiter) reserve(now int64, key string, n int64, within time.Duration) (wait time.Duration, ok, waits bool, err error) {
+	p := l.rules.dflt()
+	var h uint64
+	if key != "" {
+		h = l.hasher.sum(key)
+		p = l.keyRule(h, key, now)
+	}
+	if err := p.checkCost(n); err != nil {
+		return 0, false, false, err
+	}
+	ahead := min(max(int64(within), 0), p.tolerance)
+	var w int64
+	if key == "" {
+		w, ok, waits = l.dec.reserveGlobal(now, n, ahead)
+	} else {
+		w, ok, waits = l.dec.reserveKeyed(h, p, now, n, ahead)
+	}
+	return time.Duration(w), ok, waits, nil
+}
+
+// reserveGlobal and reserveKeyed book n tokens at now due within ahead ns
+// of the time a take could have them (Reserve); they return the wait,
+// whether it was booked, and a refusal that only waits for the report.
+func (d *decider) reserveGlobal(now, n, ahead int64) (wait int64, ok, waits bool) {
+	if d.eng != nil {
+		return d.eng.reserveGlobal(now, n, ahead)
+	}
+	wait, ok, _ = reserve(&d.solo.global.tat, d.solo.rules.dflt(), standaloneTime(now), n, ahead)
+	return wait, ok, false
+}
+
+func (d *decider) reserveKeyed(h uint64, p *rule, now, n, ahead int64) (wait int64, ok, waits bool) {
+	if d.eng != nil {
+		return d.eng.reserveKeyed(h, p, now, n, ahead)
+	}
+	at := standaloneTime(now)
+	for {
+		e := d.solo.keys.get(h, at)
+		if e == nil {
+			return 0, false, false
+		}
+		if wait, ok, alive := reserve(&e.tat, p, at, n, ahead); alive {
+			return wait, ok, false
+		}
+		// Evicted between lookup and booking: look again.
+	}
+}
+
+func (e *engine) reserveGlobal(now, n, ahead int64) (wait int64, ok, waits bool) {
+	c, p := &e.global, e.rules.dflt()
+	switch m := e.mode.get(); {
+	case m == modeStopped:
+		wait, ok, _ = reserve(e.standalone, p, standaloneTime(now), n, ahead)
+		return wait, ok, false
+	case m == modeFailClosed || e.farFromClock(now):
+		return 0, false, false
+	case m == modePreContact:
+		return 0, false, true // the first contact decides
+	}
+	if _, capped := e.overCap(c.unheard(), p, n); capped {
+		return 0, false, true
+	}
+	wait, count, ok, alive := c.reserve(p, e.bucketTime(now), n, ahead)
+	if !alive { // handed back: the limiter has closed
+		wait, ok, _ = reserve(e.standalone, p, standaloneTime(now), n, ahead)
+		return wait, ok, false
+	}
+	if ok {
+		e.send.counted(count, n, p)
+	}
+	return wait, ok, false
+}
+
+func (e *engine) reserveKeyed(h uint64, p *rule, now, n, ahead int64) (wait int64, ok, waits bool) {
+	if e.mode.get() == modeFailClosed {
+		return 0, false, false
+	}
+	at := e.bucketTime(now)
+	for {
+		ent := e.keys.get(h, at)
+		if ent == nil {
+			return 0, false, false
+		}
+		if _, capped := e.overCap(ent.pending.Load()+ent.inflight.Load(), p, n); capped {
+			return 0, false, true
+		}
+		if wait, ok, alive := reserve(&ent.tat, p, at, n, ahead); alive {
+			if ok {
+				e.countKeyed(h, ent, p, n)
+			}
+			return wait, ok, false
+		}
+	}
+}
