@@ -129,7 +129,8 @@ func allow(tat *atomic.Int64, p *rule, at bucketTime, n int64) (ok bool, retry t
 	}
 }
 
-// settle handles a TAT more than a window beyond the rule's ceiling, on
+// settle handles a TAT more than a window beyond the rule's ceiling (and
+// the reach of bookings, which may run further ahead), on
 // the denial path. Only a caller's time that jumped back by over a window
 // (or a call far in the future) leaves one; left alone, it would deny
 // every caller until the clock caught up with it, perhaps for years. A
@@ -142,7 +143,7 @@ func allow(tat *atomic.Int64, p *rule, at bucketTime, n int64) (ok bool, retry t
 // was spent at times it has forgotten (FuzzBucketNeverExceedsRate).
 func settle(tat *atomic.Int64, p *rule, old int64, at bucketTime) {
 	now := int64(at)
-	if old != evicted && old-now > p.ceiling+p.tolerance {
+	if old != evicted && old-now > max(p.ceiling, p.tolerance+p.reach)+p.tolerance {
 		tat.CompareAndSwap(old, now+p.ceiling)
 	}
 }

@@ -50,9 +50,7 @@ func (e *engine) admitRule(p *rule) error {
 		return fmt.Errorf("a bucket of %d at %d per %v takes %s to refill, over the %s a clustered limiter allows: lower the bucket size or raise the rate",
 			p.bucketSize, p.tokens, p.per, longDuration(p.tolerance), longDuration(maxClusteredTolerance))
 	}
-	if !e.floor {
-		p.ceiling = 2 * p.tolerance
-	}
+	clusteredReach(p, e.floor)
 	e.resize(p)
 	return nil
 }

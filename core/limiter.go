@@ -116,10 +116,7 @@ func New(opts ...Option) (*Limiter, error) {
 			return nil, err
 		}
 		l.release = release
-		if !c.floorAtZero {
-			// Peers' charges may carry a bucket one more window into debt.
-			l.rules.each(func(p *rule) { p.ceiling = 2 * p.tolerance })
-		}
+		l.rules.each(func(p *rule) { clusteredReach(p, c.floorAtZero) })
 		// The clustered bucket holds the global state until Close hands it
 		// back; meanwhile the standalone word stays marked.
 		l.global.tat.Store(evicted)

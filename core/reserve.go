@@ -11,7 +11,8 @@ import (
 // is how long the caller must wait before acting on them: bookings are
 // due in the order they were made. Tokens due later than that are not
 // booked: ok is false and nothing is spent. within is held to one window
-// (the bucket's size at its rate), the most debt a bucket takes.
+// (the bucket's size at its rate) or 30 s, whichever is longer; clustered,
+// to one window, the debt peers carry for a booking.
 //
 // A caller that gives up before its time (its context ended) gives the
 // tokens back with Refund. Clustered, a booking counts for gossip and
@@ -76,7 +77,7 @@ func (l *Limiter) reserve(now int64, key string, n int64, within time.Duration) 
 	if err := p.checkCost(n); err != nil {
 		return 0, false, false, err
 	}
-	ahead := min(max(int64(within), 0), p.tolerance)
+	ahead := min(max(int64(within), 0), p.reach)
 	var w int64
 	if key == "" {
 		w, ok, waits = l.dec.reserveGlobal(now, n, ahead)

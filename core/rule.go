@@ -14,6 +14,11 @@ const (
 	maxPeriod = 366 * 24 * time.Hour
 )
 
+// maxBookingAhead is how far ahead a standalone bucket books for callers
+// that wait (Reserve) when its window is shorter: long enough for a
+// shaping delay of seconds on a bucket of one.
+const maxBookingAhead = int64(30 * time.Second)
+
 // maxTolerance bounds burst×interval so that every sum of a state word, a
 // timestamp and a cost stays far from int64 overflow (2^60 ns ≈ 36 years).
 const maxTolerance = int64(1) << 60
@@ -37,10 +42,15 @@ type rule struct {
 	interval   int64
 	tolerance  int64
 	// ceiling is the furthest ahead of now a TAT can be in any history of
-	// calls whose times move forward: the tolerance, plus a bucket of debt
-	// when peers charge it. A TAT beyond it comes from a caller's time that
-	// ran backwards, or from far ahead.
-	ceiling  int64
+	// calls whose times move forward, but for bookings (Reserve): the
+	// tolerance, plus a bucket of debt when peers charge it. A TAT beyond
+	// it and the reach of bookings comes from a caller's time that ran
+	// backwards, or from far ahead (settle).
+	ceiling int64
+	// reach is how far past a take's limit Reserve books (ns): standalone,
+	// a window or maxBookingAhead, whichever is longer; clustered, a
+	// window, the debt peers carry for it.
+	reach    int64
 	recip    uint64 // floor((2^64-1)/interval), for tokensIn
 	localCap atomic.Int64
 	flushAt  atomic.Int64
@@ -65,6 +75,7 @@ func newRule(tokens int64, per time.Duration, bucketSize int64) (*rule, error) {
 		return nil, fmt.Errorf("a bucket of %d at %d per %v would take more than %s to refill: lower the bucket size or raise the rate", bucketSize, tokens, per, longDuration(maxTolerance))
 	}
 	p := &rule{tokens: tokens, per: per, bucketSize: bucketSize, interval: interval, tolerance: bucketSize * interval, recip: math.MaxUint64 / uint64(interval)}
+	p.reach = max(p.tolerance, maxBookingAhead)
 	p.ceiling = p.tolerance
 	p.localCap.Store(math.MaxInt64)
 	p.flushAt.Store(math.MaxInt64)
@@ -99,6 +110,17 @@ func costOf(n, unit, limit int64) int64 {
 		return limit
 	}
 	return n * unit
+}
+
+// clusteredReach sets a clustered rule's reach and ceiling: bookings and
+// peers' charges carry a bucket at most one window into debt (none for
+// the reference design's floor at zero, whose ceiling stays the window).
+func clusteredReach(p *rule, floor bool) {
+	p.reach = p.tolerance
+	p.ceiling = 2 * p.tolerance
+	if floor {
+		p.ceiling = p.tolerance
+	}
 }
 
 // chargedOf is how many of n tokens a charge costing cost ns spent when

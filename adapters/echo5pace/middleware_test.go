@@ -60,6 +60,7 @@ var adapterOptions = conformance.Options[Option]{
 		})
 	},
 	DecisionInContext: WithDecisionInContext,
+	MaxDelay:          WithMaxDelay,
 	AlsoFromHeader: func(l *gopherpace.Limiter, name, policy string) Option {
 		return WithAlso(l, HeaderKey(name), policy)
 	},

@@ -1,6 +1,7 @@
 package echopace
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -53,6 +54,7 @@ func Build(l *gopherpace.Limiter, opts ...Option) (echo.MiddlewareFunc, error) {
 		Key: m.cfg.key, Cost: m.cfg.cost, Skip: m.cfg.skip,
 		Peer:      func(c echo.Context) (netip.Addr, string) { return adapter.RequestPeer(c.Request()) },
 		Forwarded: func(c echo.Context) ([]string, string) { return adapter.RequestForwarded(c.Request()) },
+		Context:   func(c echo.Context) context.Context { return c.Request().Context() },
 	}
 	for _, k := range m.cfg.also {
 		h.Also = append(h.Also, k)

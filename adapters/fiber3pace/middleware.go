@@ -1,6 +1,7 @@
 package fiber3pace
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -47,6 +48,7 @@ func Build(l *gopherpace.Limiter, opts ...Option) (fiber.Handler, error) {
 	}
 	h := adapter.Hooks[fiber.Ctx]{
 		Key: m.cfg.key, Cost: m.cfg.cost, Skip: m.cfg.skip, Peer: peer, Forwarded: forwarded,
+		Context: func(c fiber.Ctx) context.Context { return c.Context() },
 		// fasthttp reuses a request's bytes once its handler returns.
 		KeysOutliveRequest: true,
 	}

@@ -1,6 +1,7 @@
 package fiberpace
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -47,6 +48,9 @@ func Build(l *gopherpace.Limiter, opts ...Option) (fiber.Handler, error) {
 	}
 	h := adapter.Hooks[*fiber.Ctx]{
 		Key: m.cfg.key, Cost: m.cfg.cost, Skip: m.cfg.skip, Peer: peer, Forwarded: forwarded,
+		// fasthttp's RequestCtx is the request's context: it ends when the
+		// server shuts down.
+		Context: func(c *fiber.Ctx) context.Context { return c.Context() },
 		// fasthttp reuses a request's bytes once its handler returns.
 		KeysOutliveRequest: true,
 	}

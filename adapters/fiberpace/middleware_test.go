@@ -73,6 +73,7 @@ var adapterOptions = conformance.Options[Option]{
 		})
 	},
 	DecisionInContext: WithDecisionInContext,
+	MaxDelay:          WithMaxDelay,
 	AlsoFromHeader: func(l *gopherpace.Limiter, name, policy string) Option {
 		return WithAlso(l, HeaderKey(name), policy)
 	},

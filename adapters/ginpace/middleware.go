@@ -1,6 +1,7 @@
 package ginpace
 
 import (
+	"context"
 	"fmt"
 	"net/netip"
 
@@ -46,6 +47,7 @@ func Build(l *gopherpace.Limiter, opts ...Option) (gin.HandlerFunc, error) {
 		Key: m.cfg.key, Cost: m.cfg.cost, Skip: m.cfg.skip,
 		Peer:      func(c *gin.Context) (netip.Addr, string) { return adapter.RequestPeer(c.Request) },
 		Forwarded: func(c *gin.Context) ([]string, string) { return adapter.RequestForwarded(c.Request) },
+		Context:   func(c *gin.Context) context.Context { return c.Request.Context() },
 	}
 	for _, k := range m.cfg.also {
 		h.Also = append(h.Also, k)

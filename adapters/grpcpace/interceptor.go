@@ -55,7 +55,11 @@ func build(l *gopherpace.Limiter, server bool, opts []Option) (*interceptor, err
 	if err != nil {
 		return nil, err
 	}
-	h := adapter.Hooks[rpc]{Key: callFunc(c.key), Peer: callPeer, Forwarded: callForwarded, NamedPeers: true}
+	if c.wait && g.Shapes() {
+		return nil, errors.New("grpcpace: WithWait and WithMaxDelay both make calls wait: keep one")
+	}
+	h := adapter.Hooks[rpc]{Key: callFunc(c.key), Peer: callPeer, Forwarded: callForwarded, NamedPeers: true,
+		Context: func(c rpc) context.Context { return c.ctx }}
 	for _, k := range c.also {
 		h.Also = append(h.Also, callFunc(k))
 	}

@@ -374,6 +374,7 @@ func TestInvalidOptions(t *testing.T) {
 		"policy": {WithPolicyName("")}, "style": {WithHeaders(9)}, "nil option": {nil},
 		"IPv6 prefix": {WithIPv6Prefix(0)}, "wait with also": {WithWait(), WithAlso(l, nil, "also")},
 		"also without a limiter": {WithAlso(nil, nil, "also")}, "also without a name": {WithAlso(l, nil, "")},
+		"wait with a delay": {WithWait(), WithMaxDelay(time.Second)}, "a queue without a delay": {WithMaxQueue(3)},
 	} {
 		if _, err := BuildServer(l, opts...); err == nil || !strings.HasPrefix(err.Error(), "grpcpace: ") {
 			t.Errorf("%s: error %v, want one starting grpcpace:", name, err)
@@ -517,4 +518,26 @@ func TestClientWaits(t *testing.T) {
 			t.Fatalf("token after the deadline: %v (invoked %d)", err, invoked)
 		}
 	})
+}
+
+// With a delay allowed, a call whose tokens are due within it waits for
+// them; one due later is refused at once.
+func TestShapedCallsWait(t *testing.T) {
+	c, _ := serve(t, []grpc.ServerOption{unaryServer(t, limiter(t, 20, 1), WithKeyFunc(GlobalKey), WithMaxDelay(5*time.Second))})
+	start := time.Now()
+	for i := range 4 {
+		if err := call(c, t.Context()); err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+	}
+	if took := time.Since(start); took < 140*time.Millisecond {
+		t.Fatalf("4 calls at 20 a second with a bucket of 1 took %v: they did not wait", took)
+	}
+	c, _ = serve(t, []grpc.ServerOption{unaryServer(t, limiter(t, 1, 1), WithKeyFunc(GlobalKey), WithMaxDelay(10*time.Millisecond))})
+	if err := call(c, t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := call(c, t.Context()); status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("a call whose token is a second off with 10 ms allowed: %v, want ResourceExhausted", err)
+	}
 }

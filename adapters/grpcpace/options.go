@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/netip"
+	"time"
 
 	gopherpace "github.com/pedreviljoen/gopherpace/core"
 	"github.com/pedreviljoen/gopherpace/core/adapter"
@@ -118,6 +119,18 @@ func WithPerMessage(recv, send bool) Option {
 // WithPolicyName names the policy in QuotaFailure details and draft
 // fields. Default: headers.DefaultPolicy.
 func WithPolicyName(name string) Option { return shared(adapter.PolicyName(name)) }
+
+// WithMaxDelay shapes calls instead of refusing them: a call whose tokens
+// are due within d waits for them, in order of arrival, and only one due
+// later is refused as before. A call whose context ends while it waits
+// gives its tokens back and is refused. Standalone, the delay reaches
+// 30 s, or the limiter's window (its bucket size at its rate) if longer;
+// clustered, the window. It does not combine with WithAlso or WithWait.
+func WithMaxDelay(d time.Duration) Option { return shared(adapter.MaxDelay(d)) }
+
+// WithMaxQueue caps the calls waiting at once under WithMaxDelay; one
+// more is refused at once. Default: no cap beyond what the delay allows.
+func WithMaxQueue(n int) Option { return shared(adapter.MaxQueue(n)) }
 
 // WithHeaders sends rate-limit fields as response header metadata from
 // server interceptors (lower-case names: ratelimit-policy, ratelimit,

@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"time"
 
 	gopherpace "github.com/pedreviljoen/gopherpace/core"
 	"github.com/pedreviljoen/gopherpace/core/clientip"
@@ -53,6 +54,12 @@ type Settings struct {
 	// Also are further limits every request must pass too, all or nothing
 	// (see Request); at most MaxLimits-1.
 	Also []Part
+	// MaxDelay shapes instead of refusing: a request whose tokens refill
+	// brings within it waits for them (Gate.Shape); 0 refuses at once.
+	MaxDelay time.Duration
+	// MaxQueue caps the requests waiting at once; 0 is no cap beyond what
+	// MaxDelay allows (the rate times MaxDelay).
+	MaxQueue int
 }
 
 // A Part is a further limit a request must pass too, with its policy's
@@ -89,6 +96,7 @@ type Gate struct {
 	refund   func(int) bool
 	inCtx    bool
 	absolute bool // the fields state an absolute time (X-RateLimit-Reset)
+	shaper        // MaxDelay and MaxQueue (shape.go)
 }
 
 // New checks s and returns the Gate for l. Its errors say what is wrong
@@ -110,7 +118,11 @@ func New(l *gopherpace.Limiter, s Settings) (*Gate, error) {
 	if err := headers.CheckPolicyName(name); err != nil {
 		return nil, err
 	}
-	g := &Gate{
+	sh, err := newShaper(s)
+	if err != nil {
+		return nil, err
+	}
+	g := &Gate{shaper: sh,
 		l: l, ip: s.ClientIP, policy: render.NewPolicy(render.Style(s.Headers), name), style: s.Headers,
 		name: name, refund: s.Refund, inCtx: s.DecisionInContext,
 		absolute: s.Headers == headers.Legacy || s.Headers == headers.Both,

@@ -1,6 +1,7 @@
 package adapter
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -37,6 +38,7 @@ type Flow[C any] struct {
 	peer    func(C) (netip.Addr, string)
 	named   bool
 	fwd     func(C) (forwardedFor []string, realIP string)
+	ctx     func(C) context.Context
 	clone   bool
 	fastIP4 bool // no trusted proxies: the peer is the client, and an IPv4 address as written is its key
 	plain   bool // no skip, key, further keys or cost: Prepare is clientKey and a cost of 1
@@ -71,6 +73,9 @@ type Hooks[C any] struct {
 	// reused once its handler returns (fasthttp): with refunds on, the
 	// flow keeps copies of the keys.
 	KeysOutliveRequest bool
+	// Context is the request's context, which ends a wait for tokens
+	// (Settings.MaxDelay). Required when the gate shapes traffic.
+	Context func(C) context.Context
 }
 
 // RequestPeer is the peer of an *http.Request, for Hooks.Peer.
@@ -112,11 +117,14 @@ func NewFlow[C any](g *Gate, h Hooks[C]) (*Flow[C], error) {
 	if len(h.Also) != g.Limits()-1 {
 		return nil, fmt.Errorf("%d keys for %d further limits", len(h.Also), g.Limits()-1)
 	}
+	if g.Shapes() && h.Context == nil {
+		return nil, errors.New("a Flow of a gate that shapes traffic needs Context")
+	}
 	f := &Flow[C]{
-		gate: g, key: h.Key, also: h.Also, cost: h.Cost, skip: h.Skip, peer: h.Peer, named: h.NamedPeers, fwd: h.Forwarded,
+		gate: g, key: h.Key, also: h.Also, cost: h.Cost, skip: h.Skip, peer: h.Peer, named: h.NamedPeers, fwd: h.Forwarded, ctx: h.Context,
 		clone: h.KeysOutliveRequest && g.Refunds(), fastIP4: len(g.ip.TrustedProxies) == 0,
 	}
-	f.plain = f.skip == nil && f.key == nil && len(f.also) == 0 && f.cost == nil && !f.clone
+	f.plain = f.skip == nil && f.key == nil && len(f.also) == 0 && f.cost == nil && !f.clone && !g.Shapes()
 	return f, nil
 }
 
@@ -194,9 +202,12 @@ func (f *Flow[C]) Decide(c C, r *Request) Step {
 		return s
 	}
 	var err error
-	if g := f.gate; g.limits == nil && !g.absolute {
+	switch g := f.gate; {
+	case g.limits == nil && !g.absolute && !g.Shapes():
 		r.d, err = g.l.Take(r.Key(0), r.Cost) // Gate.Decide's first case
-	} else {
+	case g.Shapes():
+		err = g.Shape(f.ctx(c), r)
+	default:
 		err = g.Decide(r)
 	}
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"time"
 
 	gopherpace "github.com/pedreviljoen/gopherpace/core"
 	"github.com/pedreviljoen/gopherpace/core/headers"
@@ -90,6 +91,33 @@ func Also(l *gopherpace.Limiter, policy string) Option {
 			return fmt.Errorf("further limit (WithAlso): %w", err)
 		}
 		s.Also = append(s.Also, Part{l, policy})
+		return nil
+	}
+}
+
+// MaxDelay shapes traffic instead of refusing it: a request whose tokens
+// are due within d waits for them (Gate.Shape), and only one due later is
+// denied. d runs from a millisecond up, and acts as no more than the
+// limiter books ahead (Limiter.Reserve: 30 s or the window standalone,
+// the window clustered).
+func MaxDelay(d time.Duration) Option {
+	return func(s *Settings) error {
+		if d < time.Millisecond {
+			return fmt.Errorf("the longest delay must be at least 1ms, got %v", d)
+		}
+		s.MaxDelay = d
+		return nil
+	}
+}
+
+// MaxQueue caps the requests that wait for their tokens at once (with
+// MaxDelay): one more is denied as if its tokens were too far off.
+func MaxQueue(n int) Option {
+	return func(s *Settings) error {
+		if n < 1 {
+			return fmt.Errorf("the queue must hold at least 1 request, got %d", n)
+		}
+		s.MaxQueue = n
 		return nil
 	}
 }

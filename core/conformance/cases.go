@@ -23,6 +23,27 @@ import (
 var loopback = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}
 
 var cases = []testCase{
+	{"with a delay allowed, a request waits for its tokens rather than be denied", func(t *testing.T, server Server) {
+		// 20 a second: each token 50 ms after the last.
+		l, err := gopherpace.New(gopherpace.WithRefillRate(20), gopherpace.WithBucketSize(1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { l.Close() })
+		url := server(t, l, Setup{MaxDelay: 5 * time.Second})
+		start := time.Now()
+		for range 4 {
+			expect(t, get(t, url+"/"), 200)
+		}
+		// Three of the four waited for a token: 150 ms at least.
+		if took := time.Since(start); took < 140*time.Millisecond {
+			t.Fatalf("4 requests at 20 a second with a bucket of 1 took %v: they did not wait", took)
+		}
+		// A token due later than the delay allowed: denied.
+		url = server(t, limiter(t, 1), Setup{MaxDelay: 10 * time.Millisecond})
+		expect(t, get(t, url+"/"), 200)
+		expect(t, get(t, url+"/"), 429)
+	}},
 	{"the default key is the client's address, whatever it claims", func(t *testing.T, server Server) {
 		url := server(t, limiter(t, 2), Setup{})
 		for i, want := range []int{200, 200, 429} {

@@ -26,11 +26,15 @@
 //     own, all or nothing, and the draft fields list both policies.
 //   - Clustered, a limit spent through one node's server is spent for
 //     every node's.
+//   - With a delay allowed (WithMaxDelay), a request whose tokens are due
+//     within it waits for them and is admitted; one due later is denied
+//     at once.
 package conformance
 
 import (
 	"net/netip"
 	"testing"
+	"time"
 
 	gopherpace "github.com/pedreviljoen/gopherpace/core"
 	"github.com/pedreviljoen/gopherpace/core/headers"
@@ -104,6 +108,9 @@ type Setup struct {
 	Also          *gopherpace.Limiter
 	AlsoKeyHeader string
 	AlsoPolicy    string
+	// MaxDelay, if set, shapes: requests whose tokens are due within it
+	// wait for them (WithMaxDelay).
+	MaxDelay time.Duration
 }
 
 // A Server starts l behind the adapter under test, configured by s, on a

@@ -7,6 +7,7 @@ import (
 	gopherpace "github.com/pedreviljoen/gopherpace/core"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/pedreviljoen/gopherpace/core/headers"
 )
@@ -31,6 +32,7 @@ type Options[O any] struct {
 	// AlsoFromHeader adds l as a further limit keyed by the request
 	// header name, its policy named policy.
 	AlsoFromHeader func(l *gopherpace.Limiter, name, policy string) O
+	MaxDelay       func(time.Duration) O
 }
 
 // ErrKeyFailing is the error of the KeyFailing key function: the
@@ -78,6 +80,9 @@ func OptionsFor[O any](s Setup, o Options[O]) []O {
 	}
 	if s.Also != nil {
 		opts = append(opts, o.AlsoFromHeader(s.Also, s.AlsoKeyHeader, s.AlsoPolicy))
+	}
+	if s.MaxDelay > 0 {
+		opts = append(opts, o.MaxDelay(s.MaxDelay))
 	}
 	return opts
 }

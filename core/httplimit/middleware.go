@@ -49,6 +49,7 @@ func Build(l *gopherpace.Limiter, opts ...Option) (*Middleware, error) {
 	}
 	h := adapter.Hooks[*http.Request]{
 		Key: c.key, Cost: c.cost, Skip: c.skip, Peer: adapter.RequestPeer, Forwarded: adapter.RequestForwarded,
+		Context: (*http.Request).Context,
 	}
 	for _, k := range c.also {
 		h.Also = append(h.Also, k)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 	"net/netip"
+	"time"
 
 	gopherpace "github.com/pedreviljoen/gopherpace/core"
 	"github.com/pedreviljoen/gopherpace/core/adapter"
@@ -102,6 +103,18 @@ func WithPolicyName(name string) Option { return shared(adapter.PolicyName(name)
 // response's status: adapter.RefundFailed, adapter.RefundServerErrors, or
 // a func of your own.
 func WithRefund(when func(status int) bool) Option { return shared(adapter.Refund(when)) }
+
+// WithMaxDelay shapes traffic instead of refusing it: a request whose
+// tokens are due within d waits for them, in order of arrival, and only
+// one due later is denied as before. A request whose context ends while it
+// waits gives its tokens back and is denied. Standalone, the delay reaches
+// 30 s, or the limiter's window (its bucket size at its rate) if longer;
+// clustered, the window. It does not combine with WithAlso.
+func WithMaxDelay(d time.Duration) Option { return shared(adapter.MaxDelay(d)) }
+
+// WithMaxQueue caps the requests waiting at once under WithMaxDelay; one
+// more is denied at once. Default: no cap beyond what the delay allows.
+func WithMaxQueue(n int) Option { return shared(adapter.MaxQueue(n)) }
 
 // WithDecisionInContext makes the Decision available to handlers through
 // FromContext. It costs an allocation per request, so it is off by default.
