@@ -103,3 +103,18 @@ func ExampleWithAlso() {
 	fmt.Println(w.Header().Get("RateLimit-Policy"))
 	// Output: "default";q=10;w=1, "per-key";q=100;w=3600
 }
+
+// Shaping: a client over the rate waits for its tokens instead of getting
+// 429, as long as they are due within 300 ms.
+func ExampleWithMaxDelay() {
+	limiter, _ := gopherpace.New(gopherpace.WithRefillRate(20), gopherpace.WithBucketSize(1))
+	defer limiter.Close()
+	handler := httplimit.New(limiter, httplimit.WithMaxDelay(300*time.Millisecond), httplimit.WithMaxQueue(100))(
+		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	for range 4 { // the bucket holds one; the others wait 50 ms each
+		w := httptest.NewRecorder()
+		handler.ServeHTTP(w, httptest.NewRequest("GET", "/", nil))
+		fmt.Print(w.Code, " ")
+	}
+	// Output: 200 200 200 200
+}
