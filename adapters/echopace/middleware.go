@@ -107,6 +107,9 @@ func (m *rateLimiter) serve(c echo.Context, next echo.HandlerFunc) error {
 	if g.Refunds() {
 		m.flow.Finish(&req, status(c, err))
 	}
+	if m.cfg.usage != nil {
+		g.Settle(&req, m.cfg.usage(c))
+	}
 	return err
 }
 

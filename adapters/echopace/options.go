@@ -23,6 +23,7 @@ type config struct {
 	skip     func(echo.Context) bool
 	deny     func(echo.Context, gopherpace.Decision) error
 	onError  func(echo.Context, error) error
+	usage    func(echo.Context) int64
 	problems []error
 }
 
@@ -92,6 +93,20 @@ func WithDenyHandler(f func(echo.Context, gopherpace.Decision) error) Option {
 // otherwise (see adapter.Status).
 func WithErrorHandler(f func(echo.Context, error) error) Option {
 	return func(c *config) { c.require(f != nil, "nil error handler"); c.onError = f }
+}
+
+// WithUsage charges each admitted request what it used, measured after
+// its handler (an LLM answer's tokens, bytes sent), instead of only the
+// cost it was admitted with (WithCost, 1 by default): f returns it, and
+// what exceeds the cost is charged to the key, taking its bucket into
+// debt that refill repays before the key is admitted again, at most one
+// bucket beyond empty; what falls short of it is given back. A request
+// whose tokens WithRefund gave back settles nothing. With WithAlso, the
+// further limits keep the cost.
+// f reads the usage the handler left: a value it set (c.Set), or a
+// response header.
+func WithUsage(f func(echo.Context) int64) Option {
+	return func(c *config) { c.require(f != nil, "nil usage func"); c.usage = f }
 }
 
 // WithHeaders selects the rate-limit fields of every limited response.

@@ -47,7 +47,7 @@ func Build(l *gopherpace.Limiter, opts ...Option) (fiber.Handler, error) {
 		return nil, err
 	}
 	h := adapter.Hooks[fiber.Ctx]{
-		Key: m.cfg.key, Cost: m.cfg.cost, Skip: m.cfg.skip, Peer: peer, Forwarded: forwarded,
+		Key: m.cfg.key, Cost: m.cfg.cost, Skip: m.cfg.skip, Peer: peer, Forwarded: forwarded, Settles: m.cfg.usage != nil,
 		Context: func(c fiber.Ctx) context.Context { return c.Context() },
 		// fasthttp reuses a request's bytes once its handler returns.
 		KeysOutliveRequest: true,
@@ -112,6 +112,9 @@ func (m *middleware) serve(c fiber.Ctx) error {
 	err := c.Next()
 	if g.Refunds() {
 		m.flow.Finish(&req, status(c, err))
+	}
+	if m.cfg.usage != nil {
+		g.Settle(&req, m.cfg.usage(c))
 	}
 	return err
 }

@@ -47,7 +47,7 @@ func Build(l *gopherpace.Limiter, opts ...Option) (fiber.Handler, error) {
 		return nil, err
 	}
 	h := adapter.Hooks[*fiber.Ctx]{
-		Key: m.cfg.key, Cost: m.cfg.cost, Skip: m.cfg.skip, Peer: peer, Forwarded: forwarded,
+		Key: m.cfg.key, Cost: m.cfg.cost, Skip: m.cfg.skip, Peer: peer, Forwarded: forwarded, Settles: m.cfg.usage != nil,
 		// fasthttp's RequestCtx is the request's context: it ends when the
 		// server shuts down.
 		Context: func(c *fiber.Ctx) context.Context { return c.Context() },
@@ -114,6 +114,9 @@ func (m *middleware) serve(c *fiber.Ctx) error {
 	err := c.Next()
 	if g.Refunds() {
 		m.flow.Finish(&req, status(c, err))
+	}
+	if m.cfg.usage != nil {
+		g.Settle(&req, m.cfg.usage(c))
 	}
 	return err
 }

@@ -105,6 +105,9 @@ func (m *middleware) serve(c *gin.Context) {
 	if g.Refunds() {
 		m.flow.Finish(&req, c.Writer.Status())
 	}
+	if m.cfg.usage != nil {
+		g.Settle(&req, m.cfg.usage(c))
+	}
 }
 
 func (m *middleware) fail(c *gin.Context, err error) {

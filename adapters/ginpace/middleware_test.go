@@ -62,7 +62,10 @@ var adapterOptions = conformance.Options[Option]{
 		})
 	},
 	DecisionInContext: WithDecisionInContext,
-	MaxDelay:          WithMaxDelay,
+	UsageFromHeader: func(name string) Option {
+		return WithUsage(func(c *gin.Context) int64 { return conformance.Cost(c.GetHeader(name)) })
+	},
+	MaxDelay: WithMaxDelay,
 	AlsoFromHeader: func(l *gopherpace.Limiter, name, policy string) Option {
 		return WithAlso(l, HeaderKey(name), policy)
 	},

@@ -23,6 +23,7 @@ type config struct {
 	skip     func(*gin.Context) bool
 	deny     func(*gin.Context, gopherpace.Decision)
 	onError  func(*gin.Context, error)
+	usage    func(*gin.Context) int64
 	problems []error
 }
 
@@ -92,6 +93,20 @@ func WithDenyHandler(f func(*gin.Context, gopherpace.Decision)) Option {
 // out of range) or 500 otherwise (see adapter.Status), JSON bodied.
 func WithErrorHandler(f func(*gin.Context, error)) Option {
 	return func(c *config) { c.require(f != nil, "nil error handler"); c.onError = f }
+}
+
+// WithUsage charges each admitted request what it used, measured after
+// its handler (an LLM answer's tokens, bytes sent), instead of only the
+// cost it was admitted with (WithCost, 1 by default): f returns it, and
+// what exceeds the cost is charged to the key, taking its bucket into
+// debt that refill repays before the key is admitted again, at most one
+// bucket beyond empty; what falls short of it is given back. A request
+// whose tokens WithRefund gave back settles nothing. With WithAlso, the
+// further limits keep the cost.
+// f reads the usage the handler left: a value it set (c.Set), or a
+// response header (c.Writer.Header()).
+func WithUsage(f func(*gin.Context) int64) Option {
+	return func(c *config) { c.require(f != nil, "nil usage func"); c.usage = f }
 }
 
 // WithHeaders selects the rate-limit fields of every limited response.

@@ -78,7 +78,7 @@ func build(l *gopherpace.Limiter, server bool, opts []Option) (*interceptor, err
 	x := &interceptor{gate: g, flow: flow, cfg: c, server: server}
 	x.headers = server && g.AdmitsHaveFields()
 	x.waits = c.wait && !server
-	x.bare = !x.headers && !(g.DecisionInContext() && server) && c.refund == nil
+	x.bare = !x.headers && !(g.DecisionInContext() && server) && c.refund == nil && c.usage == nil
 	return x, nil
 }
 
@@ -161,8 +161,8 @@ func (x *interceptor) admitted(ctx context.Context, req *adapter.Request) (conte
 	if x.gate.DecisionInContext() && x.server {
 		ctx = context.WithValue(ctx, decisionKey{}, d)
 	}
-	if x.cfg.refund != nil && !d.Shadowed {
-		settle := *req // escapes only when refunds are on
+	if (x.cfg.refund != nil || x.cfg.usage != nil) && !d.Shadowed {
+		settle := *req // escapes only when refunds or usage are on
 		return ctx, &settle, nil
 	}
 	return ctx, nil, nil
@@ -210,11 +210,18 @@ func (x *interceptor) fail(err error) error {
 	return status.Error(codes.Internal, msg)
 }
 
-// refund gives back what an admitted call spent when it ended with a code
-// the refund func picks.
-func (x *interceptor) refund(req *adapter.Request, err error) {
-	if req != nil && x.cfg.refund(status.Code(err)) {
+// finish settles an admitted call when it ends: it gives back what it
+// spent when the refund func picks the code it ended with, and charges
+// what it used (WithUsage).
+func (x *interceptor) finish(req *adapter.Request, ctx context.Context, method string, resp any, err error) {
+	if req == nil {
+		return
+	}
+	if x.cfg.refund != nil && x.cfg.refund(status.Code(err)) {
 		x.gate.GiveBack(req)
+	}
+	if x.cfg.usage != nil {
+		x.gate.Settle(req, x.cfg.usage(ctx, method, resp, err))
 	}
 }
 
@@ -311,7 +318,7 @@ func (x *interceptor) unaryServer(ctx context.Context, req any, info *grpc.Unary
 		return nil, err
 	}
 	resp, err := handler(ctx, req)
-	x.refund(spent, err)
+	x.finish(spent, ctx, info.FullMethod, resp, err)
 	return resp, err
 }
 
@@ -324,7 +331,7 @@ func (x *interceptor) streamServer(srv any, ss grpc.ServerStream, info *grpc.Str
 		ss = &meteredStream{ServerStream: ss, x: x, method: info.FullMethod, ctx: ctx}
 	}
 	err = handler(srv, ss)
-	x.refund(spent, err)
+	x.finish(spent, ctx, info.FullMethod, nil, err)
 	return err
 }
 
@@ -362,7 +369,7 @@ func (x *interceptor) unaryClient(ctx context.Context, method string, req, reply
 		return err
 	}
 	err = invoker(ctx, method, req, reply, cc, callOpts...)
-	x.refund(spent, err)
+	x.finish(spent, ctx, method, reply, err)
 	return err
 }
 
@@ -373,7 +380,7 @@ func (x *interceptor) streamClient(ctx context.Context, desc *grpc.StreamDesc, c
 	}
 	cs, err := streamer(ctx, desc, cc, method, callOpts...)
 	if err != nil {
-		x.refund(spent, err) // a stream that never opened
+		x.finish(spent, ctx, method, nil, err) // a stream that never opened
 	}
 	return cs, err
 }

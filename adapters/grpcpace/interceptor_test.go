@@ -375,6 +375,7 @@ func TestInvalidOptions(t *testing.T) {
 		"IPv6 prefix": {WithIPv6Prefix(0)}, "wait with also": {WithWait(), WithAlso(l, nil, "also")},
 		"also without a limiter": {WithAlso(nil, nil, "also")}, "also without a name": {WithAlso(l, nil, "")},
 		"wait with a delay": {WithWait(), WithMaxDelay(time.Second)}, "a queue without a delay": {WithMaxQueue(3)},
+		"nil usage": {WithUsage(nil)},
 	} {
 		if _, err := BuildServer(l, opts...); err == nil || !strings.HasPrefix(err.Error(), "grpcpace: ") {
 			t.Errorf("%s: error %v, want one starting grpcpace:", name, err)
@@ -539,5 +540,25 @@ func TestShapedCallsWait(t *testing.T) {
 	}
 	if err := call(c, t.Context()); status.Code(err) != codes.ResourceExhausted {
 		t.Fatalf("a call whose token is a second off with 10 ms allowed: %v, want ResourceExhausted", err)
+	}
+}
+
+// What a call used, measured when it ends, is charged beyond its cost,
+// into debt that refuses the key until refill repays it.
+func TestUsageIsChargedAfterTheCall(t *testing.T) {
+	used := func(ctx context.Context, method string, resp any, err error) int64 {
+		if _, ok := resp.(*testpb.SimpleResponse); !ok || err != nil {
+			t.Errorf("usage func given %T, %v", resp, err)
+		}
+		return 6
+	}
+	c, _ := serve(t, []grpc.ServerOption{unaryServer(t, limiter(t, 1, 10), WithKeyFunc(GlobalKey), WithUsage(used))})
+	for i := range 2 { // 4 left after the first, 2 in debt after the second
+		if err := call(c, t.Context()); err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+	}
+	if err := call(c, t.Context()); status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("a call while the key is in debt: %v, want ResourceExhausted", err)
 	}
 }

@@ -25,6 +25,7 @@ type config struct {
 	skip     func(ctx context.Context, fullMethod string) bool
 	deny     func(ctx context.Context, fullMethod string, d gopherpace.Decision) error
 	refund   func(codes.Code) bool
+	usage    func(ctx context.Context, fullMethod string, resp any, err error) int64
 	failOpen bool
 	perRecv  bool
 	perSend  bool
@@ -100,6 +101,19 @@ func WithDenyHandler(f func(ctx context.Context, fullMethod string, d gopherpace
 // the code the stream ended with refunds the tokens of its opening.
 func WithRefund(when func(codes.Code) bool) Option {
 	return func(c *config) { c.require(when != nil, "nil refund func"); c.refund = when }
+}
+
+// WithUsage charges each admitted call what it used, measured when it
+// ends (an LLM answer's tokens, bytes sent), instead of only the cost it
+// was admitted with (WithCost, 1 by default): f returns it, from the
+// handler's context, the response (a client's reply; nil for streams)
+// and the error. A client stream settles only when it fails to open. What exceeds the cost is charged to the key, taking its
+// bucket into debt that refill repays before the key is admitted again,
+// at most one bucket beyond empty; what falls short of it is given back.
+// A call whose tokens WithRefund gave back settles nothing. With
+// WithAlso, the further limits keep the cost.
+func WithUsage(f func(ctx context.Context, fullMethod string, resp any, err error) int64) Option {
+	return func(c *config) { c.require(f != nil, "nil usage func"); c.usage = f }
 }
 
 // WithFailOpen lets calls through when the limiter cannot decide: a key

@@ -70,9 +70,12 @@ type Hooks[C any] struct {
 	// Required.
 	Forwarded func(C) (forwardedFor []string, realIP string)
 	// KeysOutliveRequest says that strings read from a request may be
-	// reused once its handler returns (fasthttp): with refunds on, the
-	// flow keeps copies of the keys.
+	// reused once its handler returns (fasthttp): with refunds on, or
+	// Settles, the flow keeps copies of the keys.
 	KeysOutliveRequest bool
+	// Settles says the adapter settles requests after their handler
+	// (Gate.Settle), so it needs their keys then.
+	Settles bool
 	// Context is the request's context, which ends a wait for tokens
 	// (Settings.MaxDelay). Required when the gate shapes traffic.
 	Context func(C) context.Context
@@ -122,7 +125,7 @@ func NewFlow[C any](g *Gate, h Hooks[C]) (*Flow[C], error) {
 	}
 	f := &Flow[C]{
 		gate: g, key: h.Key, also: h.Also, cost: h.Cost, skip: h.Skip, peer: h.Peer, named: h.NamedPeers, fwd: h.Forwarded, ctx: h.Context,
-		clone: h.KeysOutliveRequest && g.Refunds(), fastIP4: len(g.ip.TrustedProxies) == 0,
+		clone: h.KeysOutliveRequest && (g.Refunds() || h.Settles), fastIP4: len(g.ip.TrustedProxies) == 0,
 	}
 	f.plain = f.skip == nil && f.key == nil && len(f.also) == 0 && f.cost == nil && !f.clone && !g.Shapes()
 	return f, nil

@@ -23,6 +23,7 @@ type Request struct {
 	at   time.Time                      // when it was decided, for fields that state an absolute time
 	all  [MaxLimits]gopherpace.Decision // each limit's, with Also
 	err  error
+	back bool // its tokens were given back (RefundFor, GiveBack)
 	// A client key a Flow built is kept in buf, not in Keys: a string
 	// converted from bytes on the stack would move to the heap once stored
 	// through a pointer. Bit i of own says Keys[i] is that key. Key reads
@@ -155,9 +156,10 @@ func (g *Gate) RefundFor(r *Request, status int) {
 // request that was denied or let through in shadow mode spent nothing,
 // and gets nothing back.
 func (g *Gate) GiveBack(r *Request) {
-	if !r.d.Allowed || r.d.Shadowed {
+	if !r.d.Allowed || r.d.Shadowed || r.back {
 		return
 	}
+	r.back = true
 	if g.limits == nil {
 		g.l.Refund(r.Key(0), r.Cost)
 		return
@@ -173,4 +175,23 @@ func (r *Request) keys(n int) (ks [MaxLimits]string) {
 		ks[i] = r.Key(i)
 	}
 	return ks
+}
+
+// Settle charges an admitted request what it used, measured after its
+// handler (an LLM answer's tokens, bytes sent), to the gate's own limit:
+// used beyond the Cost it was admitted with is charged, into debt that
+// refill repays before the key is admitted again (Limiter.Charge); used
+// below it is given back. A request denied, let through in shadow mode,
+// or whose tokens were given back already settles nothing. With further
+// limits (Settings.Also), they keep the Cost.
+func (g *Gate) Settle(r *Request, used int64) {
+	if !r.d.Allowed || r.d.Shadowed || r.back {
+		return
+	}
+	switch key := r.Key(0); {
+	case used > r.Cost:
+		_, _ = g.l.Charge(key, used-r.Cost) // a charge the debt cap cuts is the most a key owes
+	case used < r.Cost:
+		_ = g.l.Refund(key, r.Cost-max(used, 0))
+	}
 }

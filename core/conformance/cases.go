@@ -23,6 +23,18 @@ import (
 var loopback = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}
 
 var cases = []testCase{
+	{"what a request used is charged after its handler, into debt, or given back", func(t *testing.T, server Server) {
+		url := server(t, limiter(t, 10), Setup{Key: KeyGlobal, UsageHeader: "X-Usage"})
+		// Each admitted with 1 token; 6 used: 5 more charged.
+		expect(t, get(t, url+"/", "X-Usage", "6"), 200) // 4 left
+		expect(t, get(t, url+"/", "X-Usage", "6"), 200) // 2 in debt
+		expect(t, get(t, url+"/", "X-Usage", "1"), 429)
+		// Using nothing gives the token back: a bucket of 10 lets 15 in.
+		url = server(t, limiter(t, 10), Setup{Key: KeyGlobal, UsageHeader: "X-Usage"})
+		for range 15 {
+			expect(t, get(t, url+"/", "X-Usage", "0"), 200)
+		}
+	}},
 	{"with a delay allowed, a request waits for its tokens rather than be denied", func(t *testing.T, server Server) {
 		// 20 a second: each token 50 ms after the last.
 		l, err := gopherpace.New(gopherpace.WithRefillRate(20), gopherpace.WithBucketSize(1))

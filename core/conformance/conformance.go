@@ -26,6 +26,9 @@
 //     own, all or nothing, and the draft fields list both policies.
 //   - Clustered, a limit spent through one node's server is spent for
 //     every node's.
+//   - What a request used, measured after its handler (WithUsage), is
+//     charged beyond its cost, into debt that denies the key until refill
+//     repays it, or given back below it.
 //   - With a delay allowed (WithMaxDelay), a request whose tokens are due
 //     within it waits for them and is admitted; one due later is denied
 //     at once.
@@ -111,6 +114,9 @@ type Setup struct {
 	// MaxDelay, if set, shapes: requests whose tokens are due within it
 	// wait for them (WithMaxDelay).
 	MaxDelay time.Duration
+	// UsageHeader, if set, names a request header holding what the request
+	// used as a decimal integer, charged after the handler (WithUsage).
+	UsageHeader string
 }
 
 // A Server starts l behind the adapter under test, configured by s, on a

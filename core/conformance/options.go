@@ -33,6 +33,9 @@ type Options[O any] struct {
 	// header name, its policy named policy.
 	AlsoFromHeader func(l *gopherpace.Limiter, name, policy string) O
 	MaxDelay       func(time.Duration) O
+	// UsageFromHeader charges after the handler what the request header
+	// name holds (Cost of its value).
+	UsageFromHeader func(name string) O
 }
 
 // ErrKeyFailing is the error of the KeyFailing key function: the
@@ -83,6 +86,9 @@ func OptionsFor[O any](s Setup, o Options[O]) []O {
 	}
 	if s.MaxDelay > 0 {
 		opts = append(opts, o.MaxDelay(s.MaxDelay))
+	}
+	if s.UsageHeader != "" {
+		opts = append(opts, o.UsageFromHeader(s.UsageHeader))
 	}
 	return opts
 }

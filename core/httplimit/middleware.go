@@ -103,11 +103,17 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	}
 	if !g.Refunds() {
 		next.ServeHTTP(w, r)
+		if m.cfg.usage != nil {
+			g.Settle(&req, m.cfg.usage(r, w.Header()))
+		}
 		return
 	}
 	sw := statusWriter{ResponseWriter: w}
 	next.ServeHTTP(&sw, r)
 	m.flow.Finish(&req, sw.status())
+	if m.cfg.usage != nil {
+		g.Settle(&req, m.cfg.usage(r, w.Header()))
+	}
 }
 
 func (m *Middleware) fail(w http.ResponseWriter, r *http.Request, err error) {

@@ -52,7 +52,10 @@ var adapterOptions = conformance.Options[Option]{
 		})
 	},
 	DecisionInContext: WithDecisionInContext,
-	MaxDelay:          WithMaxDelay,
+	UsageFromHeader: func(name string) Option {
+		return WithUsage(func(r *http.Request, _ http.Header) int64 { return conformance.Cost(r.Header.Get(name)) })
+	},
+	MaxDelay: WithMaxDelay,
 	AlsoFromHeader: func(l *gopherpace.Limiter, name, policy string) Option {
 		return WithAlso(l, HeaderKey(name), policy)
 	},

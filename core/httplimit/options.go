@@ -23,6 +23,7 @@ type config struct {
 	skip     func(*http.Request) bool
 	deny     func(http.ResponseWriter, *http.Request, gopherpace.Decision)
 	onError  func(http.ResponseWriter, *http.Request, error)
+	usage    func(*http.Request, http.Header) int64
 	problems []error
 }
 
@@ -89,6 +90,20 @@ func WithDenyHandler(f func(http.ResponseWriter, *http.Request, gopherpace.Decis
 // cost out of range), 500 otherwise (see adapter.Status).
 func WithErrorHandler(f func(http.ResponseWriter, *http.Request, error)) Option {
 	return func(c *config) { c.require(f != nil, "nil error handler"); c.onError = f }
+}
+
+// WithUsage charges each admitted request what it used, measured after
+// its handler (an LLM answer's tokens, bytes sent), instead of only the
+// cost it was admitted with (WithCost, 1 by default): f returns it, and
+// what exceeds the cost is charged to the key, taking its bucket into
+// debt that refill repays before the key is admitted again, at most one
+// bucket beyond empty; what falls short of it is given back. A request
+// whose tokens WithRefund gave back settles nothing. With WithAlso, the
+// further limits keep the cost.
+// f reads the usage the handler left in its response's header (w.Header(),
+// given as h), such as an X-Tokens-Used field it set.
+func WithUsage(f func(r *http.Request, h http.Header) int64) Option {
+	return func(c *config) { c.require(f != nil, "nil usage func"); c.usage = f }
 }
 
 // WithHeaders selects the rate-limit fields of every limited response.
