@@ -20,7 +20,7 @@ const maxKeyBytes = 256
 // /allow, /stats and /healthz as the seed service has them, and /readyz,
 // /status and /metrics. While draining is set (shutting down), /readyz
 // answers 503 and everything else still serves.
-func handler(l *gopherpace.Limiter, metrics http.Handler, draining *atomic.Bool) http.Handler {
+func handler(l *gopherpace.Limiter, metrics http.Handler, draining *atomic.Bool, rls *rlsService) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/allow", func(w http.ResponseWriter, r *http.Request) { allow(w, r, l) })
 	mux.HandleFunc("GET /stats", func(w http.ResponseWriter, r *http.Request) {
@@ -35,7 +35,7 @@ func handler(l *gopherpace.Limiter, metrics http.Handler, draining *atomic.Bool)
 		_, _ = w.Write([]byte("ok\n"))
 	})
 	ready := status.Ready(l)
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+	readyz := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if draining != nil && draining.Load() {
 			w.Header().Set("Cache-Control", "no-store")
 			writeError(w, http.StatusServiceUnavailable, "not ready: shutting down")
@@ -43,6 +43,11 @@ func handler(l *gopherpace.Limiter, metrics http.Handler, draining *atomic.Bool)
 		}
 		ready.ServeHTTP(w, r)
 	})
+	mux.Handle("GET /readyz", readyz)
+	mux.Handle("GET /healthcheck", healthcheck(readyz))
+	if rls != nil {
+		mux.Handle("POST /json", jsonHandler(rls))
+	}
 	mux.Handle("GET /status", status.NewPage("gopherpace", l))
 	if metrics != nil {
 		mux.Handle("GET /metrics", metrics)

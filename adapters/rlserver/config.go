@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"strconv"
 	"strings"
@@ -34,7 +35,22 @@ type Config struct {
 	// QuotaMode makes every rule of the config a quota rule, as if each
 	// had quota_mode: true (envoyproxy/ratelimit's QUOTA_MODE).
 	QuotaMode bool
-	MaxKeys   int64 // live buckets per rule, and for the HTTP API's limit
+	// ShadowMode answers every RateLimitService call OK, counting what
+	// would have been over the limit (envoyproxy/ratelimit's SHADOW_MODE).
+	ShadowMode bool
+	// MergeDomains lets a domain be given in several files, their
+	// descriptors merged (envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG).
+	MergeDomains bool
+	// HeaderNames name the -response-headers fields: the limit, the
+	// remaining and the reset.
+	HeaderNames [3]string
+	// LogLevel (debug, info, warn, error) and LogFormat (text, json) are
+	// the log's; the command builds its logger from them.
+	LogLevel, LogFormat string
+	// PeerEnvIgnored names envoyproxy/ratelimit's variables that were set
+	// and configure nothing here (Redis's, say); Run logs them at INFO.
+	PeerEnvIgnored []string
+	MaxKeys        int64 // live buckets per rule, and for the HTTP API's limit
 	// Drain is how long the server goes on serving after SIGTERM while
 	// /readyz answers 503 and gRPC health NOT_SERVING, before it stops
 	// accepting: longer than the load balancer's checks take to notice.
@@ -86,8 +102,13 @@ func ParseFlags(args []string, getenv func(string) string, out io.Writer) (Confi
 	fs := flag.NewFlagSet("gopherpace serve", flag.ContinueOnError)
 	fs.SetOutput(out)
 	c := Config{}
+	peer := readPeerEnv(getenv)
+	c.PeerEnvIgnored = peer.ignored
 	env := func(name, def string) string {
 		if v := getenv("GOPHERPACE_" + name); v != "" {
+			return v
+		}
+		if v, ok := peer.defaults[name]; ok {
 			return v
 		}
 		return def
@@ -106,6 +127,15 @@ func ParseFlags(args []string, getenv func(string) string, out io.Writer) (Confi
 	ruleMetrics := fs.Bool("rule-metrics", ruleMetricsEnv, "export gopherpace_rls_rule_decisions_total{rule,outcome}: a series per rule of -config and outcome (GOPHERPACE_RULE_METRICS)")
 	quotaModeEnv, quotaModeErr := strconv.ParseBool(env("QUOTA_MODE", "false"))
 	quotaMode := fs.Bool("quota-mode", quotaModeEnv, "treat every rule of -config as quota_mode: true: every hit spends, into debt where the bucket lacks it, and quota rules deny a request only when all it matches are over (GOPHERPACE_QUOTA_MODE)")
+	shadowEnv, shadowErr := strconv.ParseBool(env("SHADOW_MODE", "false"))
+	shadow := fs.Bool("shadow-mode", shadowEnv, "answer every RateLimitService call OK, counting what would have been over the limit (GOPHERPACE_SHADOW_MODE, or SHADOW_MODE)")
+	mergeEnv, mergeErr := strconv.ParseBool(env("MERGE_DOMAINS", "false"))
+	merge := fs.Bool("merge-domains", mergeEnv, "let a domain be given in several -config files, their descriptors merged (GOPHERPACE_MERGE_DOMAINS, or MERGE_DOMAIN_CONFIG)")
+	limitHeader := fs.String("limit-header", env("LIMIT_HEADER", headerLimit), "name of -response-headers' limit field (GOPHERPACE_LIMIT_HEADER, or LIMIT_LIMIT_HEADER)")
+	remainingHeader := fs.String("remaining-header", env("REMAINING_HEADER", headerRemaining), "name of -response-headers' remaining field (GOPHERPACE_REMAINING_HEADER, or LIMIT_REMAINING_HEADER)")
+	resetHeader := fs.String("reset-header", env("RESET_HEADER", headerReset), "name of -response-headers' reset field (GOPHERPACE_RESET_HEADER, or LIMIT_RESET_HEADER)")
+	logLevel := fs.String("log-level", env("LOG_LEVEL", "info"), "debug, info, warn or error (GOPHERPACE_LOG_LEVEL, or LOG_LEVEL)")
+	logFormat := fs.String("log-format", env("LOG_FORMAT", "text"), "text or json (GOPHERPACE_LOG_FORMAT, or LOG_FORMAT)")
 	maxConns := fs.String("max-conns", env("MAX_CONNS", strconv.Itoa(connlimit.DefaultTotal)), "connections each listener holds at once; at the cap the longest idle one gives way to a new one (GOPHERPACE_MAX_CONNS)")
 	maxPerClient := fs.String("max-conns-per-client", env("MAX_CONNS_PER_CLIENT", strconv.Itoa(connlimit.DefaultPerClient)), "connections one client address (IPv6: one /64) holds on each listener; behind a proxy or sidecar that connects from one address, raise it to -max-conns (GOPHERPACE_MAX_CONNS_PER_CLIENT)")
 	reflectEnv, reflectErr := strconv.ParseBool(env("GRPC_REFLECTION", "false"))
@@ -149,6 +179,27 @@ func ParseFlags(args []string, getenv func(string) string, out io.Writer) (Confi
 		bad("quota-mode", fmt.Errorf("GOPHERPACE_QUOTA_MODE=%q is not true or false", getenv("GOPHERPACE_QUOTA_MODE")))
 	}
 	c.QuotaMode = *quotaMode
+	if shadowErr != nil {
+		bad("shadow-mode", fmt.Errorf("%q is not true or false", env("SHADOW_MODE", "")))
+	}
+	c.ShadowMode = *shadow
+	if mergeErr != nil {
+		bad("merge-domains", fmt.Errorf("%q is not true or false", env("MERGE_DOMAINS", "")))
+	}
+	c.MergeDomains = *merge
+	c.HeaderNames = [3]string{*limitHeader, *remainingHeader, *resetHeader}
+	for i, name := range []string{"limit-header", "remaining-header", "reset-header"} {
+		if !validHeaderName(c.HeaderNames[i]) {
+			bad(name, fmt.Errorf("%q is not a header field name", c.HeaderNames[i]))
+		}
+	}
+	c.LogLevel, c.LogFormat = strings.ToLower(*logLevel), strings.ToLower(*logFormat)
+	if _, err := ParseLogLevel(c.LogLevel); err != nil {
+		bad("log-level", err)
+	}
+	if c.LogFormat != "text" && c.LogFormat != "json" {
+		bad("log-format", fmt.Errorf("%q is not text or json", *logFormat))
+	}
 	if reflectErr != nil {
 		bad("grpc-reflection", fmt.Errorf("GOPHERPACE_GRPC_REFLECTION=%q is not true or false", getenv("GOPHERPACE_GRPC_REFLECTION")))
 	}
@@ -252,4 +303,34 @@ func parseLimits(s string) (map[string]Limit, error) {
 		out[key] = Limit{Rate: rate, Burst: burst}
 	}
 	return out, nil
+}
+
+// ParseLogLevel reads a -log-level: debug, info, warn (or warning) or
+// error, in any case.
+func ParseLogLevel(s string) (slog.Level, error) {
+	switch strings.ToLower(s) {
+	case "debug", "trace":
+		return slog.LevelDebug, nil
+	case "info":
+		return slog.LevelInfo, nil
+	case "warn", "warning":
+		return slog.LevelWarn, nil
+	case "error", "fatal", "panic":
+		return slog.LevelError, nil
+	}
+	return 0, fmt.Errorf("%q is not debug, info, warn or error", s)
+}
+
+// validHeaderName reports whether s is an HTTP field name: one or more
+// token characters.
+func validHeaderName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, r := range s {
+		if r > 0x7e || r <= ' ' || strings.ContainsRune("\"(),/:;<=>?@[\\]{}", r) {
+			return false
+		}
+	}
+	return true
 }

@@ -104,7 +104,7 @@ func TestConfigSizeIsBounded(t *testing.T) {
 		{"huge.yaml", string(huge), "over 1024 KiB"},
 		{"passwd.yaml", passwd, "expected a mapping"},
 	} {
-		_, err := loadRLSConfig(write(c.name, c.text))
+		_, err := loadRLSConfig(write(c.name, c.text), false)
 		if err == nil || !strings.Contains(err.Error(), c.says) {
 			t.Errorf("%s: %v, want an error saying %q", c.name, err, c.says)
 			continue
@@ -113,7 +113,7 @@ func TestConfigSizeIsBounded(t *testing.T) {
 			t.Errorf("%s: an error of %d bytes: %.100s…", c.name, len(err.Error()), err)
 		}
 	}
-	if _, err := loadRLSConfig(write("limit.yaml", tenantsConfig(maxConfigDescriptors, maxRates))); err != nil {
+	if _, err := loadRLSConfig(write("limit.yaml", tenantsConfig(maxConfigDescriptors, maxRates)), false); err != nil {
 		t.Fatalf("a config at every bound is refused: %v", err)
 	}
 }
@@ -164,7 +164,7 @@ func BenchmarkLoadLargeConfig(b *testing.B) {
 	var perRule float64
 	for b.Loop() {
 		before := heapInUse()
-		cfg, err := loadRLSConfig(path)
+		cfg, err := loadRLSConfig(path, false)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -21,6 +21,8 @@ const (
 	outcomeOverLimit     = "over_limit"
 	outcomeBadRequest    = "invalid"
 	outcomeUnknownDomain = "unknown_domain"
+	// outcomeShadowDenied: over the limit, answered OK (-shadow-mode).
+	outcomeShadowDenied = "shadow_denied"
 )
 
 // logEvery is the least time between two log records of one kind that
@@ -64,7 +66,7 @@ func newServiceMetrics(http *gopherpace.Limiter, transport *memberpace.Transport
 		Help: "gRPC calls ended because they sent no request message within " + firstMessageTimeout.String() + ".",
 	})
 	m.outcomes = map[string]prometheus.Counter{}
-	for _, o := range []string{outcomeOK, outcomeOverLimit, outcomeBadRequest, outcomeUnknownDomain} {
+	for _, o := range []string{outcomeOK, outcomeOverLimit, outcomeBadRequest, outcomeUnknownDomain, outcomeShadowDenied} {
 		m.outcomes[o] = m.requests.WithLabelValues(o)
 	}
 	m.configLoads.WithLabelValues("loaded")

@@ -4,16 +4,14 @@ import (
 	"context"
 	"crypto/sha256"
 	"os"
-	"path/filepath"
 	"runtime/debug"
-	"sort"
 	"time"
 )
 
 // reload loads path and swaps it in. A file that does not load is
 // refused, logged and counted, and the limits before it stay.
 func (s *rlsService) reload(path string) error {
-	cfg, err := loadRLSConfig(path)
+	cfg, err := loadRLSConfig(path, s.mergeDomains)
 	if err == nil {
 		err = s.swap(cfg)
 	}
@@ -56,12 +54,9 @@ func (s *rlsService) watch(ctx context.Context, path string, poll time.Duration,
 // that cannot be read hashes as its error.
 func fingerprint(path string) [sha256.Size]byte {
 	h := sha256.New()
-	files := []string{path}
-	if info, err := os.Stat(path); err == nil && info.IsDir() {
-		files, _ = filepath.Glob(filepath.Join(path, "*.yaml"))
-		yml, _ := filepath.Glob(filepath.Join(path, "*.yml"))
-		files = append(files, yml...)
-		sort.Strings(files)
+	files, err := configFiles(path)
+	if err != nil {
+		h.Write([]byte(err.Error()))
 	}
 	for _, f := range files {
 		h.Write([]byte(f))

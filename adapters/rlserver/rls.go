@@ -55,10 +55,14 @@ type rlsService struct {
 	headers   bool
 	byRule    bool // count each rule's outcomes (-rule-metrics)
 	quotaAll  bool // every rule in quota mode (-quota-mode)
-	overrides overrides
-	log       *slog.Logger
-	metrics   *serviceMetrics
-	shared    []gopherpace.Option // every rule's limiter takes them
+	shadowAll bool // every answer OK, over-limit counted (-shadow-mode)
+	// mergeDomains lets a reload merge a domain's files (-merge-domains).
+	mergeDomains bool
+	headerNames  [3]string // -response-headers' names: limit, remaining, reset
+	overrides    overrides
+	log          *slog.Logger
+	metrics      *serviceMetrics
+	shared       []gopherpace.Option // every rule's limiter takes them
 
 	reloadMu sync.Mutex // one reload at a time
 }
@@ -77,7 +81,8 @@ func rateID(tokens int64, per time.Duration, size int64) string {
 }
 
 func newRLSService(cfg *rlsConfig, transport gopherpace.Transport, maxKeys int64, headers bool, log *slog.Logger, metrics *serviceMetrics, shared ...gopherpace.Option) (*rlsService, error) {
-	s := &rlsService{transport: transport, maxKeys: maxKeys, headers: headers, log: log, metrics: metrics, shared: shared}
+	s := &rlsService{transport: transport, maxKeys: maxKeys, headers: headers, log: log, metrics: metrics, shared: shared,
+		headerNames: [3]string{headerLimit, headerRemaining, headerReset}}
 	if cfg == nil {
 		cfg = newRLSConfig()
 	}
@@ -282,7 +287,15 @@ func (s *rlsService) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitRe
 		}
 	}
 	if s.headers && closest != nil {
-		resp.ResponseHeadersToAdd = rateLimitHeaders(closest)
+		resp.ResponseHeadersToAdd = rateLimitHeaders(s.headerNames, closest)
+	}
+	if denied && s.shadowAll {
+		// -shadow-mode: every answer OK; what would have been over the
+		// limit is counted as shadow_denied (the descriptors keep their
+		// own statuses, as envoyproxy/ratelimit's SHADOW_MODE does).
+		resp.OverallCode = rlspb.RateLimitResponse_OK
+		s.metrics.count(outcomeShadowDenied)
+		return resp, nil
 	}
 	switch {
 	case !known:
@@ -442,15 +455,15 @@ func descriptorStatus(c *checked) *rlspb.RateLimitResponse_DescriptorStatus {
 // rateLimitHeaders describe the limit closest to denying: its
 // requests_per_unit, the tokens left, and the whole seconds until the
 // request could pass (denied) or the bucket is full (allowed).
-func rateLimitHeaders(c *checked) []*corev3.HeaderValue {
+func rateLimitHeaders(names [3]string, c *checked) []*corev3.HeaderValue {
 	wait := c.d.ResetAfter
 	if c.over {
 		wait = c.d.RetryAfter
 	}
 	return []*corev3.HeaderValue{
-		{Key: headerLimit, Value: strconv.FormatUint(uint64(c.rule.requestsPerUnit), 10)},
-		{Key: headerRemaining, Value: strconv.FormatInt(max(c.d.Remaining, 0), 10)},
-		{Key: headerReset, Value: strconv.FormatInt(ceilDiv(wait, time.Second), 10)},
+		{Key: names[0], Value: strconv.FormatUint(uint64(c.rule.requestsPerUnit), 10)},
+		{Key: names[1], Value: strconv.FormatInt(max(c.d.Remaining, 0), 10)},
+		{Key: names[2], Value: strconv.FormatInt(ceilDiv(wait, time.Second), 10)},
 	}
 }
 

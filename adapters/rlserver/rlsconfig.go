@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -49,6 +50,7 @@ type rlsConfig struct {
 	descriptors int
 	bytes       int
 	rates       map[[3]int64]bool // tokens, per, bucket size
+	merge       bool              // a domain may be given in several files
 }
 
 // descriptorLevel is one depth of a domain's descriptors, looked up as
@@ -166,31 +168,17 @@ func keySet(keys ...string) map[string]bool {
 	return m
 }
 
-// loadRLSConfig reads path: one YAML file, or every .yaml and .yml file
-// of a directory. Every error names the file and the line.
-func loadRLSConfig(path string) (*rlsConfig, error) {
-	info, err := os.Stat(path)
+// loadRLSConfig reads path: one YAML file, or every config file under a
+// directory (configFiles). merge lets a domain be given in several files,
+// their descriptors merged; otherwise a domain given twice is an error.
+// Every error names the file and the line.
+func loadRLSConfig(path string, merge bool) (*rlsConfig, error) {
+	files, err := configFiles(path)
 	if err != nil {
 		return nil, err
 	}
-	files := []string{path}
-	if info.IsDir() {
-		files = nil
-		entries, err := os.ReadDir(path)
-		if err != nil {
-			return nil, err
-		}
-		for _, e := range entries {
-			if ext := filepath.Ext(e.Name()); !e.IsDir() && (ext == ".yaml" || ext == ".yml") {
-				files = append(files, filepath.Join(path, e.Name()))
-			}
-		}
-		sort.Strings(files)
-		if len(files) == 0 {
-			return nil, fmt.Errorf("%s: no .yaml or .yml files", path)
-		}
-	}
 	c := newRLSConfig()
+	c.merge = merge
 	for _, f := range files {
 		data, err := readBounded(f, maxConfigBytes-c.bytes)
 		if err != nil {
@@ -201,6 +189,58 @@ func loadRLSConfig(path string) (*rlsConfig, error) {
 		}
 	}
 	return c, nil
+}
+
+// configFiles are the files a -config path names: the path itself for a
+// file; for a directory, every file under it, at any depth, named .yaml,
+// .yml or with no extension (envoyproxy/ratelimit loads a runtime
+// directory this way), in lexical order. Names that begin with a dot are
+// passed over, files and directories alike: a Kubernetes ConfigMap mount
+// keeps a second copy of every file under "..data" and a dated
+// "..2026_..." directory. Links to files are followed; links to
+// directories are not.
+func configFiles(path string) ([]string, error) {
+	info, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if !info.IsDir() {
+		return []string{path}, nil
+	}
+	var files []string
+	err = filepath.WalkDir(path, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if p == path {
+			return nil
+		}
+		if strings.HasPrefix(d.Name(), ".") {
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if d.IsDir() {
+			return nil
+		}
+		if ext := filepath.Ext(d.Name()); ext != ".yaml" && ext != ".yml" && ext != "" {
+			return nil
+		}
+		if st, err := os.Stat(p); err != nil || !st.Mode().IsRegular() {
+			return nil // a link to a directory, or a dangling one
+		}
+		files = append(files, p)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(files)
+	if len(files) == 0 {
+		return nil, fmt.Errorf("%s: no config files (.yaml, .yml, or without an extension) under it", path)
+	}
+	return files, nil
 }
 
 // readBounded reads a file of at most limit bytes; a larger one is an
@@ -303,8 +343,8 @@ func (c *rlsConfig) addParts(file string, rootText []byte, items []descriptorIte
 	if domain == "" {
 		return p.errorf(orNode(domainNode, root), "the domain is empty: every config file needs one")
 	}
-	if _, dup := c.domains[domain]; dup {
-		return p.errorf(domainNode, "domain %q is already defined in another file", domain)
+	if _, dup := c.domains[domain]; dup && !c.merge {
+		return p.errorf(domainNode, "domain %q is already defined in another file (to merge a domain's files, -merge-domains)", domain)
 	}
 	level := &descriptorLevel{next: map[string]*descriptorNode{}}
 	if items == nil {
@@ -322,7 +362,24 @@ func (c *rlsConfig) addParts(file string, rootText []byte, items []descriptorIte
 	if err != nil {
 		return err
 	}
+	if have := c.domains[domain]; have != nil {
+		return p.mergeInto(have, level, domainNode, domain)
+	}
 	c.domains[domain] = level
+	return nil
+}
+
+// mergeInto adds level's descriptors, read from another file, to have, a
+// domain's first: a descriptor both define at the same depth is an error,
+// as within one file.
+func (p fileParser) mergeInto(have, level *descriptorLevel, at *yaml.Node, path string) error {
+	for k, n := range level.next {
+		if _, dup := have.next[k]; dup {
+			return p.errorf(at, "descriptor %q is defined in two files of its domain", path+"."+k)
+		}
+		have.next[k] = n
+	}
+	have.wildcards = append(have.wildcards, level.wildcards...)
 	return nil
 }
 

@@ -225,7 +225,7 @@ func TestConfigDirectory(t *testing.T) {
 	write("a.yaml", "domain: a\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1}\n")
 	write("b.yml", "domain: b\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 2}\n")
 	write("notes.txt", "not a config")
-	c, err := loadRLSConfig(dir)
+	c, err := loadRLSConfig(dir, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -233,10 +233,10 @@ func TestConfigDirectory(t *testing.T) {
 		t.Fatalf("rules %v", c.rules)
 	}
 	write("c.yaml", "domain: a\ndescriptors: []\n")
-	if _, err := loadRLSConfig(dir); err == nil || !strings.Contains(err.Error(), `c.yaml:1: domain "a" is already defined`) {
+	if _, err := loadRLSConfig(dir, false); err == nil || !strings.Contains(err.Error(), `c.yaml:1: domain "a" is already defined`) {
 		t.Fatalf("a domain in two files: %v", err)
 	}
-	if _, err := loadRLSConfig(t.TempDir()); err == nil || !strings.Contains(err.Error(), "no .yaml or .yml files") {
+	if _, err := loadRLSConfig(t.TempDir(), false); err == nil || !strings.Contains(err.Error(), "no config files") {
 		t.Fatalf("an empty directory: %v", err)
 	}
 }

@@ -52,7 +52,7 @@ func Run(ctx context.Context, c Config, log *slog.Logger, started func(httpAddr,
 	if c.ConfigPath != "" {
 		var err error
 		loaded = fingerprint(c.ConfigPath)
-		if cfg, err = loadRLSConfig(c.ConfigPath); err != nil {
+		if cfg, err = loadRLSConfig(c.ConfigPath, c.MergeDomains); err != nil {
 			return fmt.Errorf("-config: %w", err)
 		}
 	}
@@ -126,7 +126,14 @@ func Run(ctx context.Context, c Config, log *slog.Logger, started func(httpAddr,
 		return fmt.Errorf("-config: %w", err)
 	}
 	defer rls.close()
-	rls.quotaAll = c.QuotaMode
+	rls.quotaAll, rls.shadowAll, rls.mergeDomains = c.QuotaMode, c.ShadowMode, c.MergeDomains
+	if c.HeaderNames != [3]string{} {
+		rls.headerNames = c.HeaderNames
+	}
+	if len(c.PeerEnvIgnored) > 0 {
+		log.Info("envoyproxy/ratelimit's variables set here configure nothing in this server (no Redis, Memcached, statsd or debug port; metrics are at /metrics)",
+			"ignored", strings.Join(c.PeerEnvIgnored, ","))
+	}
 	debug.FreeOSMemory() // what reading the config held goes back to the system
 	if c.RuleMetrics {
 		rls.byRule = true
@@ -137,7 +144,7 @@ func Run(ctx context.Context, c Config, log *slog.Logger, started func(httpAddr,
 
 	var draining atomic.Bool
 	srv := &http.Server{
-		Handler:           handler(l, promhttp.HandlerFor(metrics.reg, promhttp.HandlerOpts{}), &draining),
+		Handler:           handler(l, promhttp.HandlerFor(metrics.reg, promhttp.HandlerOpts{}), &draining, rls),
 		ErrorLog:          connErrorLog(log),
 		ReadHeaderTimeout: readHeaderTimeout, ReadTimeout: readTimeout, WriteTimeout: writeTimeout,
 		IdleTimeout: idleTimeout, MaxHeaderBytes: maxHeaderBytes,

@@ -52,7 +52,12 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		fmt.Fprintln(stderr, "gopherpace serve:", err)
 		return 2
 	}
-	log := slog.New(slog.NewTextHandler(stderr, nil))
+	level, _ := rlserver.ParseLogLevel(c.LogLevel) // ParseFlags checked it
+	var h slog.Handler = slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})
+	if c.LogFormat == "json" {
+		h = slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level})
+	}
+	log := slog.New(h)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	hup := make(chan os.Signal, 1)
