@@ -6,6 +6,7 @@ require (
 	github.com/envoyproxy/go-control-plane/envoy v1.40.0
 	github.com/pedreviljoen/gopherpace/adapters/memberpace v0.0.0
 	github.com/pedreviljoen/gopherpace/adapters/prompace v0.0.0
+	github.com/pedreviljoen/gopherpace/adapters/serviceclient v0.0.0
 	github.com/pedreviljoen/gopherpace/core v0.0.0
 	github.com/pedreviljoen/gopherpace/seeds v0.0.0
 	github.com/prometheus/client_golang v1.25.0
@@ -48,6 +49,7 @@ require (
 replace (
 	github.com/pedreviljoen/gopherpace/adapters/memberpace => ../memberpace
 	github.com/pedreviljoen/gopherpace/adapters/prompace => ../prompace
+	github.com/pedreviljoen/gopherpace/adapters/serviceclient => ../serviceclient
 	github.com/pedreviljoen/gopherpace/core => ../../core
 	github.com/pedreviljoen/gopherpace/seeds => ../../seeds
 )

@@ -4,6 +4,7 @@
 //
 //	gopherpace serve -rate 10 -burst 10
 //	curl 'localhost:8100/allow?key=tenant-a'
+//	gopherpace client -id inst-1 -rps 20 -fail closed
 //
 // gopherpace serve -h lists every flag; docs/service.md has the API.
 package main
@@ -30,6 +31,8 @@ const usage = `gopherpace is a rate limiter as a service, with no store.
 
 Usage:
   gopherpace serve [flags]   serve the HTTP API and Envoy's RateLimitService (gopherpace serve -h: the flags)
+  gopherpace client [flags]  play one replica of a service that asks the limiter before each unit of work,
+                             and print what it was allowed (gopherpace client -h: the flags)
 `
 
 func run(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
@@ -39,6 +42,9 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 			return 2
 		}
 		return 0
+	}
+	if args[0] == "client" {
+		return client(args[1:], stdout, stderr)
 	}
 	if args[0] != "serve" {
 		fmt.Fprintf(stderr, "gopherpace: unknown command %q\n%s", args[0], usage)

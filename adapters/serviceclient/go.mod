@@ -1,0 +1,3 @@
+module github.com/pedreviljoen/gopherpace/adapters/serviceclient
+
+go 1.26.0
