@@ -19,7 +19,7 @@ QUIET_RLSERVER := ^TestThreeReplicasEnforceOneEnvoyLimit$$
 BIN := $(CURDIR)/.bin
 TIMES := $(CURDIR)/.test-times
 
-.PHONY: test fmt fmt-check vet lint tidy-check core-deps-check work bench bench-rls redis demo demo-standalone fuzz accuracy browser tools check-modules transitions faults haproxy nftables release scale
+.PHONY: test fmt fmt-check vet lint tidy-check core-deps-check work bench bench-rls redis promtool demo demo-standalone fuzz accuracy browser tools check-modules transitions faults haproxy nftables release scale
 
 ## test: format check, core dependency check, then in every module (JOBS at a time) vet, staticcheck and race tests; a headless browser; prints how long each part took
 test:
@@ -27,8 +27,8 @@ test:
 	status=0; \
 	$(MAKE) --no-print-directory fmt-check core-deps-check || status=1; \
 	echo "checks (gofmt, core deps) $$(( $$(date +%s) - t ))s" >> $(TIMES); t=$$(date +%s); \
-	$(MAKE) --no-print-directory tools browser || status=1; \
-	echo "tools (staticcheck build, Chromium) $$(( $$(date +%s) - t ))s" >> $(TIMES); t=$$(date +%s); \
+	$(MAKE) --no-print-directory tools browser promtool || status=1; \
+	echo "tools (staticcheck build, Chromium, promtool) $$(( $$(date +%s) - t ))s" >> $(TIMES); t=$$(date +%s); \
 	[ $$status -ne 0 ] || $(MAKE) --no-print-directory check-modules || status=1; \
 	echo "modules, $(JOBS) at a time (wall) $$(( $$(date +%s) - t ))s" >> $(TIMES); t=$$(date +%s); \
 	if [ $$status -eq 0 ]; then \
@@ -165,6 +165,10 @@ endef
 ## redis: install redis-server from the OS packages when missing
 redis:
 	$(call apt_install,redis-server,redis-server)
+
+## promtool: Prometheus's rule checker, for deploy/'s alert rules (Debian's prometheus package; where apt-get is missing, their test says it skipped promtool)
+promtool:
+	$(call apt_install,promtool,prometheus,optional)
 
 ## accuracy: run the cluster simulator's scenarios, ours beside the reference design, and the scale rows at N = 10, 30, 100, 300 and 1,000 (SCALE_NODES picks; N = 1,000 takes about 4 min a row for 8 s); print the tables, write them into docs/accuracy.md and the plots into docs/accuracy/
 SCALE_NODES ?= 10,30,100,300,1000

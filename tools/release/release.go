@@ -42,7 +42,7 @@ type Module struct {
 func (m Module) Tag(version string) string { return m.Dir + "/" + version }
 
 // unpublished are the directories of modules that are not libraries.
-var unpublished = []string{"bench", "examples", "tools"}
+var unpublished = []string{"bench", "deploy", "examples", "tools"}
 
 // Find returns the modules under root in dependency order: each after
 // every sibling it requires.
