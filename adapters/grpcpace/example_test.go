@@ -72,3 +72,34 @@ func ExampleBuildServer() {
 	// Output:
 	// grpcpace: nil KeyFunc
 }
+
+// A client of a server limited to 20 calls a second: with a Pacer, its
+// calls wait out the refusals' RetryInfo instead of failing.
+func ExamplePacer() {
+	limiter, err := gopherpace.New(gopherpace.WithRefillRate(20), gopherpace.WithBucketSize(1))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer limiter.Close()
+	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(grpcpace.UnaryServerInterceptor(limiter, grpcpace.WithKeyFunc(grpcpace.GlobalKey))))
+	healthpb.RegisterHealthServer(srv, health.NewServer())
+	lis := bufconn.Listen(1 << 20)
+	go srv.Serve(lis)
+	defer srv.Stop()
+
+	var pacer grpcpace.Pacer
+	conn, err := grpc.NewClient("passthrough:///bufnet",
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithChainUnaryInterceptor(pacer.Unary()))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer conn.Close()
+	client := healthpb.NewHealthClient(conn)
+	for range 4 {
+		_, err := client.Check(context.Background(), &healthpb.HealthCheckRequest{})
+		fmt.Print(status.Code(err), " ")
+	}
+	// Output: OK OK OK OK
+}

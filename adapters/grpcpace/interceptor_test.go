@@ -562,3 +562,42 @@ func TestUsageIsChargedAfterTheCall(t *testing.T) {
 		t.Fatalf("a call while the key is in debt: %v, want ResourceExhausted", err)
 	}
 }
+
+// A client with a Pacer, calling a server limited by these interceptors
+// at 20 a second with a bucket of 1: no call fails, each waits out the
+// refusal's RetryInfo, and after the first refusal later calls wait
+// before they are sent.
+func TestPacerWaitsOutRefusals(t *testing.T) {
+	var p Pacer
+	c, svc := serve(t, []grpc.ServerOption{unaryServer(t, limiter(t, 20, 1), WithKeyFunc(GlobalKey))},
+		grpc.WithChainUnaryInterceptor(p.Unary()))
+	start := time.Now()
+	for i := range 6 {
+		if err := call(c, t.Context()); err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+	}
+	if took := time.Since(start); took < 240*time.Millisecond {
+		t.Fatalf("6 calls at 20 a second with a bucket of 1 took %v", took)
+	}
+	if n := svc.unary.Load(); n != 6 {
+		t.Fatalf("the handler ran %d times for 6 calls", n)
+	}
+	// A refusal asking for more than MaxWait is returned.
+	short := Pacer{MaxWait: time.Millisecond}
+	c, _ = serve(t, []grpc.ServerOption{unaryServer(t, limiter(t, 1, 1), WithKeyFunc(GlobalKey))},
+		grpc.WithChainUnaryInterceptor(short.Unary()))
+	call(c, t.Context())
+	if err := call(c, t.Context()); status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("a refusal of a second with a MaxWait of 1 ms: %v, want it returned", err)
+	}
+	// A ResourceExhausted without RetryInfo is the caller's.
+	var plain Pacer
+	bare := grpc.UnaryServerInterceptor(func(context.Context, any, *grpc.UnaryServerInfo, grpc.UnaryHandler) (any, error) {
+		return nil, status.Error(codes.ResourceExhausted, "disk full")
+	})
+	c, _ = serve(t, []grpc.ServerOption{grpc.ChainUnaryInterceptor(bare)}, grpc.WithChainUnaryInterceptor(plain.Unary()))
+	if err := call(c, t.Context()); status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("a refusal with no RetryInfo: %v", err)
+	}
+}
