@@ -6,6 +6,7 @@ replace (
 	github.com/pedreviljoen/gopherpace/adapters/memberpace => ../../adapters/memberpace
 	github.com/pedreviljoen/gopherpace/adapters/prompace => ../../adapters/prompace
 	github.com/pedreviljoen/gopherpace/adapters/rlserver => ../../adapters/rlserver
+	github.com/pedreviljoen/gopherpace/adapters/serviceclient => ../../adapters/serviceclient
 	github.com/pedreviljoen/gopherpace/core => ../../core
 	github.com/pedreviljoen/gopherpace/seeds => ../../seeds
 )
@@ -65,6 +66,7 @@ require (
 	github.com/mediocregopher/radix/v4 v4.1.4 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
 	github.com/pedreviljoen/gopherpace/adapters/rlserver v0.0.0 // indirect
+	github.com/pedreviljoen/gopherpace/adapters/serviceclient v0.0.0 // indirect
 	github.com/planetscale/vtprotobuf v0.6.1-0.20240319094008-0393e58bdf10 // indirect
 	github.com/prometheus/client_golang v1.25.0 // indirect
 	github.com/prometheus/client_model v0.6.3 // indirect

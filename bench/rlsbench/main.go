@@ -102,6 +102,7 @@ func main() {
 type server struct {
 	name string
 	addr string
+	pids []int // its processes, for their CPU time
 }
 
 func run(parts map[string]bool, duration time.Duration, callers int, offered float64, accuracyFor time.Duration, values int) error {
@@ -248,10 +249,18 @@ func throughput(b benchEnv, duration time.Duration, callers int, offered float64
 		return err
 	}
 	defer stop()
+	servers[0].pids = []int{rl.Process.Pid, b.redis}
+	servers[1].pids = []int{gp.Process.Pid}
+	servers[2].pids = []int{noop.Process.Pid}
+	type cost struct {
+		decisions float64
+		cpu       []time.Duration
+	}
+	costs := make([]cost, len(servers))
 	fmt.Printf("\n%d callers closed loop and %.0f/s open loop, %v each, on %d cores\n\n", callers, offered, duration, numCPU())
 	fmt.Println("| server | decisions/s, 1 key | decisions/s, 10,000 keys | p50 at offered | p99 at offered | errors |")
 	fmt.Println("|---|---|---|---|---|---|")
-	for _, s := range servers {
+	for i, s := range servers {
 		conn, err := grpc.NewClient(s.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 		if err != nil {
 			return err
@@ -261,11 +270,44 @@ func throughput(b benchEnv, duration time.Duration, callers int, offered float64
 			conn.Close()
 			return fmt.Errorf("%s: %w", s.name, err)
 		}
+		meter, err := startCPU(s.pids...)
+		if err != nil {
+			conn.Close()
+			return err
+		}
 		one, e1 := closedLoop(c, callers, duration, 1)
 		many, e2 := closedLoop(c, callers, duration, 10000)
+		used, err := meter.used()
+		if err != nil {
+			conn.Close()
+			return err
+		}
+		costs[i] = cost{(one + many) * duration.Seconds(), used}
 		p50, p99, e3 := openLoop(c, offered, duration)
 		conn.Close()
 		fmt.Printf("| %s | %.0f | %.0f | %.2f ms | %.2f ms | %d |\n", s.name, one, many, ms(p50), ms(p99), e1+e2+e3)
+	}
+	// CPU time per decision over both closed loops, from /proc, every
+	// process of each side: envoyproxy/ratelimit's includes its Redis.
+	fmt.Printf("\nCPU time per decision, both closed loops (/proc, %v resolution)\n\n", clockTick)
+	fmt.Println("| server | decisions | CPU time | per decision | against envoyproxy/ratelimit + Redis |")
+	fmt.Println("|---|---|---|---|---|")
+	perDecision := make([]float64, len(servers))
+	for i, s := range servers {
+		var total time.Duration
+		var parts []string
+		for j, u := range costs[i].cpu {
+			total += u
+			parts = append(parts, fmt.Sprintf("pid %d %.2fs", s.pids[j], u.Seconds()))
+		}
+		if costs[i].decisions > 0 {
+			perDecision[i] = float64(total.Microseconds()) / costs[i].decisions
+		}
+		ratio := "—"
+		if perDecision[0] > 0 && i > 0 {
+			ratio = fmt.Sprintf("%.2f×", perDecision[i]/perDecision[0])
+		}
+		fmt.Printf("| %s | %.0f | %.2f s (%s) | %.1f µs | %s |\n", s.name, costs[i].decisions, total.Seconds(), strings.Join(parts, ", "), perDecision[i], ratio)
 	}
 	// The seed's HTTP API on the same server: its own published figures
 	// are p50 0.6 ms and p99 11 ms on loopback. Beside it, the same
