@@ -44,6 +44,9 @@ type Config struct {
 	// HeaderNames name the -response-headers fields: the limit, the
 	// remaining and the reset.
 	HeaderNames [3]string
+	// NearLimitRatio is the share of a bucket spent past which a hit within
+	// the limit also counts as near it, for -rule-metrics' near_limit.
+	NearLimitRatio float64
 	// LogLevel (debug, info, warn, error) and LogFormat (text, json) are
 	// the log's; the command builds its logger from them.
 	LogLevel, LogFormat string
@@ -134,6 +137,7 @@ func ParseFlags(args []string, getenv func(string) string, out io.Writer) (Confi
 	limitHeader := fs.String("limit-header", env("LIMIT_HEADER", headerLimit), "name of -response-headers' limit field (GOPHERPACE_LIMIT_HEADER, or LIMIT_LIMIT_HEADER)")
 	remainingHeader := fs.String("remaining-header", env("REMAINING_HEADER", headerRemaining), "name of -response-headers' remaining field (GOPHERPACE_REMAINING_HEADER, or LIMIT_REMAINING_HEADER)")
 	resetHeader := fs.String("reset-header", env("RESET_HEADER", headerReset), "name of -response-headers' reset field (GOPHERPACE_RESET_HEADER, or LIMIT_RESET_HEADER)")
+	nearRatio := fs.String("near-limit-ratio", env("NEAR_LIMIT_RATIO", strconv.FormatFloat(DefaultNearLimitRatio, 'g', -1, 64)), "share of a bucket spent past which a hit counts as near_limit in -rule-metrics (GOPHERPACE_NEAR_LIMIT_RATIO, or NEAR_LIMIT_RATIO)")
 	logLevel := fs.String("log-level", env("LOG_LEVEL", "info"), "debug, info, warn or error (GOPHERPACE_LOG_LEVEL, or LOG_LEVEL)")
 	logFormat := fs.String("log-format", env("LOG_FORMAT", "text"), "text or json (GOPHERPACE_LOG_FORMAT, or LOG_FORMAT)")
 	maxConns := fs.String("max-conns", env("MAX_CONNS", strconv.Itoa(connlimit.DefaultTotal)), "connections each listener holds at once; at the cap the longest idle one gives way to a new one (GOPHERPACE_MAX_CONNS)")
@@ -187,6 +191,11 @@ func ParseFlags(args []string, getenv func(string) string, out io.Writer) (Confi
 		bad("merge-domains", fmt.Errorf("%q is not true or false", env("MERGE_DOMAINS", "")))
 	}
 	c.MergeDomains = *merge
+	if r, err := strconv.ParseFloat(*nearRatio, 64); err != nil || !(r > 0 && r <= 1) {
+		bad("near-limit-ratio", fmt.Errorf("%q is not a ratio above 0 and at most 1", *nearRatio))
+	} else {
+		c.NearLimitRatio = r
+	}
 	c.HeaderNames = [3]string{*limitHeader, *remainingHeader, *resetHeader}
 	for i, name := range []string{"limit-header", "remaining-header", "reset-header"} {
 		if !validHeaderName(c.HeaderNames[i]) {

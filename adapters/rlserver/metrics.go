@@ -54,7 +54,7 @@ func newServiceMetrics(http *gopherpace.Limiter, transport *memberpace.Transport
 		reg: prometheus.NewRegistry(), http: http, transport: transport,
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gopherpace_rls_requests_total",
-			Help: "ShouldRateLimit calls by outcome: ok, over_limit, invalid (refused, nothing spent), unknown_domain (answered OK: no limits for it).",
+			Help: "ShouldRateLimit calls by outcome: ok, over_limit, invalid (refused, nothing spent), unknown_domain (answered OK: no limits for it), shadow_denied (over the limit, answered OK by -shadow-mode).",
 		}, []string{"outcome"}),
 		configLoads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gopherpace_rls_config_loads_total",
@@ -196,13 +196,17 @@ var ruleDecisions = prometheus.NewDesc("gopherpace_rls_rule_decisions_total",
 // the config in force when scraped.
 type ruleCollector struct{ s *rlsService }
 
-func (c ruleCollector) Describe(ch chan<- *prometheus.Desc) { ch <- ruleDecisions }
+func (c ruleCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- ruleDecisions
+	describeStats(ch)
+}
 
 func (c ruleCollector) Collect(ch chan<- prometheus.Metric) {
 	set := c.s.rules.Load()
 	if set == nil {
 		return
 	}
+	c.s.stats.collect(ch, set.cfg)
 	for id, r := range set.cfg.rules {
 		if r.unlimited {
 			continue

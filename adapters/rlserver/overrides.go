@@ -52,7 +52,9 @@ func (s *rlsService) override(lim *rlv3.RateLimitDescriptor_RateLimitOverride) (
 		return nil, fmt.Errorf("more than %d distinct limit overrides: each is a limiter of its own, so the server refuses more", maxOverrideRates)
 	}
 	r := &rule{id: fmt.Sprintf("override %d/%d×%v", k.requestsPerUnit, k.multiplier, k.unit), unit: unit,
-		requestsPerUnit: k.requestsPerUnit, multiplier: k.multiplier, perValue: true}
+		requestsPerUnit: k.requestsPerUnit, multiplier: k.multiplier, perValue: true,
+		// Stats keys name the request's entries, as envoyproxy/ratelimit's do.
+		detailed: true, valuesInStats: true}
 	if r.requestsPerUnit > 0 {
 		tokens, per, size := r.rate()
 		l, err := s.newLimiter("rls override "+rateID(tokens, per, size), tokens, per, size)

@@ -58,7 +58,8 @@ type rlsService struct {
 	shadowAll bool // every answer OK, over-limit counted (-shadow-mode)
 	// mergeDomains lets a reload merge a domain's files (-merge-domains).
 	mergeDomains bool
-	headerNames  [3]string // -response-headers' names: limit, remaining, reset
+	headerNames  [3]string        // -response-headers' names: limit, remaining, reset
+	stats        *descriptorStats // with byRule: envoyproxy/ratelimit's stats
 	overrides    overrides
 	log          *slog.Logger
 	metrics      *serviceMetrics
@@ -82,7 +83,7 @@ func rateID(tokens int64, per time.Duration, size int64) string {
 
 func newRLSService(cfg *rlsConfig, transport gopherpace.Transport, maxKeys int64, headers bool, log *slog.Logger, metrics *serviceMetrics, shared ...gopherpace.Option) (*rlsService, error) {
 	s := &rlsService{transport: transport, maxKeys: maxKeys, headers: headers, log: log, metrics: metrics, shared: shared,
-		headerNames: [3]string{headerLimit, headerRemaining, headerReset}}
+		headerNames: [3]string{headerLimit, headerRemaining, headerReset}, stats: newDescriptorStats(DefaultNearLimitRatio)}
 	if cfg == nil {
 		cfg = newRLSConfig()
 	}
@@ -228,6 +229,9 @@ func (s *rlsService) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitRe
 		// for; so does this server, but says so in its log and metrics,
 		// since it is most likely a typo in Envoy's config or ours.
 		s.metrics.unknownDomain(s.log, req.Domain)
+		if s.byRule {
+			s.stats.unknownDomain(req.Domain)
+		}
 	}
 	checks := make([]checked, len(req.Descriptors))
 	var replaced map[string]bool // names some matched rule replaces; rarely any
@@ -279,8 +283,11 @@ func (s *rlsService) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitRe
 	for i := range checks {
 		c := &checks[i]
 		resp.Statuses[i] = descriptorStatus(c)
-		if s.byRule && c.rule != nil && !c.rule.unlimited {
-			c.rule.count(c)
+		if s.byRule && c.rule != nil {
+			if !c.rule.unlimited {
+				c.rule.count(c)
+			}
+			s.stats.hit(set.cfg, req.Domain, req.Descriptors[i].Entries, c)
 		}
 		if c.rule != nil && !c.rule.unlimited && (closest == nil || c.over && !closest.over || c.over == closest.over && c.d.Remaining < closest.d.Remaining) {
 			closest = c

@@ -67,6 +67,12 @@ type descriptorNode struct {
 	// shareValue, set by share_threshold on a wildcard, is what every value
 	// matching the wildcard counts under: one bucket for all of them.
 	shareValue string
+	// finalKey is the node's name in the stats keys: "key_value" as the
+	// file gives it ("key" alone, or a wildcard's pattern).
+	finalKey string
+	// valueToMetric puts the request's value in the stats key at this
+	// depth (value_to_metric).
+	valueToMetric bool
 }
 
 // wildcard is a descriptor whose value holds '*' (any run of bytes), kept
@@ -94,8 +100,15 @@ type rule struct {
 	// multiplier: a request's limit override of requests_per_unit every
 	// multiplier units; 0 is 1 (overrides.go).
 	multiplier uint32
-	name       string
-	replaces   []string
+	// detailed (detailed_metric) puts every value of the request in the
+	// rule's stats key; valuesInStats is set when the key takes any of the
+	// request's values (detailed, or value_to_metric at some depth), so
+	// it is built per request (stats.go).
+	detailed, valuesInStats bool
+	// hits counts the rule's hits by stat, with -rule-metrics (stats.go).
+	hits     statCounts
+	name     string
+	replaces []string
 	// perValue: the rule has a bucket per distinct value of the levels
 	// that take many values. Otherwise it has one bucket, the limiter's
 	// global one. Either way a contended bucket shares its rate out by each
@@ -348,14 +361,14 @@ func (c *rlsConfig) addParts(file string, rootText []byte, items []descriptorIte
 	}
 	level := &descriptorLevel{next: map[string]*descriptorNode{}}
 	if items == nil {
-		err = p.descriptors(c, level, domain, false, fields["descriptors"])
+		err = p.descriptors(c, level, domain, false, false, fields["descriptors"])
 	}
 	for _, it := range items {
 		list, ok := readItem(it)
 		if !ok {
 			return errNotAlone
 		}
-		if err = p.descriptors(c, level, domain, false, list); err != nil {
+		if err = p.descriptors(c, level, domain, false, false, list); err != nil {
 			break
 		}
 	}
@@ -461,7 +474,7 @@ func (p fileParser) flag(n *yaml.Node, what string) (bool, error) {
 // path so far ("edge" or "edge.key1_value1"), and perValue whether a
 // level on it takes many values (a key alone, or a wildcard that does not
 // share).
-func (p fileParser) descriptors(c *rlsConfig, level *descriptorLevel, parent string, perValue bool, n *yaml.Node) error {
+func (p fileParser) descriptors(c *rlsConfig, level *descriptorLevel, parent string, perValue, valuesAbove bool, n *yaml.Node) error {
 	if n == nil || n.Tag == "!!null" {
 		return nil
 	}
@@ -500,11 +513,14 @@ func (p fileParser) descriptors(c *rlsConfig, level *descriptorLevel, parent str
 		if err != nil {
 			return err
 		}
-		for _, k := range []string{"detailed_metric", "value_to_metric"} {
-			if _, err := p.flag(fields[k], k); err != nil {
-				return err
-			}
+		detailed, err := p.flag(fields["detailed_metric"], "detailed_metric")
+		if err != nil {
+			return err
 		}
+		if node.valueToMetric, err = p.flag(fields["value_to_metric"], "value_to_metric"); err != nil {
+			return err
+		}
+		node.finalKey = finalKey
 		if m := fields["metadata"]; m != nil && m.Kind != yaml.MappingNode && m.Tag != "!!null" {
 			return p.errorf(m, "metadata must be a mapping, found %s", kindName(m))
 		}
@@ -532,6 +548,8 @@ func (p fileParser) descriptors(c *rlsConfig, level *descriptorLevel, parent str
 				return err
 			}
 			node.rule.quota = quota
+			node.rule.detailed = detailed
+			node.rule.valuesInStats = detailed || node.valueToMetric || valuesAbove
 			node.rule.perValue = perValue
 			c.rules[path] = node.rule
 			if !node.rule.unlimited && node.rule.requestsPerUnit > 0 {
@@ -541,7 +559,7 @@ func (p fileParser) descriptors(c *rlsConfig, level *descriptorLevel, parent str
 				}
 			}
 		}
-		if err := p.descriptors(c, &node.descriptorLevel, path, perValue, fields["descriptors"]); err != nil {
+		if err := p.descriptors(c, &node.descriptorLevel, path, perValue, valuesAbove || node.valueToMetric, fields["descriptors"]); err != nil {
 			return err
 		}
 		level.next[finalKey] = node

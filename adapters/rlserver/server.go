@@ -127,6 +127,9 @@ func Run(ctx context.Context, c Config, log *slog.Logger, started func(httpAddr,
 	}
 	defer rls.close()
 	rls.quotaAll, rls.shadowAll, rls.mergeDomains = c.QuotaMode, c.ShadowMode, c.MergeDomains
+	if c.NearLimitRatio > 0 {
+		rls.stats = newDescriptorStats(c.NearLimitRatio)
+	}
 	if c.HeaderNames != [3]string{} {
 		rls.headerNames = c.HeaderNames
 	}
