@@ -19,7 +19,7 @@ QUIET_RLSERVER := ^TestThreeReplicasEnforceOneEnvoyLimit$$
 BIN := $(CURDIR)/.bin
 TIMES := $(CURDIR)/.test-times
 
-.PHONY: test fmt fmt-check vet lint tidy-check core-deps-check work bench bench-rls redis promtool demo demo-standalone fuzz accuracy browser tools check-modules transitions faults haproxy nftables release scale
+.PHONY: test fmt fmt-check vet lint tidy-check core-deps-check work bench bench-rls redis promtool helm demo demo-standalone fuzz accuracy browser tools check-modules transitions faults haproxy nftables release scale
 
 ## test: format check, core dependency check, then in every module (JOBS at a time) vet, staticcheck and race tests; a headless browser; prints how long each part took
 test:
@@ -165,6 +165,11 @@ endef
 ## redis: install redis-server from the OS packages when missing
 redis:
 	$(call apt_install,redis-server,redis-server)
+
+## helm: install Helm from the Go module proxy into .bin/ and check deploy/helm's chart with it (helm lint, helm template against the chart tests' rendering); a few minutes the first time
+helm:
+	@[ -x $(BIN)/helm ] || { echo "== building helm.sh/helm/v4/cmd/helm@v4.3.2"; GOWORK=off GOBIN=$(BIN) $(GO) install helm.sh/helm/v4/cmd/helm@v4.3.2; }
+	cd deploy && PATH=$(BIN):$$PATH GOWORK=off $(GO) test -count=1 -run 'Chart' -v . | grep -v '^=== RUN'
 
 ## promtool: Prometheus's rule checker, for deploy/'s alert rules (Debian's prometheus package; where apt-get is missing, their test says it skipped promtool)
 promtool:

@@ -145,8 +145,10 @@ func TestTheDashboardReadsWhatBothExportersWrite(t *testing.T) {
 	}
 	var d struct {
 		UID        string
-		Templating struct{ List []struct{ Name, Definition string } }
-		Panels     []struct {
+		Templating struct {
+			List []struct{ Name, Definition string }
+		}
+		Panels []struct {
 			Title   string
 			Targets []struct{ Expr string }
 		}

@@ -78,11 +78,14 @@ type Config struct {
 	// Clustering: with Seeds, or a BindAddr other than loopback's, the
 	// service gossips with its peers over memberlist, and the limits are
 	// the cluster's.
-	Seeds     []string // host:port of peers to join
-	BindAddr  string   // gossip address; "" is standalone unless Seeds are given
-	BindPort  int      // gossip port; 0 picks one
-	NodeName  string   // this replica's name; "" is the host's
-	SecretKey []byte   // AES key for gossip (16, 24 or 32 bytes); required off loopback
+	Seeds    []string // host:port of peers to join
+	BindAddr string   // gossip address; "" is standalone unless Seeds are given
+	BindPort int      // gossip port; 0 picks one
+	NodeName string   // this replica's name; "" is the host's
+	// Zone is this replica's zone or region: gossip across zones is kept
+	// to a few nodes each way (memberpace.WithZone). "" is none.
+	Zone      string
+	SecretKey []byte // AES key for gossip (16, 24 or 32 bytes); required off loopback
 	// KeyHashSecret pins the secret keys are hashed with (at least 16
 	// bytes); nil: derived from SecretKey when clustered, random when not.
 	KeyHashSecret []byte
@@ -144,12 +147,14 @@ func ParseFlags(args []string, getenv func(string) string, out io.Writer) (Confi
 	maxPerClient := fs.String("max-conns-per-client", env("MAX_CONNS_PER_CLIENT", strconv.Itoa(connlimit.DefaultPerClient)), "connections one client address (IPv6: one /64) holds on each listener; behind a proxy or sidecar that connects from one address, raise it to -max-conns (GOPHERPACE_MAX_CONNS_PER_CLIENT)")
 	reflectEnv, reflectErr := strconv.ParseBool(env("GRPC_REFLECTION", "false"))
 	reflect := fs.Bool("grpc-reflection", reflectEnv, "serve gRPC reflection on -grpc-addr, for grpcurl (GOPHERPACE_GRPC_REFLECTION)")
+	allowConfig := fs.String("allow-config", env("ALLOW_CONFIG", ""), "a YAML file of the HTTP API's limits: rate, burst, and keys with their own; -rate, -burst and -limits win over it (GOPHERPACE_ALLOW_CONFIG)")
 	limits := fs.String("limits", env("LIMITS", ""), `per-key limits, "tenant-a=100:200,tenant-b=1000/h:50" (rate:burst, the rate as -rate takes it) (GOPHERPACE_LIMITS)`)
 	sweep := fs.String("sweep", env("SWEEP", "1m"), "accepted for the seed service's command lines: buckets are dropped once full whatever it says (GOPHERPACE_SWEEP)")
 	seedList := fs.String("seeds", env("SEEDS", ""), "host:port of peers to join, comma-separated: clusters the service (GOPHERPACE_SEEDS)")
 	bind := fs.String("bind", env("BIND", ""), "gossip address; set it (or -seeds) to cluster (GOPHERPACE_BIND)")
 	port := fs.String("port", env("PORT", "7946"), "gossip port; 0 picks one (GOPHERPACE_PORT)")
 	node := fs.String("node", env("NODE_NAME", ""), "this replica's name; default the host's (GOPHERPACE_NODE_NAME)")
+	zone := fs.String("zone", env("ZONE", ""), "this replica's zone or region, such as its node's topology.kubernetes.io/zone: gossip between zones is kept to a few nodes each way (GOPHERPACE_ZONE)")
 	key := fs.String("secret-key", env("SECRET_KEY", ""), "base64 AES key (16, 24 or 32 bytes) that encrypts gossip; required off loopback (GOPHERPACE_SECRET_KEY)")
 	tlsCert := fs.String("tls-cert", env("TLS_CERT", ""), "PEM certificate (chain) file: both listeners serve TLS; reloaded when it changes (GOPHERPACE_TLS_CERT)")
 	tlsKey := fs.String("tls-key", env("TLS_KEY", ""), "PEM private key file of -tls-cert (GOPHERPACE_TLS_KEY)")
@@ -163,7 +168,10 @@ func ParseFlags(args []string, getenv func(string) string, out io.Writer) (Confi
 	}
 	var errs []error
 	bad := func(flag string, err error) { errs = append(errs, fmt.Errorf("-%s: %w", flag, err)) }
-	c.Addr, c.GRPCAddr, c.ConfigPath, c.BindAddr, c.NodeName = *addr, *grpcAddr, *configPath, *bind, *node
+	c.Addr, c.GRPCAddr, c.ConfigPath, c.BindAddr, c.NodeName, c.Zone = *addr, *grpcAddr, *configPath, *bind, *node, *zone
+	if len(c.Zone) > 255 {
+		bad("zone", errors.New("longer than 255 bytes"))
+	}
 	var err error
 	if c.ConfigPoll, err = time.ParseDuration(*configPoll); err != nil || c.ConfigPoll <= 0 {
 		bad("config-poll", fmt.Errorf("%q is not a duration above zero, such as 2s", *configPoll))
@@ -239,6 +247,32 @@ func ParseFlags(args []string, getenv func(string) string, out io.Writer) (Confi
 	}
 	if c.Limits, err = parseLimits(*limits); err != nil {
 		bad("limits", err)
+	}
+	if *allowConfig != "" {
+		given := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+		rate, burst, keys, err := readAllowConfig(*allowConfig)
+		switch {
+		case err != nil:
+			bad("allow-config", err)
+		default:
+			if rate != nil && !given["rate"] && getenv("GOPHERPACE_RATE") == "" {
+				c.Rate = *rate
+			}
+			if burst > 0 && !given["burst"] && getenv("GOPHERPACE_BURST") == "" {
+				c.Burst = burst
+			}
+			for k, l := range keys {
+				if _, dup := c.Limits[k]; dup {
+					bad("allow-config", fmt.Errorf("key %q is in -limits too", k))
+					continue
+				}
+				if c.Limits == nil {
+					c.Limits = map[string]Limit{}
+				}
+				c.Limits[k] = l
+			}
+		}
 	}
 	if *seedList != "" {
 		for _, s := range strings.Split(*seedList, ",") {

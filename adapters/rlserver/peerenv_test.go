@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -215,5 +216,53 @@ func TestPeersHTTPEndpoints(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK || string(b) != "OK" {
 		t.Fatalf("/healthcheck: %d %q", resp.StatusCode, b)
+	}
+}
+
+// -zone (GOPHERPACE_ZONE) names this replica's zone for the transport.
+func TestZoneFlag(t *testing.T) {
+	c, err := ParseFlags(nil, envOf(map[string]string{"GOPHERPACE_ZONE": "eu-west-1a"}), io.Discard)
+	if err != nil || c.Zone != "eu-west-1a" {
+		t.Fatalf("zone %q, %v", c.Zone, err)
+	}
+	if _, err := ParseFlags([]string{"-zone", strings.Repeat("z", 256)}, envOf(nil), io.Discard); err == nil {
+		t.Fatal("a zone of 256 bytes was taken")
+	}
+}
+
+// The HTTP API's limits from a file: its rate and burst unless the flags
+// say, its keys beside -limits'.
+func TestAllowConfigFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "allow.yaml")
+	if err := os.WriteFile(path, []byte("rate: 30/m\nburst: 20\nkeys:\n  tenant-a: {rate: 100/m, burst: 50}\n  tenant-b: {rate: 5000/h}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := ParseFlags([]string{"-allow-config", path, "-limits", "tenant-c=1:1"}, envOf(nil), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Rate != (Rate{30, time.Minute}) || c.Burst != 20 || c.Limits["tenant-a"] != (Limit{Rate{100, time.Minute}, 50}) ||
+		c.Limits["tenant-b"] != (Limit{Rate{5000, time.Hour}, 5000}) || c.Limits["tenant-c"].Burst != 1 {
+		t.Fatalf("%+v", c)
+	}
+	c, err = ParseFlags([]string{"-allow-config", path, "-rate", "7"}, envOf(nil), io.Discard)
+	if err != nil || c.Rate != (Rate{7, time.Second}) || c.Burst != 20 {
+		t.Fatalf("-rate over the file: %+v %v", c.Rate, err)
+	}
+	for name, text := range map[string]string{
+		"an unknown field": "rat: 10\n", "a bad rate": "rate: fast\n", "a key's bad rate": "keys: {a: {rate: 0}}\n", "a negative burst": "burst: -1\n",
+	} {
+		if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ParseFlags([]string{"-allow-config", path}, envOf(nil), io.Discard); err == nil || !strings.Contains(err.Error(), "-allow-config") {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	if err := os.WriteFile(path, []byte("keys: {tenant-c: {rate: 1}}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ParseFlags([]string{"-allow-config", path, "-limits", "tenant-c=1:1"}, envOf(nil), io.Discard); err == nil {
+		t.Error("a key in both -limits and the file was taken")
 	}
 }

@@ -84,6 +84,9 @@ func Run(ctx context.Context, c Config, log *slog.Logger, started func(httpAddr,
 		if c.BindAddr != "" {
 			topts = append(topts, memberpace.WithBindAddr(c.BindAddr))
 		}
+		if c.Zone != "" {
+			topts = append(topts, memberpace.WithZone(c.Zone))
+		}
 		if c.NodeName != "" {
 			topts = append(topts, memberpace.WithNodeName(c.NodeName))
 		}
