@@ -44,6 +44,10 @@ type Config struct {
 	// HeaderNames name the -response-headers fields: the limit, the
 	// remaining and the reset.
 	HeaderNames [3]string
+	// ResponseDynamicMetadata returns, in each RateLimitService answer, the
+	// request and the metadata of the descriptors that passed
+	// (envoyproxy/ratelimit's RESPONSE_DYNAMIC_METADATA).
+	ResponseDynamicMetadata bool
 	// NearLimitRatio is the share of a bucket spent past which a hit within
 	// the limit also counts as near it, for -rule-metrics' near_limit.
 	NearLimitRatio float64
@@ -140,6 +144,8 @@ func ParseFlags(args []string, getenv func(string) string, out io.Writer) (Confi
 	limitHeader := fs.String("limit-header", env("LIMIT_HEADER", headerLimit), "name of -response-headers' limit field (GOPHERPACE_LIMIT_HEADER, or LIMIT_LIMIT_HEADER)")
 	remainingHeader := fs.String("remaining-header", env("REMAINING_HEADER", headerRemaining), "name of -response-headers' remaining field (GOPHERPACE_REMAINING_HEADER, or LIMIT_REMAINING_HEADER)")
 	resetHeader := fs.String("reset-header", env("RESET_HEADER", headerReset), "name of -response-headers' reset field (GOPHERPACE_RESET_HEADER, or LIMIT_RESET_HEADER)")
+	dynEnv, dynErr := strconv.ParseBool(env("RESPONSE_DYNAMIC_METADATA", "false"))
+	dyn := fs.Bool("response-dynamic-metadata", dynEnv, "return in each RateLimitService answer its request and the metadata of the descriptors that passed, as dynamic metadata (GOPHERPACE_RESPONSE_DYNAMIC_METADATA, or RESPONSE_DYNAMIC_METADATA)")
 	nearRatio := fs.String("near-limit-ratio", env("NEAR_LIMIT_RATIO", strconv.FormatFloat(DefaultNearLimitRatio, 'g', -1, 64)), "share of a bucket spent past which a hit counts as near_limit in -rule-metrics (GOPHERPACE_NEAR_LIMIT_RATIO, or NEAR_LIMIT_RATIO)")
 	logLevel := fs.String("log-level", env("LOG_LEVEL", "info"), "debug, info, warn or error (GOPHERPACE_LOG_LEVEL, or LOG_LEVEL)")
 	logFormat := fs.String("log-format", env("LOG_FORMAT", "text"), "text or json (GOPHERPACE_LOG_FORMAT, or LOG_FORMAT)")
@@ -204,6 +210,10 @@ func ParseFlags(args []string, getenv func(string) string, out io.Writer) (Confi
 	} else {
 		c.NearLimitRatio = r
 	}
+	if dynErr != nil {
+		bad("response-dynamic-metadata", fmt.Errorf("%q is not true or false", env("RESPONSE_DYNAMIC_METADATA", "")))
+	}
+	c.ResponseDynamicMetadata = *dyn
 	c.HeaderNames = [3]string{*limitHeader, *remainingHeader, *resetHeader}
 	for i, name := range []string{"limit-header", "remaining-header", "reset-header"} {
 		if !validHeaderName(c.HeaderNames[i]) {

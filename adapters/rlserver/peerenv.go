@@ -32,7 +32,6 @@ var peerIgnored = []string{
 	"DEBUG_HOST", "DEBUG_PORT", "CONFIG_TYPE", "CONFIG_GRPC_XDS_", "XDS_CLIENT_", "FORCE_START_WITHOUT_INITIAL_CONFIG",
 	"GRPC_MAX_CONNECTION_AGE", "GRPC_MAX_CONNECTION_AGE_GRACE", "GRPC_UDS", "GRPC_CLIENT_TLS_SAN",
 	"RUNTIME_WATCH_ROOT", "RUNTIME_IGNOREDOTFILES", "HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED",
-	"RESPONSE_DYNAMIC_METADATA",
 }
 
 // peerIgnoredNames lists, for the INFO line, every variable of
@@ -106,6 +105,7 @@ func readPeerEnv(getenv func(string) string) peerEnv {
 	set("MERGE_DOMAINS", getenv("MERGE_DOMAIN_CONFIG"))
 	set("LOG_LEVEL", getenv("LOG_LEVEL"))
 	set("NEAR_LIMIT_RATIO", getenv("NEAR_LIMIT_RATIO"))
+	set("RESPONSE_DYNAMIC_METADATA", getenv("RESPONSE_DYNAMIC_METADATA"))
 	set("LOG_FORMAT", getenv("LOG_FORMAT"))
 	if strings.EqualFold(getenv("GRPC_SERVER_USE_TLS"), "true") {
 		set("TLS_CERT", getenv("GRPC_SERVER_TLS_CERT"))

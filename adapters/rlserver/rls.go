@@ -60,10 +60,13 @@ type rlsService struct {
 	mergeDomains bool
 	headerNames  [3]string        // -response-headers' names: limit, remaining, reset
 	stats        *descriptorStats // with byRule: envoyproxy/ratelimit's stats
-	overrides    overrides
-	log          *slog.Logger
-	metrics      *serviceMetrics
-	shared       []gopherpace.Option // every rule's limiter takes them
+	// dynamicMetadata returns the request and its descriptors' metadata in
+	// each response (-response-dynamic-metadata).
+	dynamicMetadata bool
+	overrides       overrides
+	log             *slog.Logger
+	metrics         *serviceMetrics
+	shared          []gopherpace.Option // every rule's limiter takes them
 
 	reloadMu sync.Mutex // one reload at a time
 }
@@ -295,6 +298,9 @@ func (s *rlsService) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitRe
 	}
 	if s.headers && closest != nil {
 		resp.ResponseHeadersToAdd = rateLimitHeaders(s.headerNames, closest)
+	}
+	if s.dynamicMetadata {
+		resp.DynamicMetadata = dynamicMetadata(req, checks)
 	}
 	if denied && s.shadowAll {
 		// -shadow-mode: every answer OK; what would have been over the

@@ -3,6 +3,7 @@ package rlserver
 import (
 	"errors"
 	"fmt"
+	"google.golang.org/protobuf/types/known/structpb"
 	"io"
 	"io/fs"
 	"os"
@@ -106,7 +107,10 @@ type rule struct {
 	// it is built per request (stats.go).
 	detailed, valuesInStats bool
 	// hits counts the rule's hits by stat, with -rule-metrics (stats.go).
-	hits     statCounts
+	hits statCounts
+	// metadata is the descriptor's metadata, returned in the response's
+	// dynamic metadata when it passes (-response-dynamic-metadata).
+	metadata *structpb.Struct
 	name     string
 	replaces []string
 	// perValue: the rule has a bucket per distinct value of the levels
@@ -521,8 +525,18 @@ func (p fileParser) descriptors(c *rlsConfig, level *descriptorLevel, parent str
 			return err
 		}
 		node.finalKey = finalKey
-		if m := fields["metadata"]; m != nil && m.Kind != yaml.MappingNode && m.Tag != "!!null" {
-			return p.errorf(m, "metadata must be a mapping, found %s", kindName(m))
+		var metadata *structpb.Struct
+		if m := fields["metadata"]; m != nil && m.Tag != "!!null" {
+			if m.Kind != yaml.MappingNode {
+				return p.errorf(m, "metadata must be a mapping, found %s", kindName(m))
+			}
+			var v map[string]any
+			if err := m.Decode(&v); err != nil {
+				return p.errorf(m, "metadata: %v", err)
+			}
+			if metadata, err = structpb.NewStruct(v); err != nil {
+				return p.errorf(m, "metadata: %v", err)
+			}
 		}
 		shadow, err := p.flag(fields["shadow_mode"], "shadow_mode")
 		if err != nil {
@@ -549,6 +563,7 @@ func (p fileParser) descriptors(c *rlsConfig, level *descriptorLevel, parent str
 			}
 			node.rule.quota = quota
 			node.rule.detailed = detailed
+			node.rule.metadata = metadata
 			node.rule.valuesInStats = detailed || node.valueToMetric || valuesAbove
 			node.rule.perValue = perValue
 			c.rules[path] = node.rule

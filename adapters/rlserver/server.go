@@ -130,6 +130,7 @@ func Run(ctx context.Context, c Config, log *slog.Logger, started func(httpAddr,
 	}
 	defer rls.close()
 	rls.quotaAll, rls.shadowAll, rls.mergeDomains = c.QuotaMode, c.ShadowMode, c.MergeDomains
+	rls.dynamicMetadata = c.ResponseDynamicMetadata
 	if c.NearLimitRatio > 0 {
 		rls.stats = newDescriptorStats(c.NearLimitRatio)
 	}
