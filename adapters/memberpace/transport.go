@@ -11,6 +11,7 @@ import (
 	"log"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"strconv"
 	"sync"
@@ -300,6 +301,24 @@ func (t *Transport) Members() []string {
 		}
 	}
 	return names
+}
+
+// MemberAddrs are the addresses the other members gossip from, by name:
+// where their other services (a status page, say) listen, at their own
+// ports. Members come and go; a member memberlist has not confirmed yet
+// may be missing.
+func (t *Transport) MemberAddrs() map[string]netip.Addr {
+	nodes := t.ml.Members()
+	out := make(map[string]netip.Addr, len(nodes))
+	for _, n := range nodes {
+		if n.Name == t.name {
+			continue
+		}
+		if a, ok := netip.AddrFromSlice(n.Addr); ok {
+			out[n.Name] = a.Unmap()
+		}
+	}
+	return out
 }
 
 // Stats counts this transport's traffic.

@@ -550,3 +550,17 @@ func TestIdleLimitersGoQuietOverMemberlist(t *testing.T) {
 		t.Fatalf("the woken node: %d of %d in sight", st.VisibleNodes, st.KnownNodes)
 	}
 }
+
+// MemberAddrs gives the other members' addresses, not this node's.
+func TestMemberAddrs(t *testing.T) {
+	a := node(t, "m0")
+	b := node(t, "m1", WithSeeds(seeds.Static{a.GossipAddr()}))
+	eventually(t, 5*time.Second, "two members", func() bool { return len(b.MemberAddrs()) == 1 && len(a.MemberAddrs()) == 1 })
+	addr, ok := b.MemberAddrs()["m0"]
+	if !ok || !addr.IsLoopback() {
+		t.Fatalf("b's view of a: %v %v", addr, ok)
+	}
+	if _, self := b.MemberAddrs()["m1"]; self {
+		t.Fatal("a node lists itself")
+	}
+}

@@ -20,7 +20,9 @@ const maxKeyBytes = 256
 // /allow, /stats and /healthz as the seed service has them, and /readyz,
 // /status and /metrics. While draining is set (shutting down), /readyz
 // answers 503 and everything else still serves.
-func handler(l *gopherpace.Limiter, metrics http.Handler, draining *atomic.Bool, rls *rlsService) http.Handler {
+// peers, if set, gives the URLs of the other replicas' status pages, for
+// /status/cluster.
+func handler(l *gopherpace.Limiter, metrics http.Handler, draining *atomic.Bool, rls *rlsService, peers func() []string) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/allow", func(w http.ResponseWriter, r *http.Request) { allow(w, r, l) })
 	mux.HandleFunc("GET /stats", func(w http.ResponseWriter, r *http.Request) {
@@ -48,7 +50,12 @@ func handler(l *gopherpace.Limiter, metrics http.Handler, draining *atomic.Bool,
 	if rls != nil {
 		mux.Handle("POST /json", jsonHandler(rls))
 	}
-	mux.Handle("GET /status", status.NewPage("gopherpace", l))
+	page := status.NewPage("gopherpace", l)
+	mux.Handle("GET /status", page)
+	if peers == nil {
+		peers = func() []string { return nil }
+	}
+	mux.Handle("GET /status/cluster", status.NewClusterPage("gopherpace", page, peers))
 	if metrics != nil {
 		mux.Handle("GET /metrics", metrics)
 	}

@@ -22,7 +22,7 @@ func newServer(t *testing.T, opts ...gopherpace.Option) *httptest.Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(handler(l, nil, nil, nil))
+	srv := httptest.NewServer(handler(l, nil, nil, nil, nil))
 	t.Cleanup(func() { srv.Close(); l.Close() })
 	return srv
 }

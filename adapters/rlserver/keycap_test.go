@@ -54,7 +54,7 @@ func TestAFullKeyCapOverHTTP(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer l.Close()
-		h := handler(l, nil, nil, nil)
+		h := handler(l, nil, nil, nil, nil)
 		for i := range 200_000 {
 			if code := allowN(h, "crafted-"+strconv.Itoa(i), 10); code != http.StatusOK {
 				t.Fatalf("crafted key %d: %d on its own bucket", i, code)
@@ -76,7 +76,7 @@ func TestAFullKeyCapOverHTTP(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer l.Close()
-		h := handler(l, nil, nil, nil)
+		h := handler(l, nil, nil, nil, nil)
 		start := time.Now()
 		tokens := 0
 		for i := 0; i < 2000 && time.Since(start) < 2*time.Second; i++ {

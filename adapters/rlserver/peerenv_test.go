@@ -185,7 +185,7 @@ func TestPeersHTTPEndpoints(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	srv := httptest.NewServer(handler(l, nil, nil, f.svc))
+	srv := httptest.NewServer(handler(l, nil, nil, f.svc, nil))
 	defer srv.Close()
 	post := func(body string) (int, string) {
 		resp, err := http.Post(srv.URL+"/json", "application/json", strings.NewReader(body))

@@ -18,6 +18,7 @@ import (
 	"os"
 	"runtime/debug"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -150,13 +151,17 @@ func Run(ctx context.Context, c Config, log *slog.Logger, started func(httpAddr,
 	}
 
 	var draining atomic.Bool
+	var httpPort atomic.Int64 // this replica's HTTP port, the others' too
 	srv := &http.Server{
-		Handler:           handler(l, promhttp.HandlerFor(metrics.reg, promhttp.HandlerOpts{}), &draining, rls),
+		Handler:           handler(l, promhttp.HandlerFor(metrics.reg, promhttp.HandlerOpts{}), &draining, rls, peerPages(c, transport, &httpPort)),
 		ErrorLog:          connErrorLog(log),
 		ReadHeaderTimeout: readHeaderTimeout, ReadTimeout: readTimeout, WriteTimeout: writeTimeout,
 		IdleTimeout: idleTimeout, MaxHeaderBytes: maxHeaderBytes,
 	}
 	ln, err := net.Listen("tcp", c.Addr)
+	if err == nil {
+		httpPort.Store(int64(ln.Addr().(*net.TCPAddr).Port))
+	}
 	if err != nil {
 		return fmt.Errorf("-addr: %w", err)
 	}
@@ -276,4 +281,23 @@ func (w *limitedWriter) Write(p []byte) (int, error) {
 		w.suppressed++
 	}
 	return len(p), nil
+}
+
+// peerPages gives the URLs of the other replicas' status pages: each
+// member's gossip address at this replica's HTTP port (replicas of one
+// Deployment listen alike). Members come only from the transport, whose
+// gossip is authenticated, so no caller chooses what /status/cluster
+// reads. Over TLS the page shows this replica alone: reading the others
+// would need a client certificate of their CA.
+func peerPages(c Config, t *memberpace.Transport, port *atomic.Int64) func() []string {
+	if t == nil || c.TLSCert != "" {
+		return nil
+	}
+	return func() []string {
+		var urls []string
+		for _, a := range t.MemberAddrs() {
+			urls = append(urls, "http://"+net.JoinHostPort(a.String(), strconv.FormatInt(port.Load(), 10))+"/status")
+		}
+		return urls
+	}
 }

@@ -96,3 +96,28 @@ func ExampleCheck() {
 	// true 2 of 2 known nodes in sight
 	// false 1 of 2 known nodes in sight; out of sight: b (silent for 1.024s)
 }
+
+// Two nodes of a cluster, each with its status page; node a's cluster page
+// shows both views side by side.
+func ExampleNewClusterPage() {
+	network := memtransport.New()
+	var pages []*status.Page
+	for _, name := range []string{"a", "b"} {
+		tr, _ := network.Join(name)
+		l, err := gopherpace.New(gopherpace.WithRate(100, time.Second), gopherpace.WithTransport(tr),
+			gopherpace.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+		if err != nil {
+			panic(err)
+		}
+		defer l.Close()
+		pages = append(pages, status.NewPage("api", l))
+	}
+	network.Advance(2 * time.Second)
+	b := httptest.NewServer(pages[1]) // node b's /status
+	defer b.Close()
+	cluster := status.NewClusterPage("api", pages[0], func() []string { return []string{b.URL} })
+	w := httptest.NewRecorder()
+	cluster.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/status/cluster", nil))
+	fmt.Println(strings.Contains(w.Body.String(), "<th>a <small>(this node)</small></th>"), strings.Contains(w.Body.String(), "<th>b</th>"))
+	// Output: true true
+}

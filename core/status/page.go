@@ -1,6 +1,7 @@
 package status
 
 import (
+	"encoding/json"
 	"fmt"
 	"html/template"
 	"net/http"
@@ -76,7 +77,8 @@ func (p *Page) record(s gopherpace.Stats, now time.Time) {
 	}
 }
 
-// ServeHTTP renders the page.
+// ServeHTTP renders the page; with ?format=json, this node's view as JSON
+// (a NodeView), for a ClusterPage of another node.
 func (p *Page) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s := p.limiter.Stats()
 	now := time.Now()
@@ -84,8 +86,13 @@ func (p *Page) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p.mu.Lock()
 	view := p.view(s, now)
 	p.mu.Unlock()
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
+	if r.URL.Query().Get("format") == "json" {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(view.node())
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	if err := pageTemplate.Execute(w, view); err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 	}

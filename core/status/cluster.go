@@ -1,0 +1,167 @@
+package status
+
+import (
+	"context"
+	"encoding/json"
+	"html/template"
+	"io"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+)
+
+// A NodeView is one node's view of its limiter, as its Page serves it
+// with ?format=json, for a ClusterPage to show beside the others'.
+type NodeView struct {
+	Node         string     `json:"node"`
+	Rate         string     `json:"rate"`
+	Whole        bool       `json:"whole"`
+	Verdict      string     `json:"verdict"`
+	KnownNodes   int64      `json:"known_nodes"`
+	VisibleNodes int64      `json:"visible_nodes"`
+	Partitioned  bool       `json:"partitioned"`
+	Recently     string     `json:"recently"` // allowed and denied per second
+	Peers        []PeerView `json:"peers"`
+	Generated    string     `json:"generated"`
+	Unreachable  string     `json:"-"` // why a ClusterPage could not read it
+	FromThisNode bool       `json:"-"`
+}
+
+// A PeerView is one peer as a node sees it.
+type PeerView struct {
+	Name      string `json:"name"`
+	State     string `json:"state"` // in sight, out of sight, leaving
+	LastHeard string `json:"last_heard"`
+}
+
+func (v pageView) node() NodeView {
+	n := NodeView{Node: v.Node, Rate: v.Rate, Whole: v.Whole, Verdict: v.Verdict, KnownNodes: v.Stats.KnownNodes,
+		VisibleNodes: v.Stats.VisibleNodes, Partitioned: v.Stats.Partitioned, Recently: v.Rates, Generated: v.Generated}
+	for _, p := range v.Peers {
+		n.Peers = append(n.Peers, PeerView{Name: p.Name, State: p.State, LastHeard: p.LastHeard})
+	}
+	return n
+}
+
+// A ClusterPage shows every node's view of a limiter side by side: each
+// node's members, which of them it sees, its verdict and its traffic, not
+// only the node it is opened on. It reads the other nodes' Pages as JSON,
+// at the URLs peers returns when the page is opened (each node's Page, on
+// the address its transport gives for it), all at once, each within
+// PeerTimeout; a node that does not answer shows why.
+//
+// peers decides which addresses this page reads: return only the
+// cluster's own members (a transport's, whose gossip is authenticated),
+// never addresses a caller can choose.
+type ClusterPage struct {
+	title string
+	self  *Page
+	peers func() []string
+	http  *http.Client
+}
+
+// PeerTimeout bounds the read of one other node's view.
+const PeerTimeout = time.Second
+
+// maxClusterNodes bounds the nodes a ClusterPage reads.
+const maxClusterNodes = 64
+
+// NewClusterPage returns the cluster page of self's limiter; peers gives
+// the URLs of the other nodes' Pages.
+func NewClusterPage(title string, self *Page, peers func() []string) *ClusterPage {
+	return &ClusterPage{title: title, self: self, peers: peers, http: &http.Client{Timeout: PeerTimeout}}
+}
+
+// ServeHTTP renders the cluster page.
+func (c *ClusterPage) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s := c.self.limiter.Stats()
+	now := time.Now()
+	c.self.record(s, now)
+	c.self.mu.Lock()
+	own := c.self.view(s, now).node()
+	c.self.mu.Unlock()
+	own.FromThisNode = true
+	urls := c.peers()
+	if len(urls) > maxClusterNodes {
+		urls = urls[:maxClusterNodes]
+	}
+	views := make([]NodeView, len(urls))
+	var wg sync.WaitGroup
+	for i, u := range urls {
+		wg.Go(func() { views[i] = c.read(r.Context(), u) })
+	}
+	wg.Wait()
+	for i := range views {
+		if views[i].Unreachable == "" && views[i].Node == own.Node {
+			// An address that leads back here: the others listen elsewhere.
+			views[i] = NodeView{Node: urls[i], Unreachable: "it answered as this node: do the replicas listen on one HTTP port?"}
+		}
+	}
+	slices.SortFunc(views, func(a, b NodeView) int {
+		switch {
+		case a.Node < b.Node:
+			return -1
+		case a.Node > b.Node:
+			return 1
+		}
+		return 0
+	})
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	data := struct {
+		Title   string
+		Refresh int
+		Nodes   []NodeView
+	}{c.title, int(RefreshEvery / time.Second), append([]NodeView{own}, views...)}
+	if err := clusterTemplate.Execute(w, data); err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+	}
+}
+
+// read fetches one node's view from its Page.
+func (c *ClusterPage) read(ctx context.Context, url string) NodeView {
+	failed := func(why string) NodeView { return NodeView{Node: url, Unreachable: why} }
+	ctx, cancel := context.WithTimeout(ctx, PeerTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+"?format=json", nil)
+	if err != nil {
+		return failed(err.Error())
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return failed(err.Error())
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return failed(resp.Status)
+	}
+	var v NodeView
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 256<<10)).Decode(&v); err != nil {
+		return failed("not a node's view: " + err.Error())
+	}
+	return v
+}
+
+var clusterTemplate = template.Must(template.New("cluster").Parse(`<!doctype html>
+<html lang="en"><head><meta charset="utf-8">
+<meta http-equiv="refresh" content="{{.Refresh}}">
+<title>{{.Title}}: the cluster</title>
+<style>
+body{font:14px system-ui,sans-serif;margin:1.5em;color:#1f2328}
+table{border-collapse:collapse}td,th{border:1px solid #d0d7de;padding:4px 8px;vertical-align:top;text-align:left}
+.bad{color:#cf222e}.good{color:#1a7f37}small{color:#57606a}
+</style></head><body>
+<h1>{{.Title}}: every node's view</h1>
+<table>
+<tr><th></th>{{range .Nodes}}<th>{{.Node}}{{if .FromThisNode}} <small>(this node)</small>{{end}}</th>{{end}}</tr>
+<tr><th>verdict</th>{{range .Nodes}}<td>{{if .Unreachable}}<span class="bad">unreachable: {{.Unreachable}}</span>{{else if .Whole}}<span class="good">{{.Verdict}}</span>{{else}}<span class="bad">{{.Verdict}}</span>{{end}}</td>{{end}}</tr>
+<tr><th>rate</th>{{range .Nodes}}<td>{{.Rate}}</td>{{end}}</tr>
+<tr><th>members seen</th>{{range .Nodes}}<td>{{if not .Unreachable}}{{.VisibleNodes}} of {{.KnownNodes}}{{if .Partitioned}} <span class="bad">(partitioned)</span>{{end}}{{end}}</td>{{end}}</tr>
+<tr><th>peers</th>{{range .Nodes}}<td>{{range .Peers}}{{.Name}}: {{if eq .State "in sight"}}{{.State}}{{else}}<span class="bad">{{.State}}</span>{{end}}, {{.LastHeard}}<br>{{end}}</td>{{end}}</tr>
+<tr><th>recently</th>{{range .Nodes}}<td>{{.Recently}}</td>{{end}}</tr>
+<tr><th>as of</th>{{range .Nodes}}<td><small>{{.Generated}}</small></td>{{end}}</tr>
+</table>
+<p><small>Each node's column is that node's own view, read from its status page; the page reloads every {{.Refresh}} s.</small></p>
+</body></html>
+`))
