@@ -6,7 +6,7 @@ import (
 	"io"
 	"os"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 )
 
 // The HTTP API's limits (/allow) can come from a file instead of -rate,
