@@ -4,10 +4,12 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"github.com/pedreviljoen/gopherpace/adapters/rlserver/rlsclient"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -88,5 +90,25 @@ func TestOverrideRatesAreBounded(t *testing.T) {
 		Descriptors: []*rlv3.RateLimitDescriptor{withOverride(100, rlspb.RateLimitResponse_RateLimit_MINUTE, "k", "0")}})
 	if resp.OverallCode != rlspb.RateLimitResponse_OK || resp.Statuses[0].LimitRemaining != 98 {
 		t.Fatalf("a known override rate after the cap: %v", resp)
+	}
+}
+
+// The Go client of the RateLimitService against this server: allowed,
+// then refused with the next token's reset, then refused from its cache.
+func TestRLSClientAgainstTheServer(t *testing.T) {
+	f := newRLS(t, edgeConfig, false)
+	c := rlsclient.New(f.conn, "edge")
+	d := rlsclient.Descriptor("remote_address", "10.9.9.1") // 20 a minute: a token every 3 s
+	for i := range 20 {
+		if r := c.Check(t.Context(), rlsclient.FailClosed, d); !r.Allowed || r.Err != nil {
+			t.Fatalf("call %d: %+v", i+1, r)
+		}
+	}
+	r := c.Check(t.Context(), rlsclient.FailOpen, d)
+	if r.Allowed || r.Cached || r.RetryAfter <= 0 || r.RetryAfter > 3*time.Second {
+		t.Fatalf("the 21st: %+v, want refused until the next token, at most 3s", r)
+	}
+	if r := c.Check(t.Context(), rlsclient.FailOpen, d); r.Allowed || !r.Cached {
+		t.Fatalf("the 22nd: %+v, want refused from the cache", r)
 	}
 }

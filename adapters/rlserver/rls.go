@@ -461,7 +461,14 @@ func descriptorStatus(c *checked) *rlspb.RateLimitResponse_DescriptorStatus {
 	}
 	st.CurrentLimit = &rlspb.RateLimitResponse_RateLimit{Name: c.rule.name, RequestsPerUnit: c.rule.requestsPerUnit, Unit: c.rule.unit}
 	st.LimitRemaining = uint32(min(max(c.d.Remaining, 0), math.MaxUint32))
-	st.DurationUntilReset = durationpb.New(c.d.ResetAfter)
+	// Over the limit, the reset a caller waits for is its next token, not
+	// a full bucket: what a fixed window's reset means to the peer's
+	// callers, the time a refused request could pass.
+	reset := c.d.ResetAfter
+	if c.over {
+		reset = c.d.RetryAfter
+	}
+	st.DurationUntilReset = durationpb.New(reset)
 	return st
 }
 

@@ -148,6 +148,10 @@ func TestRLSDeniesOverTheLimitWithEachStatus(t *testing.T) {
 	if resp.OverallCode != rlspb.RateLimitResponse_OVER_LIMIT || resp.Statuses[0].Code != rlspb.RateLimitResponse_OVER_LIMIT || resp.Statuses[0].LimitRemaining != 0 {
 		t.Fatalf("the 21st: %v", resp)
 	}
+	// Over the limit, the reset is the next token's: 3 s at 20 a minute.
+	if d := resp.Statuses[0].DurationUntilReset.AsDuration(); d <= 0 || d > 3*time.Second {
+		t.Fatalf("the 21st's duration until reset is %v, want its next token's, at most 3s", d)
+	}
 	// Another address has its own bucket.
 	other := f.ask(t, &rlspb.RateLimitRequest{Domain: "edge", Descriptors: []*rlv3.RateLimitDescriptor{descriptor("remote_address", "10.1.1.2")}})
 	if other.OverallCode != rlspb.RateLimitResponse_OK || other.Statuses[0].LimitRemaining != 19 {
