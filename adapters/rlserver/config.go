@@ -48,6 +48,13 @@ type Config struct {
 	// request and the metadata of the descriptors that passed
 	// (envoyproxy/ratelimit's RESPONSE_DYNAMIC_METADATA).
 	ResponseDynamicMetadata bool
+	// Statsd, when set (host:port), pushes envoyproxy/ratelimit's stats to
+	// that statsd server every StatsFlush, with DogStatsd's tags
+	// StatsdTags when DogStatsd is set.
+	Statsd     string
+	StatsFlush time.Duration
+	DogStatsd  bool
+	StatsdTags []string
 	// NearLimitRatio is the share of a bucket spent past which a hit within
 	// the limit also counts as near it, for -rule-metrics' near_limit.
 	NearLimitRatio float64
@@ -146,6 +153,11 @@ func ParseFlags(args []string, getenv func(string) string, out io.Writer) (Confi
 	resetHeader := fs.String("reset-header", env("RESET_HEADER", headerReset), "name of -response-headers' reset field (GOPHERPACE_RESET_HEADER, or LIMIT_RESET_HEADER)")
 	dynEnv, dynErr := strconv.ParseBool(env("RESPONSE_DYNAMIC_METADATA", "false"))
 	dyn := fs.Bool("response-dynamic-metadata", dynEnv, "return in each RateLimitService answer its request and the metadata of the descriptors that passed, as dynamic metadata (GOPHERPACE_RESPONSE_DYNAMIC_METADATA, or RESPONSE_DYNAMIC_METADATA)")
+	statsdAddr := fs.String("statsd", env("STATSD", ""), "host:port of a statsd server to push envoyproxy/ratelimit's stats to, under its names (GOPHERPACE_STATSD; or STATSD_HOST and STATSD_PORT, unless USE_STATSD is false)")
+	statsFlush := fs.String("stats-flush", env("STATS_FLUSH", "10s"), "how often -statsd is sent what changed (GOPHERPACE_STATS_FLUSH, or STATS_FLUSH_INTERVAL)")
+	dogEnv, dogErr := strconv.ParseBool(env("DOGSTATSD", "false"))
+	dog := fs.Bool("dogstatsd", dogEnv, "send -statsd-tags with every -statsd line, as DogStatsD tags (GOPHERPACE_DOGSTATSD, or USE_DOG_STATSD)")
+	statsdTags := fs.String("statsd-tags", env("STATSD_TAGS", ""), `DogStatsD tags, "k1:v1,k2:v2" (GOPHERPACE_STATSD_TAGS, or EXTRA_TAGS)`)
 	nearRatio := fs.String("near-limit-ratio", env("NEAR_LIMIT_RATIO", strconv.FormatFloat(DefaultNearLimitRatio, 'g', -1, 64)), "share of a bucket spent past which a hit counts as near_limit in -rule-metrics (GOPHERPACE_NEAR_LIMIT_RATIO, or NEAR_LIMIT_RATIO)")
 	logLevel := fs.String("log-level", env("LOG_LEVEL", "info"), "debug, info, warn or error (GOPHERPACE_LOG_LEVEL, or LOG_LEVEL)")
 	logFormat := fs.String("log-format", env("LOG_FORMAT", "text"), "text or json (GOPHERPACE_LOG_FORMAT, or LOG_FORMAT)")
@@ -209,6 +221,21 @@ func ParseFlags(args []string, getenv func(string) string, out io.Writer) (Confi
 		bad("near-limit-ratio", fmt.Errorf("%q is not a ratio above 0 and at most 1", *nearRatio))
 	} else {
 		c.NearLimitRatio = r
+	}
+	c.Statsd = *statsdAddr
+	if d, err := time.ParseDuration(*statsFlush); err != nil || d < 10*time.Millisecond {
+		bad("stats-flush", fmt.Errorf("%q is not a duration of 10ms or more", *statsFlush))
+	} else {
+		c.StatsFlush = d
+	}
+	if dogErr != nil {
+		bad("dogstatsd", fmt.Errorf("%q is not true or false", env("DOGSTATSD", "")))
+	}
+	c.DogStatsd = *dog
+	for _, tag := range strings.Split(*statsdTags, ",") {
+		if tag = strings.TrimSpace(tag); tag != "" {
+			c.StatsdTags = append(c.StatsdTags, tag)
+		}
 	}
 	if dynErr != nil {
 		bad("response-dynamic-metadata", fmt.Errorf("%q is not true or false", env("RESPONSE_DYNAMIC_METADATA", "")))

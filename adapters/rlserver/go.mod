@@ -3,6 +3,7 @@ module github.com/pedreviljoen/gopherpace/adapters/rlserver
 go 1.26.0
 
 require (
+	github.com/DataDog/datadog-go/v5 v5.9.1
 	github.com/envoyproxy/go-control-plane/envoy v1.40.0
 	github.com/pedreviljoen/gopherpace/adapters/memberpace v0.0.0
 	github.com/pedreviljoen/gopherpace/adapters/prompace v0.0.0
@@ -19,6 +20,7 @@ require (
 
 require (
 	cel.dev/expr v0.25.3 // indirect
+	github.com/Microsoft/go-winio v0.6.2 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/cncf/xds/go v0.0.0-20260202195803-dba9d589def2 // indirect

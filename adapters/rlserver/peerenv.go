@@ -27,8 +27,7 @@ type peerEnv struct {
 var peerIgnored = []string{
 	"REDIS_", "MEMCACHE_", "BACKEND_TYPE", "CACHE_KEY_PREFIX", "EXPIRATION_JITTER_MAX_SECONDS",
 	"LOCAL_CACHE_SIZE_IN_BYTES", "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT",
-	"USE_STATSD", "USE_DOG_STATSD", "USE_DOG_STATSD_MOGRIFIERS", "STATSD_HOST", "STATSD_PORT", "EXTRA_TAGS",
-	"STATS_FLUSH_INTERVAL", "DISABLE_STATS", "USE_PROMETHEUS", "PROMETHEUS_", "TRACING_",
+	"USE_DOG_STATSD_MOGRIFIERS", "DISABLE_STATS", "USE_PROMETHEUS", "PROMETHEUS_", "TRACING_",
 	"DEBUG_HOST", "DEBUG_PORT", "CONFIG_TYPE", "CONFIG_GRPC_XDS_", "XDS_CLIENT_", "FORCE_START_WITHOUT_INITIAL_CONFIG",
 	"GRPC_MAX_CONNECTION_AGE", "GRPC_MAX_CONNECTION_AGE_GRACE", "GRPC_UDS", "GRPC_CLIENT_TLS_SAN",
 	"RUNTIME_WATCH_ROOT", "RUNTIME_IGNOREDOTFILES", "HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED",
@@ -105,6 +104,21 @@ func readPeerEnv(getenv func(string) string) peerEnv {
 	set("MERGE_DOMAINS", getenv("MERGE_DOMAIN_CONFIG"))
 	set("LOG_LEVEL", getenv("LOG_LEVEL"))
 	set("NEAR_LIMIT_RATIO", getenv("NEAR_LIMIT_RATIO"))
+	// statsd, where the Deployment names a server and does not turn it
+	// off (envoyproxy/ratelimit sends to localhost:8125 by default).
+	host, port := getenv("STATSD_HOST"), getenv("STATSD_PORT")
+	if use := getenv("USE_STATSD"); !strings.EqualFold(use, "false") && (host != "" || port != "" || strings.EqualFold(use, "true")) {
+		if host == "" {
+			host = "localhost"
+		}
+		if port == "" {
+			port = "8125"
+		}
+		set("STATSD", host+":"+port)
+	}
+	set("STATS_FLUSH", getenv("STATS_FLUSH_INTERVAL"))
+	set("DOGSTATSD", getenv("USE_DOG_STATSD"))
+	set("STATSD_TAGS", getenv("EXTRA_TAGS"))
 	set("RESPONSE_DYNAMIC_METADATA", getenv("RESPONSE_DYNAMIC_METADATA"))
 	set("LOG_FORMAT", getenv("LOG_FORMAT"))
 	if strings.EqualFold(getenv("GRPC_SERVER_USE_TLS"), "true") {

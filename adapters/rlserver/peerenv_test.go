@@ -48,7 +48,10 @@ func TestThePeersEnvironmentConfigures(t *testing.T) {
 		}
 	}
 	slices.Sort(c.PeerEnvIgnored)
-	if want := []string{"BACKEND_TYPE", "DEBUG_PORT", "REDIS_SOCKET_TYPE", "REDIS_URL", "RUNTIME_WATCH_ROOT", "USE_STATSD"}; !slices.Equal(c.PeerEnvIgnored, want) {
+	if c.Statsd != "" {
+		t.Errorf("USE_STATSD=false, and statsd is on: %q", c.Statsd)
+	}
+	if want := []string{"BACKEND_TYPE", "DEBUG_PORT", "REDIS_SOCKET_TYPE", "REDIS_URL", "RUNTIME_WATCH_ROOT"}; !slices.Equal(c.PeerEnvIgnored, want) {
 		t.Errorf("ignored %v, want %v", c.PeerEnvIgnored, want)
 	}
 	// Ours win over the peer's, and flags over both.
@@ -56,6 +59,19 @@ func TestThePeersEnvironmentConfigures(t *testing.T) {
 	c, err = ParseFlags([]string{"-shadow-mode=false", "-config", "/etc/limits.yaml"}, envOf(env), io.Discard)
 	if err != nil || c.Addr != ":9000" || c.ShadowMode || c.ConfigPath != "/etc/limits.yaml" {
 		t.Fatalf("precedence: %+v %v", c, err)
+	}
+	// statsd where the Deployment names one, at the peer's defaults for
+	// the rest; tags with USE_DOG_STATSD.
+	for env, want := range map[string]string{"STATSD_HOST=statsd": "statsd:8125", "STATSD_PORT=9125": "localhost:9125", "USE_STATSD=true": "localhost:8125", "": ""} {
+		k, v, _ := strings.Cut(env, "=")
+		c, err := ParseFlags(nil, envOf(map[string]string{k: v}), io.Discard)
+		if err != nil || c.Statsd != want {
+			t.Errorf("%s: statsd %q (%v), want %q", env, c.Statsd, err, want)
+		}
+	}
+	c, _ = ParseFlags(nil, envOf(map[string]string{"STATSD_HOST": "s", "USE_DOG_STATSD": "true", "EXTRA_TAGS": "a:1,b:2", "STATS_FLUSH_INTERVAL": "5s"}), io.Discard)
+	if !c.DogStatsd || !slices.Equal(c.StatsdTags, []string{"a:1", "b:2"}) || c.StatsFlush != 5*time.Second {
+		t.Errorf("dogstatsd %v, tags %v, flush %v", c.DogStatsd, c.StatsdTags, c.StatsFlush)
 	}
 	// The peer's own default app directory, and bad values named.
 	c, _ = ParseFlags(nil, envOf(map[string]string{"RUNTIME_ROOT": "/srv/runtime_data/current"}), io.Discard)

@@ -16,6 +16,11 @@ func (s *rlsService) reload(path string) error {
 		err = s.swap(cfg)
 	}
 	s.metrics.configLoaded(err == nil)
+	if err == nil {
+		s.counts.configLoaded.Add(1)
+	} else {
+		s.counts.configRefused.Add(1)
+	}
 	if err != nil {
 		s.log.Error("the new config is refused; the limits before it stay", "config", path, "err", err)
 		return err

@@ -63,6 +63,7 @@ type rlsService struct {
 	// dynamicMetadata returns the request and its descriptors' metadata in
 	// each response (-response-dynamic-metadata).
 	dynamicMetadata bool
+	counts          serviceCounts // for statsd (statsdsink.go)
 	overrides       overrides
 	log             *slog.Logger
 	metrics         *serviceMetrics
@@ -308,6 +309,7 @@ func (s *rlsService) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitRe
 		// own statuses, as envoyproxy/ratelimit's SHADOW_MODE does).
 		resp.OverallCode = rlspb.RateLimitResponse_OK
 		s.metrics.count(outcomeShadowDenied)
+		s.counts.globalShadow.Add(1)
 		return resp, nil
 	}
 	switch {

@@ -135,6 +135,26 @@ func Run(ctx context.Context, c Config, log *slog.Logger, started func(httpAddr,
 	if c.NearLimitRatio > 0 {
 		rls.stats = newDescriptorStats(c.NearLimitRatio)
 	}
+	if c.ConfigPath != "" {
+		rls.counts.configLoaded.Add(1)
+	}
+	if c.Statsd != "" {
+		var tags []string
+		if c.DogStatsd {
+			tags = c.StatsdTags
+		}
+		// statsd is for people: a server it cannot reach (a name that does
+		// not resolve) is logged, and the limits are served without it.
+		if sink, err := newStatsdSink(c.Statsd, tags, c.StatsFlush, log); err != nil {
+			log.Error("statsd is off: its address does not work", "statsd", c.Statsd, "err", err)
+		} else {
+			rls.byRule = true // the counts statsd sends
+			statsCtx, stopStats := context.WithCancel(context.Background())
+			statsDone := make(chan struct{})
+			go func() { sink.run(statsCtx, rls); close(statsDone) }()
+			defer func() { stopStats(); <-statsDone }()
+		}
+	}
 	if c.HeaderNames != [3]string{} {
 		rls.headerNames = c.HeaderNames
 	}

@@ -165,6 +165,34 @@ var (
 		nil, nil)
 )
 
+// each calls key for every stats key's counts (the rules' own keys of set,
+// and those built from values) and domain for each unknown domain's.
+func (s *descriptorStats) each(set *ruleSet, key func(string, *statCounts), domain func(string, uint64)) {
+	if set != nil {
+		for id, r := range set.cfg.rules {
+			if !r.valuesInStats {
+				key(id, &r.hits)
+			}
+		}
+	}
+	s.mu.Lock()
+	keys := make(map[string]*statCounts, len(s.keys))
+	for k, c := range s.keys {
+		keys[k] = c
+	}
+	domains := make(map[string]uint64, len(s.domains))
+	for d, n := range s.domains {
+		domains[d] = n.Load()
+	}
+	s.mu.Unlock()
+	for k, c := range keys {
+		key(k, c)
+	}
+	for d, n := range domains {
+		domain(d, n)
+	}
+}
+
 // describeStats and collectStats export the stats (ruleCollector).
 func describeStats(ch chan<- *prometheus.Desc) {
 	ch <- hitsDesc
