@@ -51,6 +51,31 @@ func BenchmarkTakeKeyed(b *testing.B) {
 	}
 }
 
+// BenchmarkTopKeys is keyed decisions that are all denials (the costliest
+// case for the top keys, topkeys.go) without the top keys, with hashed
+// keys and with keys shown.
+func BenchmarkTopKeys(b *testing.B) {
+	keys := make([]string, 1024)
+	for i := range keys {
+		keys[i] = "client-" + strconv.Itoa(i)
+	}
+	for _, c := range []struct {
+		name string
+		opts []Option
+	}{{"off", nil}, {"hashed", []Option{WithTopKeys(false)}}, {"shown", []Option{WithTopKeys(true)}}} {
+		b.Run(c.name, func(b *testing.B) {
+			l, _ := New(append(c.opts, WithRate(1, time.Hour), WithBucketSize(1))...)
+			defer l.Close()
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				l.Take(keys[i&1023], 1)
+				i++
+			}
+		})
+	}
+}
+
 // BenchmarkHashKey is the keyed hash of an address key (keyhash.go).
 func BenchmarkHashKey(b *testing.B) {
 	b.ReportAllocs()

@@ -274,3 +274,40 @@ func ExampleLimiter_ReserveAt() {
 	// true 300ms
 	// false 400ms
 }
+
+func ExampleLimiter_TopKeys() {
+	limiter, err := gopherpace.New(
+		gopherpace.WithRate(5, time.Minute), // each key: 5 a minute
+		gopherpace.WithTopKeys(true),        // list keys as given (false: by keyed hash)
+	)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer limiter.Close()
+
+	for range 40 {
+		limiter.Take("tenant-noisy", 1)
+	}
+	for range 8 {
+		limiter.Take("tenant-quiet", 1)
+	}
+	denied, _ := limiter.TopKeys(3)
+	for _, k := range denied {
+		fmt.Println(k.Key, k.Count)
+	}
+	// Output:
+	// tenant-noisy 35
+	// tenant-quiet 3
+}
+
+func ExampleMergeTopKeys() {
+	// Each node's TopKeys, read from its status page, say.
+	nodeA := []gopherpace.KeyCount{{Key: "tenant-1", Count: 90}, {Key: "tenant-2", Count: 70}}
+	nodeB := []gopherpace.KeyCount{{Key: "tenant-3", Count: 80}, {Key: "tenant-2", Count: 60}}
+	for _, k := range gopherpace.MergeTopKeys(2, nodeA, nodeB) {
+		fmt.Println(k.Key, k.Count)
+	}
+	// Output:
+	// tenant-2 130
+	// tenant-1 90
+}

@@ -45,6 +45,7 @@ type Limiter struct {
 	shadow    *shadowing  // nil unless WithShadowMode
 	changeMu  sync.Mutex  // serialises changes of the rules (setrate.go)
 	counts    decisionCounts
+	top       *topKeys // nil unless WithTopKeys (topkeys.go)
 	// refundsRefused counts refunds of tokens the key cannot have spent
 	// (refund.go).
 	refundsRefused refusedRefunds
@@ -101,6 +102,9 @@ func New(opts ...Option) (*Limiter, error) {
 	l.rules.set.Store(set)
 	if c.shadow {
 		l.shadow = &shadowing{denials: newProcCounter()}
+	}
+	if c.topKeys {
+		l.top = &topKeys{show: c.topShown}
 	}
 	l.global.init()
 	l.leases = newLeases(def)

@@ -29,6 +29,8 @@ type config struct {
 	lookup     *lookupConfig
 	overrides  []override
 	errs       []error
+	topKeys    bool // WithTopKeys
+	topShown   bool // WithTopKeys(true)
 
 	transport Transport
 	interval  time.Duration

@@ -38,8 +38,8 @@ func (l *Limiter) TakeAt(now time.Time, key string, n int64) (d Decision, err er
 // The pipeline every n-token decision goes through: the clock (the
 // real-clock forms read it once), decide (the decider, which also steals
 // a leased token for a one-token denial), the wait for the report (the
-// real-clock forms only: the ...At forms return it as a denial), then
-// shadow mode. The public forms then count the outcome. Allow runs the
+// real-clock forms only: the ...At forms return it as a denial), the
+// top keys (WithTopKeys), then shadow mode. The public forms then count the outcome. Allow runs the
 // same steps on its own lean types (allow.go).
 
 // decideNow is the pipeline on the real clock. It returns the limiter's
@@ -55,19 +55,33 @@ func (l *Limiter) decideNow(d *Decision, key string, n int64) (int64, error) {
 		})
 	}
 	if err == nil {
+		l.noteTop(d, now, key, n)
 		l.shadowed(d)
 	}
 	return now, err
 }
 
 // decide is the pipeline at a caller's time: it never waits, and reports
-// a denial that only waits for the report (see Allow); shadow mode lets
-// it through like any other.
+// a denial that only waits for the report (see Allow); the top keys count
+// it; shadow mode lets it through like any other.
 func (l *Limiter) decide(d *Decision, now int64, key string, n int64) (waits bool, err error) {
-	if waits, err = l.take(d, now, key, n); err == nil && l.shadowed(d) {
+	if waits, err = l.take(d, now, key, n); err != nil {
+		return false, err
+	}
+	l.noteTop(d, now, key, n)
+	if l.shadowed(d) {
 		waits = false
 	}
-	return waits, err
+	return waits, nil
+}
+
+// noteTop counts a keyed decision in the top keys, before shadow mode
+// lets a denial through: in shadow mode the keys it would deny are the
+// ones to see.
+func (l *Limiter) noteTop(d *Decision, now int64, key string, n int64) {
+	if l.top != nil && key != "" {
+		l.top.record(l.hasher.sum(key), key, n, d.Allowed, now)
+	}
 }
 
 // shadowed turns a denial in d into a pass in shadow mode, and reports

@@ -21,7 +21,7 @@ const maxKeyBytes = 256
 // /status and /metrics. While draining is set (shutting down), /readyz
 // answers 503 and everything else still serves.
 // peers, if set, gives the URLs of the other replicas' status pages, for
-// /status/cluster.
+// /status/cluster and /status/topkeys?cluster=true.
 func handler(l *gopherpace.Limiter, metrics http.Handler, draining *atomic.Bool, rls *rlsService, peers func() []string) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/allow", func(w http.ResponseWriter, r *http.Request) { allow(w, r, l) })
@@ -56,6 +56,7 @@ func handler(l *gopherpace.Limiter, metrics http.Handler, draining *atomic.Bool,
 		peers = func() []string { return nil }
 	}
 	mux.Handle("GET /status/cluster", status.NewClusterPage("gopherpace", page, peers))
+	mux.Handle("GET /status/topkeys", topKeysHandler(l, rls, peers))
 	if metrics != nil {
 		mux.Handle("GET /metrics", metrics)
 	}

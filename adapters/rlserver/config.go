@@ -58,6 +58,9 @@ type Config struct {
 	// NearLimitRatio is the share of a bucket spent past which a hit within
 	// the limit also counts as near it, for -rule-metrics' near_limit.
 	NearLimitRatio float64
+	// TopKeys is how /status and /status/topkeys list the keys denied and
+	// admitted most: "shown" (as given), "hashed" (by keyed hash) or "off".
+	TopKeys string
 	// LogLevel (debug, info, warn, error) and LogFormat (text, json) are
 	// the log's; the command builds its logger from them.
 	LogLevel, LogFormat string
@@ -159,6 +162,7 @@ func ParseFlags(args []string, getenv func(string) string, out io.Writer) (Confi
 	dog := fs.Bool("dogstatsd", dogEnv, "send -statsd-tags with every -statsd line, as DogStatsD tags (GOPHERPACE_DOGSTATSD, or USE_DOG_STATSD)")
 	statsdTags := fs.String("statsd-tags", env("STATSD_TAGS", ""), `DogStatsD tags, "k1:v1,k2:v2" (GOPHERPACE_STATSD_TAGS, or EXTRA_TAGS)`)
 	nearRatio := fs.String("near-limit-ratio", env("NEAR_LIMIT_RATIO", strconv.FormatFloat(DefaultNearLimitRatio, 'g', -1, 64)), "share of a bucket spent past which a hit counts as near_limit in -rule-metrics (GOPHERPACE_NEAR_LIMIT_RATIO, or NEAR_LIMIT_RATIO)")
+	topKeys := fs.String("top-keys", env("TOP_KEYS", "shown"), "how /status and /status/topkeys list the keys denied and admitted most: shown (as given), hashed (by keyed hash: keys stay private) or off (GOPHERPACE_TOP_KEYS)")
 	logLevel := fs.String("log-level", env("LOG_LEVEL", "info"), "debug, info, warn or error (GOPHERPACE_LOG_LEVEL, or LOG_LEVEL)")
 	logFormat := fs.String("log-format", env("LOG_FORMAT", "text"), "text or json (GOPHERPACE_LOG_FORMAT, or LOG_FORMAT)")
 	maxConns := fs.String("max-conns", env("MAX_CONNS", strconv.Itoa(connlimit.DefaultTotal)), "connections each listener holds at once; at the cap the longest idle one gives way to a new one (GOPHERPACE_MAX_CONNS)")
@@ -246,6 +250,11 @@ func ParseFlags(args []string, getenv func(string) string, out io.Writer) (Confi
 		if !validHeaderName(c.HeaderNames[i]) {
 			bad(name, fmt.Errorf("%q is not a header field name", c.HeaderNames[i]))
 		}
+	}
+	switch c.TopKeys = strings.ToLower(*topKeys); c.TopKeys {
+	case "shown", "hashed", "off":
+	default:
+		bad("top-keys", fmt.Errorf("%q is not shown, hashed or off", *topKeys))
 	}
 	c.LogLevel, c.LogFormat = strings.ToLower(*logLevel), strings.ToLower(*logFormat)
 	if _, err := ParseLogLevel(c.LogLevel); err != nil {

@@ -66,6 +66,9 @@ func Run(ctx context.Context, c Config, log *slog.Logger, started func(httpAddr,
 	if c.KeyHashSecret != nil {
 		shared = append(shared, gopherpace.WithKeyHashSecret(c.KeyHashSecret))
 	}
+	if c.TopKeys == "shown" || c.TopKeys == "hashed" {
+		shared = append(shared, gopherpace.WithTopKeys(c.TopKeys == "shown"))
+	}
 	opts = append(opts, shared...)
 	if c.MaxKeys > 0 {
 		opts = append(opts, gopherpace.WithMaxKeys(c.MaxKeys))

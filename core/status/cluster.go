@@ -9,6 +9,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	gopherpace "github.com/pedreviljoen/gopherpace/core"
 )
 
 // A NodeView is one node's view of its limiter, as its Page serves it
@@ -24,8 +26,12 @@ type NodeView struct {
 	Recently     string     `json:"recently"` // allowed and denied per second
 	Peers        []PeerView `json:"peers"`
 	Generated    string     `json:"generated"`
-	Unreachable  string     `json:"-"` // why a ClusterPage could not read it
-	FromThisNode bool       `json:"-"`
+	// The keys this node denied and admitted most lately, when its
+	// limiter keeps them (gopherpace.WithTopKeys).
+	TopDenied    []gopherpace.KeyCount `json:"top_denied,omitempty"`
+	TopAdmitted  []gopherpace.KeyCount `json:"top_admitted,omitempty"`
+	Unreachable  string                `json:"-"` // why a ClusterPage could not read it
+	FromThisNode bool                  `json:"-"`
 }
 
 // A PeerView is one peer as a node sees it.
@@ -37,7 +43,8 @@ type PeerView struct {
 
 func (v pageView) node() NodeView {
 	n := NodeView{Node: v.Node, Rate: v.Rate, Whole: v.Whole, Verdict: v.Verdict, KnownNodes: v.Stats.KnownNodes,
-		VisibleNodes: v.Stats.VisibleNodes, Partitioned: v.Stats.Partitioned, Recently: v.Rates, Generated: v.Generated}
+		VisibleNodes: v.Stats.VisibleNodes, Partitioned: v.Stats.Partitioned, Recently: v.Rates, Generated: v.Generated,
+		TopDenied: v.TopDenied, TopAdmitted: v.TopAdmitted}
 	for _, p := range v.Peers {
 		n.Peers = append(n.Peers, PeerView{Name: p.Name, State: p.State, LastHeard: p.LastHeard})
 	}
@@ -109,11 +116,18 @@ func (c *ClusterPage) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	})
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
+	nodes := append([]NodeView{own}, views...)
+	var denied, admitted [][]gopherpace.KeyCount
+	for _, n := range nodes {
+		denied, admitted = append(denied, n.TopDenied), append(admitted, n.TopAdmitted)
+	}
 	data := struct {
-		Title   string
-		Refresh int
-		Nodes   []NodeView
-	}{c.title, int(RefreshEvery / time.Second), append([]NodeView{own}, views...)}
+		Title                  string
+		Refresh                int
+		Nodes                  []NodeView
+		TopDenied, TopAdmitted []gopherpace.KeyCount
+	}{c.title, int(RefreshEvery / time.Second), nodes,
+		gopherpace.MergeTopKeys(TopShown, denied...), gopherpace.MergeTopKeys(TopShown, admitted...)}
 	if err := clusterTemplate.Execute(w, data); err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 	}
@@ -143,7 +157,7 @@ func (c *ClusterPage) read(ctx context.Context, url string) NodeView {
 	return v
 }
 
-var clusterTemplate = template.Must(template.New("cluster").Parse(`<!doctype html>
+var clusterTemplate = template.Must(template.Must(template.New("cluster").Parse(keysTemplate)).Parse(`<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
 <meta http-equiv="refresh" content="{{.Refresh}}">
 <title>{{.Title}}: the cluster</title>
@@ -162,6 +176,13 @@ table{border-collapse:collapse}td,th{border:1px solid #d0d7de;padding:4px 8px;ve
 <tr><th>recently</th>{{range .Nodes}}<td>{{.Recently}}</td>{{end}}</tr>
 <tr><th>as of</th>{{range .Nodes}}<td><small>{{.Generated}}</small></td>{{end}}</tr>
 </table>
+{{if or .TopDenied .TopAdmitted}}
+<h2>Keys denied most across the cluster, last 1–2 minutes</h2>
+{{template "keys" .TopDenied}}
+<h2>Keys admitted most across the cluster (sampled)</h2>
+{{template "keys" .TopAdmitted}}
+<p><small>The sums of each node's own lists (its ten heaviest): a key just below every node's ten is missed.</small></p>
+{{end}}
 <p><small>Each node's column is that node's own view, read from its status page; the page reloads every {{.Refresh}} s.</small></p>
 </body></html>
 `))

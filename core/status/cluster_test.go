@@ -5,6 +5,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -53,5 +55,46 @@ func TestClusterPage(t *testing.T) {
 	}
 	if strings.Index(body, "<th>a ") > strings.Index(body, "<th>b</th>") {
 		t.Error("this node's column is not first")
+	}
+}
+
+// In a storm the cluster page answers "who?" for the whole cluster: the
+// keys each node denied most, summed across nodes, the key's bytes
+// escaped.
+func TestClusterPageListsTheKeysDeniedMost(t *testing.T) {
+	net0, lims := cluster(t, "a", "b", "c")
+	net0.Advance(2 * time.Second)
+	hostile := `<img src=x onerror=alert(1)>`
+	for i, l := range lims[:2] {
+		for range 300 {
+			l.Take("tenant-x", 1)
+		}
+		if i == 1 {
+			for range 200 {
+				l.Take(hostile, 1)
+			}
+		}
+	}
+	pages := []*status.Page{status.NewPage("api", lims[0]), status.NewPage("api", lims[1])}
+	srv := httptest.NewServer(pages[1])
+	defer srv.Close()
+
+	_, own := get(t, pages[0])
+	if !strings.Contains(own, "Keys denied most, this node") || !strings.Contains(own, "<code>tenant-x</code>") {
+		t.Fatalf("node a's page does not list tenant-x:\n%s", own)
+	}
+	cp := status.NewClusterPage("api", pages[0], func() []string { return []string{srv.URL} })
+	_, body := get(t, cp)
+	if strings.Contains(body, hostile) || !strings.Contains(body, "&lt;img src=x") {
+		t.Fatal("a key's bytes reach the cluster page unescaped")
+	}
+	// tenant-x's row must sum both nodes' denials: more than either node
+	// could deny alone (300 requests each).
+	m := regexp.MustCompile(`<code>tenant-x</code></td><td class="num">(\d+)</td>`).FindStringSubmatch(body[strings.Index(body, "across the cluster"):])
+	if m == nil {
+		t.Fatalf("the cluster page does not list tenant-x across the cluster:\n%s", body)
+	}
+	if n, _ := strconv.Atoi(m[1]); n <= 300 {
+		t.Fatalf("tenant-x denied %d across the cluster, want the sum of two nodes' denials (over 300)", n)
 	}
 }

@@ -108,7 +108,12 @@ type pageView struct {
 	Rates                      string // allowed and denied per second, recently
 	Chart                      template.HTML
 	Generated                  string
+	// The keys denied and admitted most lately (WithTopKeys).
+	TopDenied, TopAdmitted []gopherpace.KeyCount
 }
+
+// TopShown is how many keys a page lists as denied and as admitted most.
+const TopShown = 10
 
 type peerRow struct {
 	Name, LastHeard, State string
@@ -140,6 +145,7 @@ func (p *Page) view(s gopherpace.Stats, now time.Time) pageView {
 		v.Peers = append(v.Peers, row)
 	}
 	v.Rates, v.Chart = p.chart()
+	v.TopDenied, v.TopAdmitted = l.TopKeysAt(now, TopShown)
 	return v
 }
 
@@ -196,7 +202,7 @@ func (p *Page) chart() (string, template.HTML) {
 	return fmt.Sprintf("%.0f allowed and %.0f denied per second, lately", last.allowed, last.denied), template.HTML(b.String())
 }
 
-var pageTemplate = template.Must(template.New("page").Parse(`<!doctype html>
+var pageTemplate = template.Must(template.Must(template.New("page").Parse(keysTemplate)).Parse(`<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
 <meta http-equiv="refresh" content="{{.Refresh}}">
 <title>{{.Title}} · gopherpace · {{.Node}}</title>
@@ -214,6 +220,12 @@ th{color:#57606a;font-weight:600}.ok{color:#1a7f37}.bad{color:#cf222e}.num{text-
 </table>
 <p id="rates">{{.Rates}}</p>
 {{.Chart}}
+{{if or .TopDenied .TopAdmitted}}
+<h2>Keys denied most, this node, last 1–2 minutes</h2>
+{{template "keys" .TopDenied}}
+<h2>Keys admitted most (sampled), this node</h2>
+{{template "keys" .TopAdmitted}}
+{{end}}
 {{if .Stats.Clustered}}
 <h2>Members ({{.Stats.VisibleNodes}} of {{.Stats.KnownNodes}} in sight)</h2>
 <table id="members">
@@ -232,3 +244,10 @@ th{color:#57606a;font-weight:600}.ok{color:#1a7f37}.bad{color:#cf222e}.num{text-
 <p style="color:#57606a">generated {{.Generated}}; reloads every {{.Refresh}} s</p>
 </body></html>
 `))
+
+// keysTemplate lists KeyCounts; a count is over the truth by at most its
+// error.
+const keysTemplate = `{{define "keys"}}{{if .}}<table class="keys">
+<tr><th>key</th><th>tokens</th><th>at most over by</th></tr>
+{{range .}}<tr><td><code>{{.Key}}</code></td><td class="num">{{.Count}}</td><td class="num">{{.Error}}</td></tr>
+{{end}}</table>{{else}}<p>none</p>{{end}}{{end}}`

@@ -28,7 +28,8 @@ func cluster(t *testing.T, names ...string) (*memtransport.Network, []*gopherpac
 		if err != nil {
 			t.Fatal(err)
 		}
-		l, err := gopherpace.New(gopherpace.WithRate(100, time.Second), gopherpace.WithTransport(tr), gopherpace.WithLogger(quiet))
+		l, err := gopherpace.New(gopherpace.WithRate(100, time.Second), gopherpace.WithTransport(tr), gopherpace.WithLogger(quiet),
+			gopherpace.WithTopKeys(true))
 		if err != nil {
 			t.Fatal(err)
 		}

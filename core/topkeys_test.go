@@ -1,0 +1,252 @@
+package gopherpace_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	gopherpace "github.com/pedreviljoen/gopherpace/core"
+	"github.com/pedreviljoen/gopherpace/core/memtransport"
+)
+
+// traffic is a shuffled mix of a few heavy keys and many light ones, as
+// in a storm: heavy keys send heavy requests each, light keys one to
+// three.
+func traffic(rng *rand.Rand, heavy []string, perHeavy, light int) []string {
+	var reqs []string
+	for _, k := range heavy {
+		for range perHeavy {
+			reqs = append(reqs, k)
+		}
+	}
+	for i := range light {
+		for range 1 + rng.IntN(3) {
+			reqs = append(reqs, fmt.Sprintf("light-%d", i))
+		}
+	}
+	rng.Shuffle(len(reqs), func(i, j int) { reqs[i], reqs[j] = reqs[j], reqs[i] })
+	return reqs
+}
+
+// In a storm the heaviest keys are listed first, each with a count no
+// lower than the truth and no higher than the truth plus its error,
+// whatever the number of light keys around them.
+func TestTopKeysNameTheHeaviestKeys(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 46))
+	heavy := []string{"tenant-a", "tenant-b", "tenant-c", "tenant-d", "tenant-e"}
+	l, err := gopherpace.New(gopherpace.WithRate(10, time.Second), gopherpace.WithBucketSize(10),
+		gopherpace.WithTopKeys(true), gopherpace.WithLogger(discardLogger))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	reqs := traffic(rng, heavy, 600, 20_000)
+	start := time.Now()
+	deniedTo := map[string]uint64{}
+	for i, k := range reqs {
+		// Spread over 50 s of one minute, with random gaps.
+		at := start.Add(time.Duration(i) * 50 * time.Second / time.Duration(len(reqs)))
+		d, err := l.TakeAt(at, k, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !d.Allowed {
+			deniedTo[k]++
+		}
+	}
+	denied, admitted := l.TopKeysAt(start.Add(50*time.Second), 5)
+	if len(denied) != 5 {
+		t.Fatalf("%d denied keys listed, want 5: %v", len(denied), denied)
+	}
+	for _, k := range denied {
+		if !strings.HasPrefix(k.Key, "tenant-") {
+			t.Errorf("a light key listed among the most denied: %+v (truth %d; heavy keys were denied %v)", k, deniedTo[k.Key], deniedTo)
+		}
+		if truth := deniedTo[k.Key]; k.Count < truth || k.Count-k.Error > truth {
+			t.Errorf("%s: counted %d with error %d, truly denied %d", k.Key, k.Count, k.Error, truth)
+		}
+	}
+	// Each heavy key was admitted about 10 of 600 a second ... far fewer
+	// than denied; the admitted list is sampled, so only its scale is
+	// checked: no key is listed at more than it could have been admitted
+	// plus its error.
+	for _, k := range admitted {
+		sent := uint64(strings.Count(strings.Join(reqs, " ")+" ", k.Key+" "))
+		if k.Count-k.Error > sent*64 {
+			t.Errorf("admitted %+v is over what the key sent (%d) times the sampling", k, sent)
+		}
+	}
+}
+
+// Keys are personal data more often than not: without show, a listing
+// names each key by its keyed hash, never by its bytes.
+func TestTopKeysHideKeysUnlessShown(t *testing.T) {
+	l, err := gopherpace.New(gopherpace.WithRate(1, time.Second), gopherpace.WithBucketSize(1),
+		gopherpace.WithTopKeys(false), gopherpace.WithLogger(discardLogger))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	now := time.Now()
+	for range 10 {
+		l.TakeAt(now, "alice@example.com", 1)
+	}
+	denied, _ := l.TopKeysAt(now, 10)
+	if len(denied) != 1 || denied[0].Count != 9 || !strings.HasPrefix(denied[0].Key, "#") {
+		t.Fatalf("denied: %+v, want one hashed key denied 9 times", denied)
+	}
+	if strings.Contains(denied[0].Key, "alice") {
+		t.Fatalf("the key shows through its hash: %q", denied[0].Key)
+	}
+}
+
+// A listing covers the current minute and the one before: a storm that
+// ended two minutes ago is gone from it.
+func TestTopKeysForgetAnEndedStorm(t *testing.T) {
+	l, err := gopherpace.New(gopherpace.WithRate(1, time.Second), gopherpace.WithBucketSize(1),
+		gopherpace.WithTopKeys(true), gopherpace.WithLogger(discardLogger))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	now := time.Now()
+	for range 100 {
+		l.TakeAt(now, "storm", 1)
+	}
+	if d, _ := l.TopKeysAt(now.Add(time.Minute), 1); len(d) != 1 || d[0].Key != "storm" || d[0].Count != 99 {
+		t.Fatalf("a minute on: %+v, want storm with 99", d)
+	}
+	if d, _ := l.TopKeysAt(now.Add(2*time.Minute+time.Second), 1); len(d) != 0 {
+		t.Fatalf("over two minutes on: %+v, want nothing", d)
+	}
+}
+
+// However many keys pass, a listing holds at most what the summaries
+// keep, and each key's bytes are cut to 128.
+func TestTopKeysStayBounded(t *testing.T) {
+	l, err := gopherpace.New(gopherpace.WithRate(1, time.Hour), gopherpace.WithBucketSize(1),
+		gopherpace.WithTopKeys(true), gopherpace.WithLogger(discardLogger), gopherpace.WithMaxKeys(1<<20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	now := time.Now()
+	long := strings.Repeat("x", 1000)
+	for i := range 50_000 {
+		k := fmt.Sprint(i, long)
+		l.TakeAt(now, k, 1)
+		l.TakeAt(now, k, 1) // the second is denied
+	}
+	denied, _ := l.TopKeysAt(now, 1_000_000)
+	if len(denied) == 0 || len(denied) > 2*16*16 {
+		t.Fatalf("%d keys listed, want 1 to %d", len(denied), 2*16*16)
+	}
+	for _, k := range denied {
+		if len(k.Key) > 128 {
+			t.Fatalf("a key of %d bytes listed", len(k.Key))
+		}
+	}
+}
+
+// In shadow mode the keys listed as denied are those the limiter would
+// deny, though it lets them through.
+func TestTopKeysInShadowMode(t *testing.T) {
+	l, err := gopherpace.New(gopherpace.WithRate(1, time.Second), gopherpace.WithBucketSize(1),
+		gopherpace.WithTopKeys(true), gopherpace.WithShadowMode(), gopherpace.WithLogger(discardLogger))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	now := time.Now()
+	for range 5 {
+		if d, _ := l.TakeAt(now, "would-be", 1); !d.Allowed {
+			t.Fatal("shadow mode denied")
+		}
+	}
+	if d, _ := l.TopKeysAt(now, 1); len(d) != 1 || d[0].Key != "would-be" || d[0].Count != 4 {
+		t.Fatalf("denied: %+v, want would-be with 4", d)
+	}
+}
+
+// Without WithTopKeys nothing is kept.
+func TestTopKeysOffByDefault(t *testing.T) {
+	l, err := gopherpace.New(gopherpace.WithRate(1, time.Second), gopherpace.WithLogger(discardLogger))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	l.Take("k", 1)
+	l.Take("k", 1)
+	if d, a := l.TopKeys(10); d != nil || a != nil {
+		t.Fatalf("TopKeys without the option: %v %v", d, a)
+	}
+}
+
+// Across a cluster a key's hash is the same on every node (the secret is
+// the cluster's), so the nodes' hidden listings merge into the cluster's
+// heaviest keys: a tenant spread thinly over three nodes comes first
+// although no single node lists it first.
+func TestMergeTopKeysAcrossACluster(t *testing.T) {
+	net := memtransport.New()
+	lims, _ := cluster(t, net, 3, gopherpace.WithRate(30, time.Second), gopherpace.WithBucketSize(3),
+		gopherpace.WithTopKeys(false))
+	net.Advance(2 * time.Second)
+	now := net.Now()
+	// "spread" is denied 40 on each node; each node has a local key
+	// denied 60 there only.
+	for i, l := range lims {
+		for range 43 {
+			l.TakeAt(now, "spread", 1)
+		}
+		for range 63 {
+			l.TakeAt(now, fmt.Sprint("local-", i), 1)
+		}
+	}
+	var lists [][]gopherpace.KeyCount
+	for _, l := range lims {
+		d, _ := l.TopKeysAt(now, 10)
+		if len(d) < 2 {
+			t.Fatalf("a node lists %v", d)
+		}
+		lists = append(lists, d)
+	}
+	merged := gopherpace.MergeTopKeys(2, lists...)
+	if len(merged) != 2 || merged[0].Count < 100 || merged[0].Count <= merged[1].Count {
+		t.Fatalf("merged: %+v, want the spread key first with about 120", merged)
+	}
+	for _, list := range lists {
+		if list[0].Key == merged[0].Key {
+			t.Fatalf("a node lists the merged first key first on its own: %+v", list)
+		}
+		if !slices.ContainsFunc(list, func(k gopherpace.KeyCount) bool { return k.Key == merged[0].Key }) {
+			t.Fatalf("the merged first key %s is not the one every node lists: %+v", merged[0].Key, list)
+		}
+	}
+}
+
+// Decisions from many goroutines count every denial once.
+func TestTopKeysUnderConcurrentDecisions(t *testing.T) {
+	l, err := gopherpace.New(gopherpace.WithRate(1, time.Hour), gopherpace.WithBucketSize(1),
+		gopherpace.WithTopKeys(true), gopherpace.WithLogger(discardLogger))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for range 1000 {
+				l.Take(fmt.Sprint("k", g%2), 1)
+			}
+		})
+	}
+	wg.Wait()
+	denied, _ := l.TopKeys(2)
+	if len(denied) != 2 || denied[0].Count+denied[1].Count != 8000-2 {
+		t.Fatalf("denied: %+v, want 7998 denials over k0 and k1", denied)
+	}
+}
