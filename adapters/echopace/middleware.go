@@ -3,7 +3,6 @@ package echopace
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
 	"net/netip"
 
@@ -39,30 +38,16 @@ func RateLimiter(l *gopherpace.Limiter, opts ...Option) echo.MiddlewareFunc {
 // instead of panicking.
 func Build(l *gopherpace.Limiter, opts ...Option) (echo.MiddlewareFunc, error) {
 	m := &rateLimiter{}
-	for _, o := range opts {
-		if o == nil {
-			m.cfg.require(false, "nil Option")
-			continue
-		}
-		o(&m.cfg)
-	}
-	g, err := adapter.Configure(l, "echopace", m.cfg.shared, m.cfg.problems...)
-	if err != nil {
-		return nil, err
-	}
-	h := adapter.Hooks[echo.Context]{
-		Key: m.cfg.key, Cost: m.cfg.cost, Skip: m.cfg.skip,
+	adapter.Apply(&m.cfg, opts, m.cfg.Require)
+	var err error
+	m.gate, m.flow, err = m.cfg.Build(l, "echopace", adapter.Hooks[echo.Context]{
 		Peer:      func(c echo.Context) (netip.Addr, string) { return adapter.RequestPeer(c.Request()) },
 		Forwarded: func(c echo.Context) ([]string, string) { return adapter.RequestForwarded(c.Request()) },
 		Context:   func(c echo.Context) context.Context { return c.Request().Context() },
+	})
+	if err != nil {
+		return nil, err
 	}
-	for _, k := range m.cfg.also {
-		h.Also = append(h.Also, k)
-	}
-	if m.flow, err = adapter.NewFlow(g, h); err != nil {
-		return nil, fmt.Errorf("echopace: %w", err)
-	}
-	m.gate = g
 	// Echo v4 builds the middleware chain for every request, so this
 	// closure is allocated per request; it holds only two words.
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
@@ -94,10 +79,10 @@ func (m *rateLimiter) serve(c echo.Context, next echo.HandlerFunc) error {
 	}
 	if step == adapter.Deny {
 		d := req.Decision()
-		if m.cfg.deny != nil {
+		if m.cfg.Deny != nil {
 			// A handler that answers nothing gets the default denial, not
 			// a 200.
-			if err := m.cfg.deny(c, d); err != nil || responded(c) {
+			if err := m.cfg.Deny(c, d); err != nil || responded(c) {
 				return err
 			}
 		}
@@ -107,15 +92,15 @@ func (m *rateLimiter) serve(c echo.Context, next echo.HandlerFunc) error {
 	if g.Refunds() {
 		m.flow.Finish(&req, status(c, err))
 	}
-	if m.cfg.usage != nil {
-		g.Settle(&req, m.cfg.usage(c))
+	if m.cfg.Usage != nil {
+		g.Settle(&req, m.cfg.Usage(c))
 	}
 	return err
 }
 
 func (m *rateLimiter) fail(c echo.Context, err error) error {
-	if m.cfg.onError != nil {
-		if herr := m.cfg.onError(c, err); herr != nil || responded(c) {
+	if m.cfg.OnError != nil {
+		if herr := m.cfg.OnError(c, err); herr != nil || responded(c) {
 			return herr
 		}
 	}

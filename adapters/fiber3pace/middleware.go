@@ -3,7 +3,6 @@ package fiber3pace
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/netip"
 	"unsafe"
 
@@ -35,30 +34,17 @@ func New(l *gopherpace.Limiter, opts ...Option) fiber.Handler {
 // panicking.
 func Build(l *gopherpace.Limiter, opts ...Option) (fiber.Handler, error) {
 	m := &middleware{}
-	for _, o := range opts {
-		if o == nil {
-			m.cfg.require(false, "nil Option")
-			continue
-		}
-		o(&m.cfg)
-	}
-	g, err := adapter.Configure(l, "fiber3pace", m.cfg.shared, m.cfg.problems...)
-	if err != nil {
-		return nil, err
-	}
-	h := adapter.Hooks[fiber.Ctx]{
-		Key: m.cfg.key, Cost: m.cfg.cost, Skip: m.cfg.skip, Peer: peer, Forwarded: forwarded, Settles: m.cfg.usage != nil,
+	adapter.Apply(&m.cfg, opts, m.cfg.Require)
+	var err error
+	m.gate, m.flow, err = m.cfg.Build(l, "fiber3pace", adapter.Hooks[fiber.Ctx]{
+		Peer: peer, Forwarded: forwarded,
 		Context: func(c fiber.Ctx) context.Context { return c.Context() },
 		// fasthttp reuses a request's bytes once its handler returns.
 		KeysOutliveRequest: true,
+	})
+	if err != nil {
+		return nil, err
 	}
-	for _, k := range m.cfg.also {
-		h.Also = append(h.Also, k)
-	}
-	if m.flow, err = adapter.NewFlow(g, h); err != nil {
-		return nil, fmt.Errorf("fiber3pace: %w", err)
-	}
-	m.gate = g
 	return m.serve, nil
 }
 
@@ -100,10 +86,10 @@ func (m *middleware) serve(c fiber.Ctx) error {
 	}
 	if step == adapter.Deny {
 		d := req.Decision()
-		if m.cfg.deny != nil {
+		if m.cfg.Deny != nil {
 			// A handler that answers nothing gets the default denial, not
 			// a 200.
-			if err := m.cfg.deny(c, d); err != nil || responded(c) {
+			if err := m.cfg.Deny(c, d); err != nil || responded(c) {
 				return err
 			}
 		}
@@ -113,8 +99,8 @@ func (m *middleware) serve(c fiber.Ctx) error {
 	if g.Refunds() {
 		m.flow.Finish(&req, status(c, err))
 	}
-	if m.cfg.usage != nil {
-		g.Settle(&req, m.cfg.usage(c))
+	if m.cfg.Usage != nil {
+		g.Settle(&req, m.cfg.Usage(c))
 	}
 	return err
 }
@@ -138,8 +124,8 @@ func forwarded(c fiber.Ctx) (xff []string, realIP string) {
 }
 
 func (m *middleware) fail(c fiber.Ctx, err error) error {
-	if m.cfg.onError != nil {
-		if herr := m.cfg.onError(c, err); herr != nil || responded(c) {
+	if m.cfg.OnError != nil {
+		if herr := m.cfg.OnError(c, err); herr != nil || responded(c) {
 			return herr
 		}
 	}

@@ -3,7 +3,6 @@ package fiberpace
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/netip"
 
 	"github.com/gofiber/fiber/v2"
@@ -35,32 +34,19 @@ func New(l *gopherpace.Limiter, opts ...Option) fiber.Handler {
 // panicking.
 func Build(l *gopherpace.Limiter, opts ...Option) (fiber.Handler, error) {
 	m := &middleware{}
-	for _, o := range opts {
-		if o == nil {
-			m.cfg.require(false, "nil Option")
-			continue
-		}
-		o(&m.cfg)
-	}
-	g, err := adapter.Configure(l, "fiberpace", m.cfg.shared, m.cfg.problems...)
-	if err != nil {
-		return nil, err
-	}
-	h := adapter.Hooks[*fiber.Ctx]{
-		Key: m.cfg.key, Cost: m.cfg.cost, Skip: m.cfg.skip, Peer: peer, Forwarded: forwarded, Settles: m.cfg.usage != nil,
+	adapter.Apply(&m.cfg, opts, m.cfg.Require)
+	var err error
+	m.gate, m.flow, err = m.cfg.Build(l, "fiberpace", adapter.Hooks[*fiber.Ctx]{
+		Peer: peer, Forwarded: forwarded,
 		// fasthttp's RequestCtx is the request's context: it ends when the
 		// server shuts down.
 		Context: func(c *fiber.Ctx) context.Context { return c.Context() },
 		// fasthttp reuses a request's bytes once its handler returns.
 		KeysOutliveRequest: true,
+	})
+	if err != nil {
+		return nil, err
 	}
-	for _, k := range m.cfg.also {
-		h.Also = append(h.Also, k)
-	}
-	if m.flow, err = adapter.NewFlow(g, h); err != nil {
-		return nil, fmt.Errorf("fiberpace: %w", err)
-	}
-	m.gate = g
 	return m.serve, nil
 }
 
@@ -102,10 +88,10 @@ func (m *middleware) serve(c *fiber.Ctx) error {
 	}
 	if step == adapter.Deny {
 		d := req.Decision()
-		if m.cfg.deny != nil {
+		if m.cfg.Deny != nil {
 			// A handler that answers nothing gets the default denial, not
 			// a 200.
-			if err := m.cfg.deny(c, d); err != nil || responded(c) {
+			if err := m.cfg.Deny(c, d); err != nil || responded(c) {
 				return err
 			}
 		}
@@ -115,8 +101,8 @@ func (m *middleware) serve(c *fiber.Ctx) error {
 	if g.Refunds() {
 		m.flow.Finish(&req, status(c, err))
 	}
-	if m.cfg.usage != nil {
-		g.Settle(&req, m.cfg.usage(c))
+	if m.cfg.Usage != nil {
+		g.Settle(&req, m.cfg.Usage(c))
 	}
 	return err
 }
@@ -137,8 +123,8 @@ func forwarded(c *fiber.Ctx) (xff []string, realIP string) {
 }
 
 func (m *middleware) fail(c *fiber.Ctx, err error) error {
-	if m.cfg.onError != nil {
-		if herr := m.cfg.onError(c, err); herr != nil || responded(c) {
+	if m.cfg.OnError != nil {
+		if herr := m.cfg.OnError(c, err); herr != nil || responded(c) {
 			return herr
 		}
 	}

@@ -2,7 +2,6 @@ package ginpace
 
 import (
 	"context"
-	"fmt"
 	"net/netip"
 
 	"github.com/gin-gonic/gin"
@@ -32,30 +31,16 @@ func New(l *gopherpace.Limiter, opts ...Option) gin.HandlerFunc {
 // panicking.
 func Build(l *gopherpace.Limiter, opts ...Option) (gin.HandlerFunc, error) {
 	m := &middleware{}
-	for _, o := range opts {
-		if o == nil {
-			m.cfg.require(false, "nil Option")
-			continue
-		}
-		o(&m.cfg)
-	}
-	g, err := adapter.Configure(l, "ginpace", m.cfg.shared, m.cfg.problems...)
-	if err != nil {
-		return nil, err
-	}
-	h := adapter.Hooks[*gin.Context]{
-		Key: m.cfg.key, Cost: m.cfg.cost, Skip: m.cfg.skip,
+	adapter.Apply(&m.cfg, opts, m.cfg.Require)
+	var err error
+	m.gate, m.flow, err = m.cfg.Build(l, "ginpace", adapter.Hooks[*gin.Context]{
 		Peer:      func(c *gin.Context) (netip.Addr, string) { return adapter.RequestPeer(c.Request) },
 		Forwarded: func(c *gin.Context) ([]string, string) { return adapter.RequestForwarded(c.Request) },
 		Context:   func(c *gin.Context) context.Context { return c.Request.Context() },
+	})
+	if err != nil {
+		return nil, err
 	}
-	for _, k := range m.cfg.also {
-		h.Also = append(h.Also, k)
-	}
-	if m.flow, err = adapter.NewFlow(g, h); err != nil {
-		return nil, fmt.Errorf("ginpace: %w", err)
-	}
-	m.gate = g
 	return m.serve, nil
 }
 
@@ -85,8 +70,8 @@ func (m *middleware) serve(c *gin.Context) {
 	}
 	if step == adapter.Deny {
 		d := req.Decision()
-		if m.cfg.deny != nil {
-			m.cfg.deny(c, d)
+		if m.cfg.Deny != nil {
+			m.cfg.Deny(c, d)
 			// The request stops here whatever the handler did: one that
 			// wrote an answer but did not abort would let the route run,
 			// and one that wrote nothing gets the default denial.
@@ -105,14 +90,14 @@ func (m *middleware) serve(c *gin.Context) {
 	if g.Refunds() {
 		m.flow.Finish(&req, c.Writer.Status())
 	}
-	if m.cfg.usage != nil {
-		g.Settle(&req, m.cfg.usage(c))
+	if m.cfg.Usage != nil {
+		g.Settle(&req, m.cfg.Usage(c))
 	}
 }
 
 func (m *middleware) fail(c *gin.Context, err error) {
-	if m.cfg.onError != nil {
-		m.cfg.onError(c, err)
+	if m.cfg.OnError != nil {
+		m.cfg.OnError(c, err)
 		c.Abort() // as after a denial
 		if c.Writer.Written() {
 			return

@@ -1,7 +1,6 @@
 package ginpace
 
 import (
-	"errors"
 	"net/netip"
 	"time"
 
@@ -15,30 +14,15 @@ import (
 // on an invalid one.
 type Option func(*config)
 
-type config struct {
-	shared   []adapter.Option
-	key      KeyFunc
-	also     []KeyFunc // the keys of further limits, in order
-	cost     func(*gin.Context) int64
-	skip     func(*gin.Context) bool
-	deny     func(*gin.Context, gopherpace.Decision)
-	onError  func(*gin.Context, error)
-	usage    func(*gin.Context) int64
-	problems []error
-}
+// config is the options every adapter shares, for Gin's requests.
+type config = adapter.Config[*gin.Context, func(*gin.Context, gopherpace.Decision), func(*gin.Context, error), func(*gin.Context) int64]
 
-func (c *config) require(ok bool, problem string) {
-	if !ok {
-		c.problems = append(c.problems, errors.New(problem))
-	}
-}
-
-func shared(o adapter.Option) Option { return func(c *config) { c.shared = append(c.shared, o) } }
+func shared(o adapter.Option) Option { return func(c *config) { c.Share(o) } }
 
 // WithKeyFunc sets how requests map to buckets. Default: the client's
 // address (see WithTrustedProxies and WithIPv6Prefix).
 func WithKeyFunc(f KeyFunc) Option {
-	return func(c *config) { c.require(f != nil, "nil KeyFunc"); c.key = f }
+	return func(c *config) { c.SetKey(f) }
 }
 
 // WithAlso makes every request pass l too, all or nothing, keyed by key
@@ -47,10 +31,7 @@ func WithKeyFunc(f KeyFunc) Option {
 // per client and 100 an hour per API key, say. A request either limit
 // denies spends from neither. Up to three.
 func WithAlso(l *gopherpace.Limiter, key KeyFunc, policy string) Option {
-	return func(c *config) {
-		c.shared = append(c.shared, adapter.Also(l, policy))
-		c.also = append(c.also, key)
-	}
+	return func(c *config) { c.AddAlso(l, key, policy) }
 }
 
 // WithTrustedProxies trusts the forwarding fields (X-Forwarded-For, walked
@@ -68,13 +49,13 @@ func WithIPv6Prefix(bits int) Option { return shared(adapter.IPv6Prefix(bits)) }
 // WithCost sets how many tokens a request spends. Default: 1. A cost
 // below 1 or above the bucket size is answered as a bad request.
 func WithCost(f func(*gin.Context) int64) Option {
-	return func(c *config) { c.require(f != nil, "nil cost func"); c.cost = f }
+	return func(c *config) { c.SetCost(f) }
 }
 
 // WithSkip exempts requests for which f returns true (health checks, say):
 // they spend nothing and get no fields.
 func WithSkip(f func(*gin.Context) bool) Option {
-	return func(c *config) { c.require(f != nil, "nil skip func"); c.skip = f }
+	return func(c *config) { c.SetSkip(f) }
 }
 
 // WithDenyHandler sets what answers a denied request. The rate-limit
@@ -83,7 +64,7 @@ func WithSkip(f func(*gin.Context) bool) Option {
 // nothing the default answer goes out. Default: abort with 429 and
 // {"error": "rate limit exceeded", "retry_after_seconds": N}.
 func WithDenyHandler(f func(*gin.Context, gopherpace.Decision)) Option {
-	return func(c *config) { c.require(f != nil, "nil deny handler"); c.deny = f }
+	return func(c *config) { c.SetDeny(f) }
 }
 
 // WithErrorHandler sets what answers a request whose key or cost the
@@ -92,7 +73,7 @@ func WithDenyHandler(f func(*gin.Context, gopherpace.Decision)) Option {
 // c.Error and abort with 400 for the request's own faults (no key, a cost
 // out of range) or 500 otherwise (see adapter.Status), JSON bodied.
 func WithErrorHandler(f func(*gin.Context, error)) Option {
-	return func(c *config) { c.require(f != nil, "nil error handler"); c.onError = f }
+	return func(c *config) { c.SetOnError(f) }
 }
 
 // WithUsage charges each admitted request what it used, measured after
@@ -106,7 +87,7 @@ func WithErrorHandler(f func(*gin.Context, error)) Option {
 // f reads the usage the handler left: a value it set (c.Set), or a
 // response header (c.Writer.Header()).
 func WithUsage(f func(*gin.Context) int64) Option {
-	return func(c *config) { c.require(f != nil, "nil usage func"); c.usage = f }
+	return func(c *config) { c.SetUsage(f) }
 }
 
 // WithHeaders selects the rate-limit fields of every limited response.

@@ -34,24 +34,19 @@ type rpc struct {
 
 func build(l *gopherpace.Limiter, server bool, opts []Option) (*interceptor, error) {
 	// gRPC's default is no header metadata: it costs allocations per call.
-	c := config{shared: []adapter.Option{adapter.Headers(headers.None)}}
+	var c config
+	c.Share(adapter.Headers(headers.None))
 	if !server {
 		c.key = GlobalKey
 	}
-	for _, o := range opts {
-		if o == nil {
-			c.require(false, "nil Option")
-			continue
-		}
-		o(&c)
-	}
+	adapter.Apply(&c, opts, c.Require)
 	if c.wait && server {
-		c.require(false, "WithWait applies to client interceptors (BuildClient): a server cannot make its caller wait; leave it out here")
+		c.Require(false, "WithWait applies to client interceptors (BuildClient): a server cannot make its caller wait; leave it out here")
 	}
 	if c.wait && len(c.also) > 0 {
-		c.require(false, "WithWait waits for one limit: leave out WithAlso")
+		c.Require(false, "WithWait waits for one limit: leave out WithAlso")
 	}
-	g, err := adapter.Configure(l, "grpcpace", c.shared, c.problems...)
+	g, err := c.Gate(l, "grpcpace")
 	if err != nil {
 		return nil, err
 	}

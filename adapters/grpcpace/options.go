@@ -2,7 +2,6 @@ package grpcpace
 
 import (
 	"context"
-	"errors"
 	"net/netip"
 	"time"
 
@@ -17,7 +16,7 @@ import (
 type Option func(*config)
 
 type config struct {
-	shared   []adapter.Option
+	adapter.Options
 	key      KeyFunc
 	also     []KeyFunc // the keys of further limits, in order
 	wait     bool
@@ -29,21 +28,14 @@ type config struct {
 	failOpen bool
 	perRecv  bool
 	perSend  bool
-	problems []error
 }
 
-func (c *config) require(ok bool, problem string) {
-	if !ok {
-		c.problems = append(c.problems, errors.New(problem))
-	}
-}
-
-func shared(o adapter.Option) Option { return func(c *config) { c.shared = append(c.shared, o) } }
+func shared(o adapter.Option) Option { return func(c *config) { c.Share(o) } }
 
 // WithKeyFunc sets how calls map to buckets. Default: the caller's address
 // on servers (see WithTrustedProxies), GlobalKey on clients.
 func WithKeyFunc(f KeyFunc) Option {
-	return func(c *config) { c.require(f != nil, "nil KeyFunc"); c.key = f }
+	return func(c *config) { c.Require(f != nil, "nil KeyFunc"); c.key = f }
 }
 
 // WithAlso makes every call pass l too, all or nothing, keyed by key (nil:
@@ -51,7 +43,7 @@ func WithKeyFunc(f KeyFunc) Option {
 // in QuotaFailure details and the draft fields. Up to three.
 func WithAlso(l *gopherpace.Limiter, key KeyFunc, policy string) Option {
 	return func(c *config) {
-		c.shared = append(c.shared, adapter.Also(l, policy))
+		c.Share(adapter.Also(l, policy))
 		c.also = append(c.also, key)
 	}
 }
@@ -79,12 +71,12 @@ func WithIPv6Prefix(bits int) Option { return shared(adapter.IPv6Prefix(bits)) }
 // message) spends. Default: 1. A cost below 1 or above the bucket size
 // fails the call with codes.InvalidArgument.
 func WithCost(f func(ctx context.Context, fullMethod string) int64) Option {
-	return func(c *config) { c.require(f != nil, "nil cost func"); c.cost = f }
+	return func(c *config) { c.Require(f != nil, "nil cost func"); c.cost = f }
 }
 
 // WithSkip exempts calls for which f returns true (health checks, say).
 func WithSkip(f func(ctx context.Context, fullMethod string) bool) Option {
-	return func(c *config) { c.require(f != nil, "nil skip func"); c.skip = f }
+	return func(c *config) { c.Require(f != nil, "nil skip func"); c.skip = f }
 }
 
 // WithDenyHandler sets the error a denied call fails with; a nil error
@@ -93,14 +85,14 @@ func WithSkip(f func(ctx context.Context, fullMethod string) bool) Option {
 // the package doc). Server interceptors have sent the rate-limit header
 // metadata, if any, when it runs.
 func WithDenyHandler(f func(ctx context.Context, fullMethod string, d gopherpace.Decision) error) Option {
-	return func(c *config) { c.require(f != nil, "nil deny handler"); c.deny = f }
+	return func(c *config) { c.Require(f != nil, "nil deny handler"); c.deny = f }
 }
 
 // WithRefund gives back a call's tokens when when reports true for the
 // code it ended with (a server handler's, or a client call's); on streams,
 // the code the stream ended with refunds the tokens of its opening.
 func WithRefund(when func(codes.Code) bool) Option {
-	return func(c *config) { c.require(when != nil, "nil refund func"); c.refund = when }
+	return func(c *config) { c.Require(when != nil, "nil refund func"); c.refund = when }
 }
 
 // WithUsage charges each admitted call what it used, measured when it
@@ -113,7 +105,7 @@ func WithRefund(when func(codes.Code) bool) Option {
 // A call whose tokens WithRefund gave back settles nothing. With
 // WithAlso, the further limits keep the cost.
 func WithUsage(f func(ctx context.Context, fullMethod string, resp any, err error) int64) Option {
-	return func(c *config) { c.require(f != nil, "nil usage func"); c.usage = f }
+	return func(c *config) { c.Require(f != nil, "nil usage func"); c.usage = f }
 }
 
 // WithFailOpen lets calls through when the limiter cannot decide: a key

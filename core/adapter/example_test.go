@@ -104,3 +104,35 @@ func ExampleAddrPeer() {
 	// 192.0.2.1 ""
 	// invalid IP "/run/app.sock"
 }
+
+// An adapter's options, written once: its config is a Config of its
+// request type and handler types, and each of its With... functions sets
+// one field through the Config's checks; Build gives the gate and the
+// flow.
+func ExampleConfig() {
+	type config = adapter.Config[*http.Request,
+		func(http.ResponseWriter, *http.Request, gopherpace.Decision), // deny handler
+		func(http.ResponseWriter, *http.Request, error),               // error handler
+		func(*http.Request) int64]                                     // usage
+	type Option func(*config)
+	WithKeyFunc := func(f func(*http.Request) (string, error)) Option { return func(c *config) { c.SetKey(f) } }
+	WithPolicyName := func(name string) Option { return func(c *config) { c.Share(adapter.PolicyName(name)) } }
+
+	limiter, err := gopherpace.New(gopherpace.WithRefillRate(1), gopherpace.WithBucketSize(1))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer limiter.Close()
+	build := func(opts ...Option) error {
+		var c config
+		adapter.Apply(&c, opts, c.Require)
+		_, _, err := c.Build(limiter, "mypace", adapter.Hooks[*http.Request]{Peer: adapter.RequestPeer, Forwarded: adapter.RequestForwarded})
+		return err
+	}
+	fmt.Println(build(WithPolicyName("per-tenant"), WithKeyFunc(func(r *http.Request) (string, error) { return r.Header.Get("Tenant"), nil })))
+	fmt.Println(build(WithKeyFunc(nil), nil))
+	// Output:
+	// <nil>
+	// mypace: nil KeyFunc
+	// mypace: nil Option
+}

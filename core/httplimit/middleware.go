@@ -2,7 +2,6 @@ package httplimit
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 
 	gopherpace "github.com/pedreviljoen/gopherpace/core"
@@ -35,30 +34,16 @@ func New(l *gopherpace.Limiter, opts ...Option) func(http.Handler) http.Handler 
 // Build returns the Middleware for l, or an error naming every invalid
 // option.
 func Build(l *gopherpace.Limiter, opts ...Option) (*Middleware, error) {
-	var c config
-	for _, o := range opts {
-		if o == nil {
-			c.require(false, "nil Option")
-			continue
-		}
-		o(&c)
-	}
-	g, err := adapter.Configure(l, "httplimit", c.shared, c.problems...)
+	m := &Middleware{}
+	adapter.Apply(&m.cfg, opts, m.cfg.Require)
+	var err error
+	m.gate, m.flow, err = m.cfg.Build(l, "httplimit", adapter.Hooks[*http.Request]{
+		Peer: adapter.RequestPeer, Forwarded: adapter.RequestForwarded, Context: (*http.Request).Context,
+	})
 	if err != nil {
 		return nil, err
 	}
-	h := adapter.Hooks[*http.Request]{
-		Key: c.key, Cost: c.cost, Skip: c.skip, Peer: adapter.RequestPeer, Forwarded: adapter.RequestForwarded,
-		Context: (*http.Request).Context,
-	}
-	for _, k := range c.also {
-		h.Also = append(h.Also, k)
-	}
-	flow, err := adapter.NewFlow(g, h)
-	if err != nil {
-		return nil, fmt.Errorf("httplimit: %w", err)
-	}
-	return &Middleware{flow: flow, gate: g, cfg: c}, nil
+	return m, nil
 }
 
 // Wrap returns next behind the limiter.
@@ -88,14 +73,14 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	}
 	if step == adapter.Deny {
 		d := req.Decision()
-		if m.cfg.deny == nil {
+		if m.cfg.Deny == nil {
 			writeDenied(w)
 			return
 		}
 		// A handler that answers nothing must not leave a denied request
 		// answered 200: the default denial goes out instead.
 		sw := statusWriter{ResponseWriter: w}
-		m.cfg.deny(&sw, r, d)
+		m.cfg.Deny(&sw, r, d)
 		if sw.code == 0 {
 			writeDenied(w)
 		}
@@ -103,23 +88,23 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	}
 	if !g.Refunds() {
 		next.ServeHTTP(w, r)
-		if m.cfg.usage != nil {
-			g.Settle(&req, m.cfg.usage(r, w.Header()))
+		if m.cfg.Usage != nil {
+			g.Settle(&req, m.cfg.Usage(r, w.Header()))
 		}
 		return
 	}
 	sw := statusWriter{ResponseWriter: w}
 	next.ServeHTTP(&sw, r)
 	m.flow.Finish(&req, sw.status())
-	if m.cfg.usage != nil {
-		g.Settle(&req, m.cfg.usage(r, w.Header()))
+	if m.cfg.Usage != nil {
+		g.Settle(&req, m.cfg.Usage(r, w.Header()))
 	}
 }
 
 func (m *Middleware) fail(w http.ResponseWriter, r *http.Request, err error) {
-	if m.cfg.onError != nil {
+	if m.cfg.OnError != nil {
 		sw := statusWriter{ResponseWriter: w}
-		m.cfg.onError(&sw, r, err)
+		m.cfg.OnError(&sw, r, err)
 		if sw.code != 0 {
 			return
 		}

@@ -1,7 +1,6 @@
 package httplimit
 
 import (
-	"errors"
 	"net/http"
 	"net/netip"
 	"time"
@@ -15,30 +14,15 @@ import (
 // on an invalid one.
 type Option func(*config)
 
-type config struct {
-	shared   []adapter.Option
-	key      KeyFunc
-	also     []KeyFunc // the keys of further limits, in order
-	cost     func(*http.Request) int64
-	skip     func(*http.Request) bool
-	deny     func(http.ResponseWriter, *http.Request, gopherpace.Decision)
-	onError  func(http.ResponseWriter, *http.Request, error)
-	usage    func(*http.Request, http.Header) int64
-	problems []error
-}
+// config is the options every adapter shares, for net/http's requests.
+type config = adapter.Config[*http.Request, func(http.ResponseWriter, *http.Request, gopherpace.Decision), func(http.ResponseWriter, *http.Request, error), func(*http.Request, http.Header) int64]
 
-func (c *config) require(ok bool, problem string) {
-	if !ok {
-		c.problems = append(c.problems, errors.New(problem))
-	}
-}
-
-func shared(o adapter.Option) Option { return func(c *config) { c.shared = append(c.shared, o) } }
+func shared(o adapter.Option) Option { return func(c *config) { c.Share(o) } }
 
 // WithKeyFunc sets how requests map to buckets. Default: the client's
 // address (see WithTrustedProxies and WithIPv6Prefix).
 func WithKeyFunc(f KeyFunc) Option {
-	return func(c *config) { c.require(f != nil, "nil KeyFunc"); c.key = f }
+	return func(c *config) { c.SetKey(f) }
 }
 
 // WithAlso makes every request pass l too, all or nothing, keyed by key
@@ -47,10 +31,7 @@ func WithKeyFunc(f KeyFunc) Option {
 // per client and 100 an hour per API key, say. A request either limit
 // denies spends from neither. Up to three.
 func WithAlso(l *gopherpace.Limiter, key KeyFunc, policy string) Option {
-	return func(c *config) {
-		c.shared = append(c.shared, adapter.Also(l, policy))
-		c.also = append(c.also, key)
-	}
+	return func(c *config) { c.AddAlso(l, key, policy) }
 }
 
 // WithTrustedProxies trusts the forwarding fields (X-Forwarded-For, walked
@@ -67,13 +48,13 @@ func WithIPv6Prefix(bits int) Option { return shared(adapter.IPv6Prefix(bits)) }
 // WithCost sets how many tokens a request spends. Default: 1. A cost
 // below 1 or above the bucket size is answered as a bad request.
 func WithCost(f func(*http.Request) int64) Option {
-	return func(c *config) { c.require(f != nil, "nil cost func"); c.cost = f }
+	return func(c *config) { c.SetCost(f) }
 }
 
 // WithSkip exempts requests for which f returns true (health checks, say):
 // they spend nothing and get no fields.
 func WithSkip(f func(*http.Request) bool) Option {
-	return func(c *config) { c.require(f != nil, "nil skip func"); c.skip = f }
+	return func(c *config) { c.SetSkip(f) }
 }
 
 // WithDenyHandler sets what answers a denied request. The rate-limit
@@ -81,7 +62,7 @@ func WithSkip(f func(*http.Request) bool) Option {
 // nothing, the default answer goes out, never a 200. Default: 429 with a
 // short text body.
 func WithDenyHandler(f func(http.ResponseWriter, *http.Request, gopherpace.Decision)) Option {
-	return func(c *config) { c.require(f != nil, "nil deny handler"); c.deny = f }
+	return func(c *config) { c.SetDeny(f) }
 }
 
 // WithErrorHandler sets what answers a request whose key or cost the
@@ -89,7 +70,7 @@ func WithDenyHandler(f func(http.ResponseWriter, *http.Request, gopherpace.Decis
 // Default: 400 for the request's own faults (no key, a
 // cost out of range), 500 otherwise (see adapter.Status).
 func WithErrorHandler(f func(http.ResponseWriter, *http.Request, error)) Option {
-	return func(c *config) { c.require(f != nil, "nil error handler"); c.onError = f }
+	return func(c *config) { c.SetOnError(f) }
 }
 
 // WithUsage charges each admitted request what it used, measured after
@@ -103,7 +84,7 @@ func WithErrorHandler(f func(http.ResponseWriter, *http.Request, error)) Option 
 // f reads the usage the handler left in its response's header (w.Header(),
 // given as h), such as an X-Tokens-Used field it set.
 func WithUsage(f func(r *http.Request, h http.Header) int64) Option {
-	return func(c *config) { c.require(f != nil, "nil usage func"); c.usage = f }
+	return func(c *config) { c.SetUsage(f) }
 }
 
 // WithHeaders selects the rate-limit fields of every limited response.
