@@ -58,9 +58,9 @@ type bucketTime int64
 // through every caller costs more than deciding. It never spends on a
 // denial, and it returns false, without deciding, when the word was evicted
 // under it.
-func takeInto(d *Decision, tat *atomic.Int64, p *rule, at bucketTime, n int64) (ok bool) {
+func takeInto(d *Decision, tat *atomic.Int64, rule *rule, at bucketTime, n int64) (ok bool) {
 	now := int64(at)
-	unit := p.interval
+	unit := rule.interval
 	cost := n * unit
 	old := tat.Load()
 	for {
@@ -69,13 +69,13 @@ func takeInto(d *Decision, tat *atomic.Int64, p *rule, at bucketTime, n int64) (
 		}
 		base := max(old, now)
 		next := base + cost
-		if next-now > p.tolerance {
-			p.fillDenied(d, base, now, next, unit)
-			settle(tat, p, old, at)
+		if next-now > rule.tolerance {
+			rule.fillDenied(d, base, now, next, unit)
+			settle(tat, rule, old, at)
 			return true
 		}
 		if tat.CompareAndSwap(old, next) {
-			p.fillAllowed(d, next, now, unit)
+			rule.fillAllowed(d, next, now, unit)
 			return true
 		}
 		old = reread(tat)
@@ -87,21 +87,21 @@ func takeInto(d *Decision, tat *atomic.Int64, p *rule, at bucketTime, n int64) (
 // how far past now they are due: 0 when they are there now. It never
 // spends on a refusal, whose wait it also returns; alive is false, without
 // deciding, when the word was evicted under it.
-func reserve(tat *atomic.Int64, p *rule, at bucketTime, n, within int64) (wait int64, ok, alive bool) {
+func reserve(tat *atomic.Int64, rule *rule, at bucketTime, n, within int64) (wait int64, ok, alive bool) {
 	now := int64(at)
-	cost := n * p.interval
+	cost := n * rule.interval
 	old := tat.Load()
 	for {
 		if old == evicted {
 			return 0, false, false
 		}
 		next := max(old, now) + cost
-		if next-now > p.tolerance+within {
-			settle(tat, p, old, at)
-			return next - p.tolerance - now, false, true
+		if next-now > rule.tolerance+within {
+			settle(tat, rule, old, at)
+			return next - rule.tolerance - now, false, true
 		}
 		if tat.CompareAndSwap(old, next) {
-			return max(next-p.tolerance-now, 0), true, true
+			return max(next-rule.tolerance-now, 0), true, true
 		}
 		old = reread(tat)
 	}
@@ -111,15 +111,15 @@ func reserve(tat *atomic.Int64, p *rule, at bucketTime, n, within int64) (wait i
 // delay: it skips the divisions that fill a Decision. The word must never
 // be evicted (the global bucket). contended reports that a compare-and-swap
 // lost a race.
-func allow(tat *atomic.Int64, p *rule, at bucketTime, n int64) (ok bool, retry time.Duration, contended bool) {
+func allow(tat *atomic.Int64, rule *rule, at bucketTime, n int64) (ok bool, retry time.Duration, contended bool) {
 	now := int64(at)
-	cost := n * p.interval
+	cost := n * rule.interval
 	old := tat.Load()
 	for {
 		next := max(old, now) + cost
-		if next-now > p.tolerance {
-			settle(tat, p, old, at)
-			return false, time.Duration(next - p.tolerance - now), contended
+		if next-now > rule.tolerance {
+			settle(tat, rule, old, at)
+			return false, time.Duration(next - rule.tolerance - now), contended
 		}
 		if tat.CompareAndSwap(old, next) {
 			return true, 0, contended
@@ -141,25 +141,25 @@ func allow(tat *atomic.Int64, p *rule, at bucketTime, n int64) (ok bool, retry t
 // the bound is B + R·(the distance the caller's time moved forward in all),
 // not R times the span of times passed: a single word cannot remember what
 // was spent at times it has forgotten (FuzzBucketNeverExceedsRate).
-func settle(tat *atomic.Int64, p *rule, old int64, at bucketTime) {
+func settle(tat *atomic.Int64, rule *rule, old int64, at bucketTime) {
 	now := int64(at)
-	if old != evicted && old-now > max(p.ceiling, p.tolerance+p.reach)+p.tolerance {
-		tat.CompareAndSwap(old, now+p.ceiling)
+	if old != evicted && old-now > max(rule.ceiling, rule.tolerance+rule.reach)+rule.tolerance {
+		tat.CompareAndSwap(old, now+rule.ceiling)
 	}
 }
 
 // takeUpTo spends as many tokens as the bucket holds, up to n, in one
 // compare-and-swap, for a lease. On a denial (got 0) it returns the wait
 // for one token.
-func takeUpTo(tat *atomic.Int64, p *rule, at bucketTime, n int64) (got int64, retry time.Duration, contended bool) {
+func takeUpTo(tat *atomic.Int64, rule *rule, at bucketTime, n int64) (got int64, retry time.Duration, contended bool) {
 	now := int64(at)
-	unit := p.interval
+	unit := rule.interval
 	old := tat.Load()
 	for {
 		base := max(old, now)
-		got = min(n, p.tokensIn(now+p.tolerance-base, unit))
+		got = min(n, rule.tokensIn(now+rule.tolerance-base, unit))
 		if got < 1 {
-			return 0, time.Duration(base + unit - p.tolerance - now), contended
+			return 0, time.Duration(base + unit - rule.tolerance - now), contended
 		}
 		if tat.CompareAndSwap(old, base+got*unit) {
 			return got, 0, contended
@@ -170,18 +170,18 @@ func takeUpTo(tat *atomic.Int64, p *rule, at bucketTime, n int64) (got int64, re
 }
 
 // refund gives n tokens back, never filling the bucket past full.
-func refund(tat *atomic.Int64, p *rule, at bucketTime, n int64) (ok bool) {
+func refund(tat *atomic.Int64, rule *rule, at bucketTime, n int64) (ok bool) {
 	now := int64(at)
 	if n < 1 {
 		return true
 	}
-	cost := costOf(n, p.interval, p.ceiling)
+	cost := costOf(n, rule.interval, rule.ceiling)
 	for {
 		old := tat.Load()
 		if old == evicted {
 			return true
 		}
-		if !refundable(p, max(old-now, 0), n) {
+		if !refundable(rule, max(old-now, 0), n) {
 			return false
 		}
 		if old <= now {
@@ -198,8 +198,8 @@ func refund(tat *atomic.Int64, p *rule, at bucketTime, n int64) (ok bool) {
 // ahead can have spent n tokens within its window: no more than it still
 // owes and one bucket besides (what refill repaid meanwhile). A refund of
 // more gives back tokens nobody spent: a bug or an attack, refused whole.
-func refundable(p *rule, ahead, n int64) bool {
-	return n <= p.bucketSize || n-p.bucketSize <= ahead/p.interval
+func refundable(rule *rule, ahead, n int64) bool {
+	return n <= rule.bucketSize || n-rule.bucketSize <= ahead/rule.interval
 }
 
 // debit charges n tokens that a peer admitted. Unlike a local take it always
@@ -210,13 +210,13 @@ func refundable(p *rule, ahead, n int64) bool {
 // size only ever spends: the cost saturates, and n < 1 charges nothing.
 // It returns the tokens it spent (fewer than n where the cap cut the
 // charge) and how far ahead of now the word's time is after it.
-func debit(tat *atomic.Int64, p *rule, at bucketTime, n, maxDebt int64) (charged, ahead int64) {
+func debit(tat *atomic.Int64, rule *rule, at bucketTime, n, maxDebt int64) (charged, ahead int64) {
 	now := int64(at)
 	if n < 1 {
 		return 0, max(tat.Load()-now, 0)
 	}
-	cost := costOf(n, p.interval, p.tolerance+maxDebt)
-	limit := now + p.tolerance + maxDebt
+	cost := costOf(n, rule.interval, rule.tolerance+maxDebt)
+	limit := now + rule.tolerance + maxDebt
 	for {
 		old := tat.Load()
 		if old == evicted {
@@ -227,27 +227,27 @@ func debit(tat *atomic.Int64, p *rule, at bucketTime, n, maxDebt int64) (charged
 		}
 		next := min(max(old, now)+cost, limit)
 		if tat.CompareAndSwap(old, next) {
-			return chargedOf(n, next-max(old, now), cost, p.interval), next - now
+			return chargedOf(n, next-max(old, now), cost, rule.interval), next - now
 		}
 	}
 }
 
 // wordLevel is how far a plain word is from empty at at, in ns of tokens
 // (negative: debt); a word evicted for being full is full.
-func wordLevel(tat *atomic.Int64, p *rule, at bucketTime) int64 {
+func wordLevel(tat *atomic.Int64, rule *rule, at bucketTime) int64 {
 	t := tat.Load()
 	if t == evicted {
-		return p.tolerance
+		return rule.tolerance
 	}
-	return p.tolerance - max(t-int64(at), 0)
+	return rule.tolerance - max(t-int64(at), 0)
 }
 
 // lowerTo brings a plain word down to level ns of tokens when it holds
 // more than that by over margin ns; it never raises one, and never below a
 // bucket of debt (maxDebt ns), the most any frame may charge.
-func lowerTo(tat *atomic.Int64, p *rule, at bucketTime, level, margin, maxDebt int64) {
+func lowerTo(tat *atomic.Int64, rule *rule, at bucketTime, level, margin, maxDebt int64) {
 	now := int64(at)
-	target := now + p.tolerance - max(level, -maxDebt)
+	target := now + rule.tolerance - max(level, -maxDebt)
 	for {
 		old := tat.Load()
 		if old == evicted || max(old, now) >= target-margin {

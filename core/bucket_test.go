@@ -12,31 +12,31 @@ import (
 )
 
 func TestBucketBurstThenRefill(t *testing.T) {
-	p := mustRule(t, 10, 5)
+	rule := mustRule(t, 10, 5)
 	var tat atomic.Int64
 	for i := range 5 {
-		d, _ := take(&tat, p, 0, 1)
+		d, _ := take(&tat, rule, 0, 1)
 		if !d.Allowed || d.Remaining != int64(4-i) {
 			t.Fatalf("request %d: %+v, want allowed with %d remaining", i, d, 4-i)
 		}
 	}
-	d, _ := take(&tat, p, 0, 1)
+	d, _ := take(&tat, rule, 0, 1)
 	if d.Allowed || d.RetryAfter != 100*time.Millisecond || d.Remaining != 0 {
 		t.Fatalf("6th request: %+v, want denied, retry 100ms", d)
 	}
 	if d.ResetAfter != 500*time.Millisecond || d.Window != 500*time.Millisecond || d.BucketSize != 5 {
 		t.Fatalf("6th request: %+v, want reset 500ms, window 500ms, limit 5", d)
 	}
-	if d, _ := take(&tat, p, bucketTime(100*time.Millisecond)-1, 1); d.Allowed {
+	if d, _ := take(&tat, rule, bucketTime(100*time.Millisecond)-1, 1); d.Allowed {
 		t.Fatal("a token appeared 1ns early")
 	}
-	if d, _ := take(&tat, p, bucketTime(100*time.Millisecond), 1); !d.Allowed {
+	if d, _ := take(&tat, rule, bucketTime(100*time.Millisecond), 1); !d.Allowed {
 		t.Fatal("no token after one interval")
 	}
 	// Long idle: full again, never more than the bucket size.
 	later := int64(time.Hour)
 	for i := range 6 {
-		d, _ := take(&tat, p, bucketTime(later), 1)
+		d, _ := take(&tat, rule, bucketTime(later), 1)
 		if d.Allowed != (i < 5) {
 			t.Fatalf("after idle, request %d allowed=%v", i, d.Allowed)
 		}
@@ -48,21 +48,21 @@ func TestBucketAwkwardRates(t *testing.T) {
 		// A bucket that holds 2 ms of refill never overflows between the
 		// 1 ms polls below, so no refill is lost to the polling.
 		bucketSize := rate/500 + 10
-		p := mustRule(t, rate, bucketSize)
+		rule := mustRule(t, rate, bucketSize)
 		var tat atomic.Int64
-		take(&tat, p, 0, bucketSize) // drain
+		take(&tat, rule, 0, bucketSize) // drain
 		admitted := int64(0)
 		for now := int64(time.Millisecond); now <= int64(time.Second); now += int64(time.Millisecond) {
 			for {
-				d, _ := take(&tat, p, bucketTime(now), 1)
+				d, _ := take(&tat, rule, bucketTime(now), 1)
 				if !d.Allowed {
 					break
 				}
 				admitted++
 			}
 		}
-		if want := int64(time.Second) / p.interval; admitted != want {
-			t.Errorf("rate %d: admitted %d in 1s, want exactly %d (1s / %dns)", rate, admitted, want, p.interval)
+		if want := int64(time.Second) / rule.interval; admitted != want {
+			t.Errorf("rate %d: admitted %d in 1s, want exactly %d (1s / %dns)", rate, admitted, want, rule.interval)
 		}
 		if admitted > rate {
 			t.Errorf("rate %d: admitted %d in 1s, more than the rate", rate, admitted)
@@ -70,87 +70,87 @@ func TestBucketAwkwardRates(t *testing.T) {
 		// Rounding the interval up to whole nanoseconds delays each token
 		// by under a nanosecond: at most one token (the one due exactly at
 		// 1s) plus a 1/interval fraction is lost.
-		if floor := rate - 1 - rate/p.interval; admitted < floor {
+		if floor := rate - 1 - rate/rule.interval; admitted < floor {
 			t.Errorf("rate %d: admitted %d in 1s, want at least %d", rate, admitted, floor)
 		}
 	}
 }
 
 func TestBucketRateThreePerSecondInterval(t *testing.T) {
-	p := mustRule(t, 3, 3)
-	if p.interval != 333_333_334 {
-		t.Fatalf("interval %d, want 333333334 (rounded up)", p.interval)
+	rule := mustRule(t, 3, 3)
+	if rule.interval != 333_333_334 {
+		t.Fatalf("interval %d, want 333333334 (rounded up)", rule.interval)
 	}
 	var tat atomic.Int64
 	for range 3 {
-		if d, _ := take(&tat, p, 0, 1); !d.Allowed {
+		if d, _ := take(&tat, rule, 0, 1); !d.Allowed {
 			t.Fatal("burst of 3 not admitted")
 		}
 	}
-	if d, _ := take(&tat, p, 333_333_333, 1); d.Allowed {
+	if d, _ := take(&tat, rule, 333_333_333, 1); d.Allowed {
 		t.Fatal("admitted before a whole interval passed")
 	}
-	if d, _ := take(&tat, p, 333_333_334, 1); !d.Allowed {
+	if d, _ := take(&tat, rule, 333_333_334, 1); !d.Allowed {
 		t.Fatal("not admitted after a whole interval")
 	}
 }
 
 func TestBucketCostN(t *testing.T) {
-	p := mustRule(t, 100, 10)
+	rule := mustRule(t, 100, 10)
 	var tat atomic.Int64
-	if d, _ := take(&tat, p, 0, 7); !d.Allowed || d.Remaining != 3 {
+	if d, _ := take(&tat, rule, 0, 7); !d.Allowed || d.Remaining != 3 {
 		t.Fatalf("cost 7: %+v", d)
 	}
-	d, _ := take(&tat, p, 0, 4)
+	d, _ := take(&tat, rule, 0, 4)
 	if d.Allowed {
 		t.Fatal("cost 4 admitted with 3 left")
 	}
 	if d.RetryAfter != 10*time.Millisecond || d.Remaining != 3 {
 		t.Fatalf("denied cost 4: %+v, want retry 10ms, 3 remaining", d)
 	}
-	if d, _ := take(&tat, p, 0, 3); !d.Allowed || d.Remaining != 0 {
+	if d, _ := take(&tat, rule, 0, 3); !d.Allowed || d.Remaining != 0 {
 		t.Fatalf("cost 3 with 3 left: %+v", d)
 	}
 }
 
 func TestBucketTimeBackwards(t *testing.T) {
-	p := mustRule(t, 10, 2)
+	rule := mustRule(t, 10, 2)
 	var tat atomic.Int64
 	now := int64(time.Second)
-	take(&tat, p, bucketTime(now), 2)
+	take(&tat, rule, bucketTime(now), 2)
 	// Going back in time never refills.
 	for _, back := range []int64{now - 1, 0, -int64(time.Hour)} {
-		if d, _ := take(&tat, p, bucketTime(back), 1); d.Allowed {
+		if d, _ := take(&tat, rule, bucketTime(back), 1); d.Allowed {
 			t.Fatalf("admitted at %d after time went backwards", back)
 		}
 	}
-	if d, _ := take(&tat, p, bucketTime(now+int64(100*time.Millisecond)), 1); !d.Allowed {
+	if d, _ := take(&tat, rule, bucketTime(now+int64(100*time.Millisecond)), 1); !d.Allowed {
 		t.Fatal("refill lost after time went backwards")
 	}
 }
 
 func TestRefundNeverOverfills(t *testing.T) {
-	p := mustRule(t, 10, 3)
+	rule := mustRule(t, 10, 3)
 	var tat atomic.Int64
-	take(&tat, p, 0, 3)
-	refund(&tat, p, 0, 1)
-	if d, _ := take(&tat, p, 0, 1); !d.Allowed {
+	take(&tat, rule, 0, 3)
+	refund(&tat, rule, 0, 1)
+	if d, _ := take(&tat, rule, 0, 1); !d.Allowed {
 		t.Fatal("refunded token not available")
 	}
 	// Owing 3, the bucket can have spent 6 within its window: a refund of
 	// 100 is refused whole, one of 6 fills it, and no more.
-	if refund(&tat, p, 0, 100) {
+	if refund(&tat, rule, 0, 100) {
 		t.Fatal("a refund of 100 tokens owing 3 was taken")
 	}
-	if d, _ := take(&tat, p, 0, 1); d.Allowed {
+	if d, _ := take(&tat, rule, 0, 1); d.Allowed {
 		t.Fatal("a refused refund gave tokens back")
 	}
-	if !refund(&tat, p, 0, 6) {
+	if !refund(&tat, rule, 0, 6) {
 		t.Fatal("a refund of 6 tokens owing 3 (and a bucket of 3) was refused")
 	}
 	admitted := 0
 	for range 10 {
-		if d, _ := take(&tat, p, 0, 1); d.Allowed {
+		if d, _ := take(&tat, rule, 0, 1); d.Allowed {
 			admitted++
 		}
 	}
@@ -186,14 +186,14 @@ func TestNewRuleValidation(t *testing.T) {
 
 func TestBucketConcurrentAdmitsExactlyBurst(t *testing.T) {
 	const bucketSize = 10_000
-	p := mustRule(t, 1, bucketSize)
+	rule := mustRule(t, 1, bucketSize)
 	var tat atomic.Int64
 	var admitted atomic.Int64
 	var wg sync.WaitGroup
 	for range 8 {
 		wg.Go(func() {
 			for range bucketSize / 2 {
-				if d, _ := take(&tat, p, 0, 1); d.Allowed {
+				if d, _ := take(&tat, rule, 0, 1); d.Allowed {
 					admitted.Add(1)
 				}
 			}
@@ -218,7 +218,7 @@ func FuzzBucketNeverExceedsRate(f *testing.F) {
 	f.Add(int64(1000), int64(86_400_000_000), int64(10), []byte{127, 1, 127, 1, 1, 9})
 	f.Fuzz(func(t *testing.T, tokens, perMicros, bucketSize int64, steps []byte) {
 		per := time.Duration(perMicros) * time.Microsecond
-		p, err := newRule(tokens, per, bucketSize)
+		rule, err := newRule(tokens, per, bucketSize)
 		if err != nil {
 			return
 		}
@@ -227,22 +227,22 @@ func FuzzBucketNeverExceedsRate(f *testing.F) {
 		for i := 0; i+1 < len(steps); i += 2 {
 			// Signed steps of up to ±127 intervals/4: back in time too,
 			// by more than a window at times.
-			step := int64(int8(steps[i])) * (p.interval / 4)
+			step := int64(int8(steps[i])) * (rule.interval / 4)
 			now += step
 			furthest, earliest, forward = max(furthest, now), min(earliest, now), forward+max(step, 0)
-			n := int64(steps[i+1])%min(p.bucketSize, 16) + 1
-			if d, _ := take(&tat, p, bucketTime(now), n); d.Allowed {
+			n := int64(steps[i+1])%min(rule.bucketSize, 16) + 1
+			if d, _ := take(&tat, rule, bucketTime(now), n); d.Allowed {
 				admitted += n
 			}
 			// The bucket starts full at 0: at most B, plus the refill of
 			// the time moved forward, tokens·forward/per rounded down.
 			hi, lo := bits.Mul64(uint64(forward), uint64(tokens))
 			refill, _ := bits.Div64(hi, lo, uint64(per))
-			if bound := p.bucketSize + int64(refill); admitted > bound {
+			if bound := rule.bucketSize + int64(refill); admitted > bound {
 				t.Fatalf("%d per %v, bucket %d: admitted %d with time moved forward %v in all, bound %d", tokens, per, bucketSize, admitted, time.Duration(forward), bound)
 			}
-			if earliest > -p.tolerance && furthest <= 0 && admitted > p.bucketSize {
-				t.Fatalf("admitted %d > bucket %d before time advanced, with time back less than a window", admitted, p.bucketSize)
+			if earliest > -rule.tolerance && furthest <= 0 && admitted > rule.bucketSize {
+				t.Fatalf("admitted %d > bucket %d before time advanced, with time back less than a window", admitted, rule.bucketSize)
 			}
 		}
 	})
@@ -257,8 +257,8 @@ func TestTokensInDividesExactly(t *testing.T) {
 		rates = append(rates, 1+rng.Int64N(int64(time.Second)))
 	}
 	for _, rate := range rates {
-		p := mustRule(t, rate, 1)
-		d := p.interval
+		rule := mustRule(t, rate, 1)
+		d := rule.interval
 		xs := []int64{0, 1, d - 1, d, d + 1, maxTolerance, maxTolerance - 1, math.MaxInt64, math.MaxInt64 - 1}
 		for range 200 {
 			k := rng.Int64N(maxTolerance/d + 1)
@@ -268,14 +268,14 @@ func TestTokensInDividesExactly(t *testing.T) {
 			if x < 0 {
 				continue
 			}
-			if got, want := p.tokensIn(x, d), x/d; got != want {
+			if got, want := rule.tokensIn(x, d), x/d; got != want {
 				t.Fatalf("interval %d: tokensIn(%d) = %d, want %d", d, x, got, want)
 			}
 		}
-		if got, want := p.tokensIn(-5*d-1, d), (-5*d-1)/d; got != want {
+		if got, want := rule.tokensIn(-5*d-1, d), (-5*d-1)/d; got != want {
 			t.Fatalf("negative span: %d, want %d", got, want)
 		}
-		if got := p.tokensIn(10*d, 2*d); got != 5 {
+		if got := rule.tokensIn(10*d, 2*d); got != 5 {
 			t.Fatalf("a scaled unit: %d, want 5", got)
 		}
 	}

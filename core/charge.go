@@ -69,7 +69,7 @@ func (l *Limiter) charge(now int64, key string, n int64) (time.Duration, error) 
 	var (
 		ahead, charged int64
 		ok             = true
-		p              = l.rules.dflt()
+		rule           = l.rules.dflt()
 	)
 	if n == 0 {
 		var tat int64
@@ -78,7 +78,7 @@ func (l *Limiter) charge(now int64, key string, n int64) (time.Duration, error) 
 			tat, at, _ = l.dec.peekGlobal(now)
 		} else {
 			h := l.hasher.sum(key)
-			p = l.keyRule(h, key, now)
+			rule = l.keyRule(h, key, now)
 			tat, at = l.dec.peekKeyed(h, now)
 		}
 		ahead = tat - int64(at)
@@ -86,22 +86,22 @@ func (l *Limiter) charge(now int64, key string, n int64) (time.Duration, error) 
 		charged, ahead = l.dec.chargeGlobal(now, n)
 	} else {
 		h := l.hasher.sum(key)
-		p = l.keyRule(h, key, now)
-		charged, ahead, ok = l.dec.chargeKeyed(h, p, now, n)
+		rule = l.keyRule(h, key, now)
+		charged, ahead, ok = l.dec.chargeKeyed(h, rule, now, n)
 	}
 	if !ok {
 		return 0, ErrChargeDropped
 	}
-	owed := time.Duration(max(ahead-p.tolerance, 0))
+	owed := time.Duration(max(ahead-rule.tolerance, 0))
 	if charged < n {
 		return owed, &CappedChargeError{Spent: charged, Asked: n}
 	}
 	return owed, nil
 }
 
-// chargeDebt is how far beyond empty a charge may take a bucket of p, in
+// chargeDebt is how far beyond empty a charge may take a bucket of rule, in
 // ns.
-func chargeDebt(p *rule) int64 { return maxChargeDebt * p.tolerance }
+func chargeDebt(rule *rule) int64 { return maxChargeDebt * rule.tolerance }
 
 // chargeGlobal and chargeKeyed spend n tokens whether or not the bucket
 // holds them (Charge), and return the tokens spent (fewer than n where the
@@ -114,44 +114,44 @@ func (d *decider) chargeGlobal(now, n int64) (charged, ahead int64) {
 	return d.solo.chargeGlobal(now, n)
 }
 
-func (d *decider) chargeKeyed(h uint64, p *rule, now, n int64) (charged, ahead int64, ok bool) {
+func (d *decider) chargeKeyed(h uint64, rule *rule, now, n int64) (charged, ahead int64, ok bool) {
 	if d.eng != nil {
-		return d.eng.chargeKeyed(h, p, now, n)
+		return d.eng.chargeKeyed(h, rule, now, n)
 	}
-	return d.solo.chargeKeyed(h, p, now, n)
+	return d.solo.chargeKeyed(h, rule, now, n)
 }
 
 func (s *standalone) chargeGlobal(now, n int64) (int64, int64) {
-	p := s.rules.dflt()
-	return debit(&s.global.tat, p, standaloneTime(now), n, chargeDebt(p))
+	rule := s.rules.dflt()
+	return debit(&s.global.tat, rule, standaloneTime(now), n, chargeDebt(rule))
 }
 
-func (s *standalone) chargeKeyed(h uint64, p *rule, now, n int64) (int64, int64, bool) {
-	e, charged, ahead := s.keys.debit(h, p, standaloneTime(now), n, chargeDebt(p))
+func (s *standalone) chargeKeyed(h uint64, rule *rule, now, n int64) (int64, int64, bool) {
+	e, charged, ahead := s.keys.debit(h, rule, standaloneTime(now), n, chargeDebt(rule))
 	return charged, ahead, e != nil
 }
 
 // chargeGlobal charges the counted word and counts what it spent for
 // gossip; once the limiter has closed, the standalone word takes it.
 func (e *engine) chargeGlobal(now, n int64) (int64, int64) {
-	p, at := e.rules.dflt(), e.bucketTime(now)
-	charged, count, ahead, ok := e.global.charge(p, at, n, chargeDebt(p))
+	rule, at := e.rules.dflt(), e.bucketTime(now)
+	charged, count, ahead, ok := e.global.charge(rule, at, n, chargeDebt(rule))
 	if !ok {
-		return debit(e.standalone, p, standaloneTime(now), n, chargeDebt(p))
+		return debit(e.standalone, rule, standaloneTime(now), n, chargeDebt(rule))
 	}
 	if charged > 0 && e.mode.get() != modeStopped {
-		e.send.counted(count, charged, p)
+		e.send.counted(count, charged, rule)
 	}
 	return charged, ahead
 }
 
-func (e *engine) chargeKeyed(h uint64, p *rule, now, n int64) (int64, int64, bool) {
-	ent, charged, ahead := e.keys.debit(h, p, e.bucketTime(now), n, chargeDebt(p))
+func (e *engine) chargeKeyed(h uint64, rule *rule, now, n int64) (int64, int64, bool) {
+	ent, charged, ahead := e.keys.debit(h, rule, e.bucketTime(now), n, chargeDebt(rule))
 	if ent == nil {
 		return 0, 0, false
 	}
 	if charged > 0 {
-		e.countKeyed(h, ent, p, charged)
+		e.countKeyed(h, ent, rule, charged)
 	}
 	return charged, ahead, true
 }

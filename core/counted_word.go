@@ -82,15 +82,15 @@ func ahead(w uint64, at bucketTime) int64 { return int64(w-uint64(at)<<countBits
 
 // readAhead is ahead, except that a time that cannot be read (see
 // staleAhead) reads as a whole window ahead: an empty bucket.
-func readAhead(w uint64, at bucketTime, p *rule) int64 {
+func readAhead(w uint64, at bucketTime, rule *rule) int64 {
 	if a := ahead(w, at); a >= staleAhead {
 		return a
 	}
-	return p.tolerance
+	return rule.tolerance
 }
 
 // spent is how far ahead of now the bucket's time is, 0 for a full bucket.
-func spent(w uint64, at bucketTime, p *rule) int64 { return max(readAhead(w, at, p), 0) }
+func spent(w uint64, at bucketTime, rule *rule) int64 { return max(readAhead(w, at, rule), 0) }
 
 func (c *countedBucket) init(at bucketTime) {
 	now := int64(at)
@@ -120,28 +120,28 @@ func (c *countedBucket) unheard() int64 { return c.pending() + c.inflight.Load()
 //
 // While the bucket is contended, an admit that leaves the replica below the
 // gate also spends this node's share q (fairness.go).
-func (c *countedBucket) allow(p *rule, at bucketTime, q *shareBucket) (ok bool, retry time.Duration, count int64, fast, contended bool) {
+func (c *countedBucket) allow(rule *rule, at bucketTime, q *shareBucket) (ok bool, retry time.Duration, count int64, fast, contended bool) {
 	now := int64(at)
 	w := c.word.Load()
 	spill := c.spill.Load()
-	cost := p.interval
+	cost := rule.interval
 	quotaHeld := false
 	for {
 		n := int64(w & countMask)
-		if n == handedBack || n+spill+c.inflight.Load() >= p.localCap.Load() {
+		if n == handedBack || n+spill+c.inflight.Load() >= rule.localCap.Load() {
 			if quotaHeld {
 				q.giveBack(1, now)
 			}
 			return false, 0, 0, false, contended
 		}
-		base := spent(w, at, p)
+		base := spent(w, at, rule)
 		next := base + cost
-		if next > p.tolerance {
+		if next > rule.tolerance {
 			q.forfeit(1, now, quotaHeld)
-			c.settle(w, p, base, at)
-			return false, time.Duration(next - p.tolerance), 0, true, contended
+			c.settle(w, rule, base, at)
+			return false, time.Duration(next - rule.tolerance), 0, true, contended
 		}
-		if !quotaHeld && q.needed(next, p.tolerance) {
+		if !quotaHeld && q.needed(next, rule.tolerance) {
 			q.asked(now)
 			if ok, wait := q.take(1, now); !ok {
 				return false, wait, 0, true, contended
@@ -163,9 +163,9 @@ func (c *countedBucket) allow(p *rule, at bucketTime, q *shareBucket) (ok bool, 
 // take spends n tokens at now and counts them, deciding into d. It returns,
 // on an admit, the unreported count after it; ok is false when the word was
 // handed back. q is the share, as for allow.
-func (c *countedBucket) take(d *Decision, p *rule, at bucketTime, n int64, q *shareBucket) (count int64, ok bool) {
+func (c *countedBucket) take(d *Decision, rule *rule, at bucketTime, n int64, q *shareBucket) (count int64, ok bool) {
 	now := int64(at)
-	unit := p.interval
+	unit := rule.interval
 	cost := n * unit
 	w := c.word.Load()
 	quotaHeld := false
@@ -177,18 +177,18 @@ func (c *countedBucket) take(d *Decision, p *rule, at bucketTime, n int64, q *sh
 			}
 			return 0, false
 		}
-		base := spent(w, at, p)
+		base := spent(w, at, rule)
 		next := base + cost
-		if next > p.tolerance {
+		if next > rule.tolerance {
 			q.forfeit(n, now, quotaHeld)
-			p.fillDenied(d, now+base, now, now+next, unit)
-			c.settle(w, p, base, at)
+			rule.fillDenied(d, now+base, now, now+next, unit)
+			c.settle(w, rule, base, at)
 			return 0, true
 		}
-		if !quotaHeld && q.needed(next, p.tolerance) {
+		if !quotaHeld && q.needed(next, rule.tolerance) {
 			q.asked(now)
 			if ok, wait := q.take(n, now); !ok {
-				p.fillDenied(d, now+base, now, now+next, unit)
+				rule.fillDenied(d, now+base, now, now+next, unit)
 				d.RetryAfter = max(d.RetryAfter, wait)
 				return 0, true
 			}
@@ -196,7 +196,7 @@ func (c *countedBucket) take(d *Decision, p *rule, at bucketTime, n int64, q *sh
 		}
 		keep, moved := addCount(unsent, n)
 		if c.word.CompareAndSwap(w, packCounted(now+next, keep)) {
-			p.fillAllowed(d, now+next, now, unit)
+			rule.fillAllowed(d, now+next, now, unit)
 			return c.unreportedAfter(keep, moved), true
 		}
 		w = rereadCounted(&c.word)
@@ -205,10 +205,10 @@ func (c *countedBucket) take(d *Decision, p *rule, at bucketTime, n int64, q *sh
 
 // settle is settle in bucket.go for the counted word w, whose time is
 // ahead ahead of now.
-func (c *countedBucket) settle(w uint64, p *rule, ahead int64, at bucketTime) {
+func (c *countedBucket) settle(w uint64, rule *rule, ahead int64, at bucketTime) {
 	now := int64(at)
-	if ahead > p.ceiling+p.tolerance {
-		c.word.CompareAndSwap(w, packCounted(now+p.ceiling, int64(w&countMask)))
+	if ahead > rule.ceiling+rule.tolerance {
+		c.word.CompareAndSwap(w, packCounted(now+rule.ceiling, int64(w&countMask)))
 	}
 }
 
@@ -217,22 +217,22 @@ func (c *countedBucket) settle(w uint64, p *rule, ahead int64, at bucketTime) {
 // a denial (got 0) retry is the wait for one token; ok is false when the
 // word was handed back. q is the share, as for allow: while it applies, a
 // lease takes no more than the share left.
-func (c *countedBucket) takeUpTo(p *rule, at bucketTime, n, room int64, q *shareBucket) (got, count int64, retry time.Duration, contended, ok bool) {
+func (c *countedBucket) takeUpTo(rule *rule, at bucketTime, n, room int64, q *shareBucket) (got, count int64, retry time.Duration, contended, ok bool) {
 	now := int64(at)
-	unit := p.interval
+	unit := rule.interval
 	w := c.word.Load()
 	for {
 		unsent := int64(w & countMask)
 		if unsent == handedBack {
 			return 0, 0, 0, contended, false
 		}
-		base := spent(w, at, p)
-		got = min(n, room, (p.tolerance-base)/unit)
+		base := spent(w, at, rule)
+		got = min(n, room, (rule.tolerance-base)/unit)
 		if got < 1 {
-			return 0, 0, time.Duration(base + unit - p.tolerance), contended, true
+			return 0, 0, time.Duration(base + unit - rule.tolerance), contended, true
 		}
 		quotaHeld := int64(0)
-		if q.needed(base+got*unit, p.tolerance) {
+		if q.needed(base+got*unit, rule.tolerance) {
 			q.asked(now)
 			got = min(got, q.room(now))
 			if got < 1 {
@@ -261,7 +261,7 @@ func (c *countedBucket) takeUpTo(p *rule, at bucketTime, n, room int64, q *share
 // handed back. Like the plain word's operations, f leaves a full bucket's
 // time alone unless it spends: a caller whose time runs a little behind
 // must still find the bucket full.
-func (c *countedBucket) update(at bucketTime, p *rule, f func(ahead, count int64) (int64, int64)) (applied bool) {
+func (c *countedBucket) update(at bucketTime, rule *rule, f func(ahead, count int64) (int64, int64)) (applied bool) {
 	now := int64(at)
 	for {
 		w := c.word.Load()
@@ -269,7 +269,7 @@ func (c *countedBucket) update(at bucketTime, p *rule, f func(ahead, count int64
 		if unsent == handedBack {
 			return false
 		}
-		a, n := f(readAhead(w, at, p), unsent)
+		a, n := f(readAhead(w, at, rule), unsent)
 		if c.word.CompareAndSwap(w, packCounted(now+a, n)) {
 			return true
 		}
@@ -277,16 +277,16 @@ func (c *countedBucket) update(at bucketTime, p *rule, f func(ahead, count int64
 }
 
 // debit charges n tokens that a peer admitted, as debit in bucket.go does.
-func (c *countedBucket) debit(p *rule, at bucketTime, n, maxDebt int64) {
+func (c *countedBucket) debit(rule *rule, at bucketTime, n, maxDebt int64) {
 	if n < 1 {
 		return
 	}
-	cost := costOf(n, p.interval, p.tolerance+maxDebt)
-	c.update(at, p, func(a, count int64) (int64, int64) {
-		if a >= p.tolerance+maxDebt {
+	cost := costOf(n, rule.interval, rule.tolerance+maxDebt)
+	c.update(at, rule, func(a, count int64) (int64, int64) {
+		if a >= rule.tolerance+maxDebt {
 			return a, count
 		}
-		return min(max(a, 0)+cost, p.tolerance+maxDebt), count
+		return min(max(a, 0)+cost, rule.tolerance+maxDebt), count
 	})
 }
 
@@ -294,24 +294,24 @@ func (c *countedBucket) debit(p *rule, at bucketTime, n, maxDebt int64) {
 // spends for gossip in the same compare-and-swap: it returns the
 // unreported count after an admit; alive is false when the word was
 // handed back.
-func (c *countedBucket) reserve(p *rule, at bucketTime, n, within int64) (wait, count int64, ok, alive bool) {
+func (c *countedBucket) reserve(rule *rule, at bucketTime, n, within int64) (wait, count int64, ok, alive bool) {
 	now := int64(at)
-	cost := n * p.interval
+	cost := n * rule.interval
 	w := c.word.Load()
 	for {
 		unsent := int64(w & countMask)
 		if unsent == handedBack {
 			return 0, 0, false, false
 		}
-		base := spent(w, at, p)
+		base := spent(w, at, rule)
 		next := base + cost
-		if next > p.tolerance+within {
-			c.settle(w, p, base, at)
-			return next - p.tolerance, 0, false, true
+		if next > rule.tolerance+within {
+			c.settle(w, rule, base, at)
+			return next - rule.tolerance, 0, false, true
 		}
 		keep, moved := addCount(unsent, n)
 		if c.word.CompareAndSwap(w, packCounted(now+next, keep)) {
-			return max(next-p.tolerance, 0), c.unreportedAfter(keep, moved), true, true
+			return max(next-rule.tolerance, 0), c.unreportedAfter(keep, moved), true, true
 		}
 		w = rereadCounted(&c.word)
 	}
@@ -322,23 +322,23 @@ func (c *countedBucket) reserve(p *rule, at bucketTime, n, within int64) (wait, 
 // in the same compare-and-swap. It returns the tokens spent, the
 // unreported count after them and how far ahead of now the bucket's time
 // is; ok is false when the word was handed back.
-func (c *countedBucket) charge(p *rule, at bucketTime, n, maxDebt int64) (charged, count, ahead int64, ok bool) {
+func (c *countedBucket) charge(rule *rule, at bucketTime, n, maxDebt int64) (charged, count, ahead int64, ok bool) {
 	now := int64(at)
-	limit := p.tolerance + maxDebt
-	cost := costOf(n, p.interval, limit)
+	limit := rule.tolerance + maxDebt
+	cost := costOf(n, rule.interval, limit)
 	for {
 		w := c.word.Load()
 		unsent := int64(w & countMask)
 		if unsent == handedBack {
 			return 0, 0, 0, false
 		}
-		a := readAhead(w, at, p)
+		a := readAhead(w, at, rule)
 		if a >= limit {
 			return 0, c.unreported(w), a, true
 		}
 		base := max(a, 0)
 		next := min(base+cost, limit)
-		charged = chargedOf(n, next-base, cost, p.interval)
+		charged = chargedOf(n, next-base, cost, rule.interval)
 		keep, moved := addCount(unsent, charged)
 		if c.word.CompareAndSwap(w, packCounted(now+next, keep)) {
 			return charged, c.unreportedAfter(keep, moved), next, true
@@ -348,11 +348,11 @@ func (c *countedBucket) charge(p *rule, at bucketTime, n, maxDebt int64) (charge
 
 // reset makes the bucket full at now, keeping the unreported count; false
 // when the word was handed back (the limiter is closing).
-func (c *countedBucket) reset(p *rule, at bucketTime) bool {
+func (c *countedBucket) reset(rule *rule, at bucketTime) bool {
 	if c.word.Load()&countMask == handedBack {
 		return false
 	}
-	c.update(at, p, func(_, count int64) (int64, int64) { return 0, count })
+	c.update(at, rule, func(_, count int64) (int64, int64) { return 0, count })
 	return true
 }
 
@@ -369,9 +369,9 @@ func (c *countedBucket) reprice(from, to *rule, at bucketTime) {
 
 // lowerTo spends the tokens above level (0..B), for a node that joined a
 // running cluster whose replicas hold level tokens.
-func (c *countedBucket) lowerTo(p *rule, at bucketTime, level int64) {
-	target := p.tolerance - min(max(level, 0), p.bucketSize)*p.interval
-	c.update(at, p, func(a, count int64) (int64, int64) { return max(a, target), count })
+func (c *countedBucket) lowerTo(rule *rule, at bucketTime, level int64) {
+	target := rule.tolerance - min(max(level, 0), rule.bucketSize)*rule.interval
+	c.update(at, rule, func(a, count int64) (int64, int64) { return max(a, target), count })
 }
 
 // refund gives back n tokens, never past full, and takes up to n of them
@@ -380,14 +380,14 @@ func (c *countedBucket) lowerTo(p *rule, at bucketTime, level int64) {
 // it. applied is false when the word was handed back (the limiter closed
 // meanwhile): the caller refunds the standalone word instead, which holds
 // the bucket now.
-func (c *countedBucket) refund(p *rule, at bucketTime, n int64) (applied, refused bool) {
+func (c *countedBucket) refund(rule *rule, at bucketTime, n int64) (applied, refused bool) {
 	if n < 1 {
 		return true, false
 	}
-	cost := costOf(n, p.interval, p.ceiling)
+	cost := costOf(n, rule.interval, rule.ceiling)
 	fromWord := int64(0)
-	applied = c.update(at, p, func(a, count int64) (int64, int64) {
-		fromWord, refused = 0, !refundable(p, max(a, 0), n)
+	applied = c.update(at, rule, func(a, count int64) (int64, int64) {
+		fromWord, refused = 0, !refundable(rule, max(a, 0), n)
 		if refused {
 			return a, count
 		}
@@ -405,9 +405,9 @@ func (c *countedBucket) refund(p *rule, at bucketTime, n int64) (applied, refuse
 
 // drain takes the unreported count for a report, and moves an idle
 // bucket's time up to idleAhead so that the word's time stays readable.
-func (c *countedBucket) drain(p *rule, at bucketTime) int64 {
+func (c *countedBucket) drain(rule *rule, at bucketTime) int64 {
 	var unsent int64
-	c.update(at, p, func(a, count int64) (int64, int64) {
+	c.update(at, rule, func(a, count int64) (int64, int64) {
 		unsent = count
 		return max(a, idleAhead), 0
 	})
@@ -419,7 +419,7 @@ func (c *countedBucket) drain(p *rule, at bucketTime) int64 {
 // limiter that closed; it marks the word so that a taker still on the
 // clustered path moves over too. The count left unreported moves to spill,
 // for the last drain.
-func (c *countedBucket) handBack(tat *atomic.Int64, p *rule, at bucketTime, real int64) {
+func (c *countedBucket) handBack(tat *atomic.Int64, rule *rule, at bucketTime, real int64) {
 	for {
 		w := c.word.Load()
 		unsent := int64(w & countMask)
@@ -432,7 +432,7 @@ func (c *countedBucket) handBack(tat *atomic.Int64, p *rule, at bucketTime, real
 		// swap below fails and the state is taken again. So a decision
 		// that finds the word handed back finds the standalone word ready,
 		// and never waits for it.
-		tat.Store(real + readAhead(w, at, p))
+		tat.Store(real + readAhead(w, at, rule))
 		if c.word.CompareAndSwap(w, packCounted(0, handedBack)) {
 			c.spill.Add(unsent)
 			return
@@ -441,13 +441,13 @@ func (c *countedBucket) handBack(tat *atomic.Int64, p *rule, at bucketTime, real
 }
 
 // tat is the bucket's time, for statistics; ok is false once handed back.
-func (c *countedBucket) tat(p *rule, at bucketTime) (int64, bool) {
+func (c *countedBucket) tat(rule *rule, at bucketTime) (int64, bool) {
 	now := int64(at)
 	w := c.word.Load()
 	if w&countMask == handedBack {
 		return 0, false
 	}
-	return now + spent(w, at, p), true
+	return now + spent(w, at, rule), true
 }
 
 // unreport takes up to n tokens out of a not-yet-sent count: the counted

@@ -34,8 +34,8 @@ func TestCountedWordReadsTimeAcrossWrap(t *testing.T) {
 // one, and every token it admits is drained exactly once.
 func TestCountedDecidesLikeBucket(t *testing.T) {
 	for _, tc := range []struct{ rate, bucketSize int64 }{{3, 5}, {1000, 1000}, {7, 200}, {1_000_000, 10}} {
-		p := mustRule(t, tc.rate, tc.bucketSize)
-		p.ceiling = 2 * p.tolerance // clustered: peers' debits may add a bucket of debt
+		rule := mustRule(t, tc.rate, tc.bucketSize)
+		rule.ceiling = 2 * rule.tolerance // clustered: peers' debits may add a bucket of debt
 		var plain atomic.Int64
 		plain.Store(neverUsed)
 		var c countedBucket
@@ -44,25 +44,25 @@ func TestCountedDecidesLikeBucket(t *testing.T) {
 		rng := rand.New(rand.NewPCG(uint64(tc.rate), uint64(tc.bucketSize)))
 		admitted, drained := int64(0), int64(0)
 		for i := range 20_000 {
-			now += bucketTime(rng.Int64N(3 * p.interval))
+			now += bucketTime(rng.Int64N(3 * rule.interval))
 			switch op := rng.IntN(20); {
 			case op == 0:
 				n := 1 + rng.Int64N(tc.bucketSize)
-				debit(&plain, p, now, n, p.tolerance)
-				c.debit(p, now, n, p.tolerance)
+				debit(&plain, rule, now, n, rule.tolerance)
+				c.debit(rule, now, n, rule.tolerance)
 			case op == 1:
 				n := 1 + rng.Int64N(tc.bucketSize)
-				refund(&plain, p, now, n)
+				refund(&plain, rule, now, n)
 				before := c.unreported(c.word.Load())
-				c.refund(p, now, n)
+				c.refund(rule, now, n)
 				admitted -= before - c.unreported(c.word.Load())
 			case op == 2:
-				drained += c.drain(p, now)
+				drained += c.drain(rule, now)
 			case op < 10:
 				n := 1 + rng.Int64N(min(tc.bucketSize, 100))
-				want, _ := take(&plain, p, now, n)
+				want, _ := take(&plain, rule, now, n)
 				var got Decision
-				_, ok := c.take(&got, p, now, n, noShare)
+				_, ok := c.take(&got, rule, now, n, noShare)
 				if !ok || got != want {
 					t.Fatalf("rate %d step %d: take(%d) = %+v, want %+v", tc.rate, i, n, got, want)
 				}
@@ -70,11 +70,11 @@ func TestCountedDecidesLikeBucket(t *testing.T) {
 					admitted += n
 				}
 			default:
-				wantOK, wantRetry, _ := allow(&plain, p, now, 1)
-				ok, retry, _, fast, _ := c.allow(p, now, noShare)
+				wantOK, wantRetry, _ := allow(&plain, rule, now, 1)
+				ok, retry, _, fast, _ := c.allow(rule, now, noShare)
 				if !fast {
 					var d Decision
-					c.take(&d, p, now, 1, noShare)
+					c.take(&d, rule, now, 1, noShare)
 					ok, retry = d.Allowed, d.RetryAfter
 				}
 				if ok != wantOK || retry != wantRetry {
@@ -85,7 +85,7 @@ func TestCountedDecidesLikeBucket(t *testing.T) {
 				}
 			}
 		}
-		drained += c.drain(p, now)
+		drained += c.drain(rule, now)
 		if drained != admitted {
 			t.Fatalf("rate %d: drained %d tokens, admitted %d", tc.rate, drained, admitted)
 		}
@@ -95,7 +95,7 @@ func TestCountedDecidesLikeBucket(t *testing.T) {
 // Goroutines admitting while another drains: no token is counted twice or
 // lost, whether it sits in the word's field or spilled past it.
 func TestCountedConcurrentDrain(t *testing.T) {
-	p := mustRule(t, 1_000_000_000, 1_000_000_000)
+	rule := mustRule(t, 1_000_000_000, 1_000_000_000)
 	var c countedBucket
 	c.init(0)
 	var admitted, drained atomic.Int64
@@ -106,7 +106,7 @@ func TestCountedConcurrentDrain(t *testing.T) {
 			for i := range 20_000 {
 				now := bucketTime(i)
 				if g%2 == 0 {
-					if ok, _, _, fast, _ := c.allow(p, now, noShare); fast {
+					if ok, _, _, fast, _ := c.allow(rule, now, noShare); fast {
 						if ok {
 							admitted.Add(1)
 						}
@@ -115,7 +115,7 @@ func TestCountedConcurrentDrain(t *testing.T) {
 				}
 				n := int64(1 + i%100)
 				var d Decision
-				if c.take(&d, p, now, n, noShare); d.Allowed {
+				if c.take(&d, rule, now, n, noShare); d.Allowed {
 					admitted.Add(n)
 				}
 			}
@@ -125,13 +125,13 @@ func TestCountedConcurrentDrain(t *testing.T) {
 	go func() {
 		defer close(done)
 		for !stop.Load() {
-			drained.Add(c.drain(p, 0))
+			drained.Add(c.drain(rule, 0))
 		}
 	}()
 	wg.Wait()
 	stop.Store(true)
 	<-done
-	drained.Add(c.drain(p, 0))
+	drained.Add(c.drain(rule, 0))
 	if drained.Load() != admitted.Load() || admitted.Load() == 0 {
 		t.Fatalf("drained %d tokens, admitted %d", drained.Load(), admitted.Load())
 	}
@@ -141,13 +141,13 @@ func TestCountedConcurrentDrain(t *testing.T) {
 // back the bucket reads as spent, years ahead as empty, and it fills again
 // from there.
 func TestCountedFarTimesNeverAdmitExtra(t *testing.T) {
-	p := mustRule(t, 10, 10)
-	p.ceiling = 2 * p.tolerance
+	rule := mustRule(t, 10, 10)
+	rule.ceiling = 2 * rule.tolerance
 	emptied := func() *countedBucket {
 		var c countedBucket
 		c.init(0)
 		for range 10 {
-			if d := c.decide(p, 0, 1); !d.Allowed {
+			if d := c.decide(rule, 0, 1); !d.Allowed {
 				t.Fatal("a fresh bucket denied")
 			}
 		}
@@ -155,17 +155,17 @@ func TestCountedFarTimesNeverAdmitExtra(t *testing.T) {
 	}
 	year := bucketTime(365 * 24 * time.Hour)
 	for _, at := range []bucketTime{-3 * year, -5 * year, 3 * year, 5 * year} {
-		if ok, _, _, _, _ := emptied().allow(p, at, noShare); ok {
+		if ok, _, _, _, _ := emptied().allow(rule, at, noShare); ok {
 			t.Fatalf("an empty bucket admitted at %v from its time", time.Duration(at))
 		}
 	}
 	c := emptied()
 	later := 3 * year
-	c.drain(p, later) // a tick at the far time: read as empty from there
-	if d := c.decide(p, later, 1); d.Allowed {
+	c.drain(rule, later) // a tick at the far time: read as empty from there
+	if d := c.decide(rule, later, 1); d.Allowed {
 		t.Fatal("admitted at once after an unreadable time")
 	}
-	if d := c.decide(p, later+bucketTime(p.tolerance), 10); !d.Allowed {
+	if d := c.decide(rule, later+bucketTime(rule.tolerance), 10); !d.Allowed {
 		t.Fatalf("not full a window later: %+v", d)
 	}
 }
@@ -216,11 +216,11 @@ func FuzzCountedDecidesLikeBucket(f *testing.F) {
 	f.Add(int64(1000), int64(1_000_000), int64(100), []byte{255, 255, 0, 0, 77, 3, 200, 1})
 	f.Add(int64(100), int64(3_600_000_000), int64(100), []byte{127, 0, 9, 127, 2, 50, 1, 1, 1})
 	f.Fuzz(func(t *testing.T, tokens, perMicros, bucketSize int64, ops []byte) {
-		p, err := newRule(tokens, time.Duration(perMicros)*time.Microsecond, bucketSize)
-		if err != nil || p.tolerance > maxClusteredTolerance {
+		rule, err := newRule(tokens, time.Duration(perMicros)*time.Microsecond, bucketSize)
+		if err != nil || rule.tolerance > maxClusteredTolerance {
 			return
 		}
-		p.ceiling = 2 * p.tolerance
+		rule.ceiling = 2 * rule.tolerance
 		var plain atomic.Int64
 		plain.Store(neverUsed)
 		var c countedBucket
@@ -228,23 +228,23 @@ func FuzzCountedDecidesLikeBucket(f *testing.F) {
 		c.init(now)
 		admitted, drained := int64(0), int64(0)
 		for i := 0; i+2 < len(ops); i += 3 {
-			now += bucketTime(int64(int8(ops[i])) * max(1, p.interval/8)) // back in time too
-			n := int64(ops[i+2])%min(p.bucketSize, 70) + 1                // some past the count field
+			now += bucketTime(int64(int8(ops[i])) * max(1, rule.interval/8)) // back in time too
+			n := int64(ops[i+2])%min(rule.bucketSize, 70) + 1                // some past the count field
 			switch ops[i+1] % 8 {
 			case 0:
-				debit(&plain, p, now, n, p.tolerance)
-				c.debit(p, now, n, p.tolerance)
+				debit(&plain, rule, now, n, rule.tolerance)
+				c.debit(rule, now, n, rule.tolerance)
 			case 1:
-				refund(&plain, p, now, n)
+				refund(&plain, rule, now, n)
 				before := c.unreported(c.word.Load())
-				c.refund(p, now, n)
+				c.refund(rule, now, n)
 				admitted -= before - c.unreported(c.word.Load())
 			case 2:
-				drained += c.drain(p, now)
+				drained += c.drain(rule, now)
 			default:
-				want, _ := take(&plain, p, now, n)
+				want, _ := take(&plain, rule, now, n)
 				var got Decision
-				_, ok := c.take(&got, p, now, n, noShare)
+				_, ok := c.take(&got, rule, now, n, noShare)
 				if !ok || got != want {
 					t.Fatalf("take(%d) at %d = %+v, want %+v", n, now, got, want)
 				}
@@ -253,7 +253,7 @@ func FuzzCountedDecidesLikeBucket(f *testing.F) {
 				}
 			}
 		}
-		if drained += c.drain(p, now); drained != admitted {
+		if drained += c.drain(rule, now); drained != admitted {
 			t.Fatalf("drained %d, admitted %d", drained, admitted)
 		}
 	})

@@ -24,31 +24,31 @@ func (e *engine) farFromClock(now int64) bool {
 // waits reports a denial that is only a wait for the report: this node
 // must wait for its peers to hear of its admits (overCap), not for tokens.
 func (e *engine) allow(now int64) (ok bool, retry time.Duration, waits bool) {
-	lz, p := e.leases, e.rules.dflt()
+	lz, rule := e.leases, e.rules.dflt()
 	if e.farFromClock(now) {
 		return false, time.Second, false
 	}
 	if e.mode.get() == modeNormal {
 		b := e.bucketTime(now)
 		if lz != nil && lz.hot(b) {
-			ok, retry := lz.allow(countedSource{e}, p, b)
+			ok, retry := lz.allow(countedSource{e}, rule, b)
 			switch {
 			case ok:
 				return true, 0, false
 			case e.mode.get() == modeNormal:
-				waits := e.global.unheard()+1 > p.localCap.Load()
+				waits := e.global.unheard()+1 > rule.localCap.Load()
 				e.fair.deniedDemand(1, waits)
 				return false, retry, waits
 			}
 			// The limiter closed meanwhile: the standalone word decides.
 			return e.allowSlow(now)
 		}
-		if ok, retry, count, fast, contended := e.global.allow(p, b, &e.fair.share); fast {
+		if ok, retry, count, fast, contended := e.global.allow(rule, b, &e.fair.share); fast {
 			// Only the first unreported token and the threshold
 			// schedule a flush: checked here, the common case makes
 			// no call.
-			if ok && (count == 1 || count == p.flushAt.Load()) {
-				e.send.counted(count, 1, p)
+			if ok && (count == 1 || count == rule.flushAt.Load()) {
+				e.send.counted(count, 1, rule)
 			}
 			if contended && lz != nil {
 				lz.lost(b)
@@ -107,38 +107,38 @@ func (e *engine) takeGlobal(d *Decision, now, n int64) (waits bool) {
 // first. Once the limiter has closed and the counted word is handed back,
 // the standalone word decides.
 func (e *engine) takeCounted(d *Decision, now, n int64) (waits bool) {
-	c, p := &e.global, e.rules.dflt()
+	c, rule := &e.global, e.rules.dflt()
 	pre := false
 	if e.farFromClock(now) && e.mode.get() != modeStopped {
-		*d = closedDecision(p)
+		*d = closedDecision(rule)
 		return false
 	}
 	switch e.mode.get() {
 	case modeFailClosed:
-		*d = closedDecision(p)
+		*d = closedDecision(rule)
 		return false
 	case modePreContact:
 		if e.mode.preBudget.Add(-n) < 0 {
 			e.mode.preBudget.Add(n)
-			*d = waitDecision(p)
+			*d = waitDecision(rule)
 			return true
 		}
 		pre = true
 	}
-	if wait, capped := e.overCap(c.unheard(), p, n); capped {
+	if wait, capped := e.overCap(c.unheard(), rule, n); capped {
 		if pre {
 			e.mode.preBudget.Add(n)
 		}
 		*d = wait
 		return true
 	}
-	count, ok := c.take(d, p, e.bucketTime(now), n, &e.fair.share)
+	count, ok := c.take(d, rule, e.bucketTime(now), n, &e.fair.share)
 	if !ok { // handed back: the limiter has closed
-		takeInto(d, e.standalone, p, standaloneTime(now), n)
+		takeInto(d, e.standalone, rule, standaloneTime(now), n)
 		return false
 	}
 	if d.Allowed {
-		e.send.counted(count, n, p)
+		e.send.counted(count, n, rule)
 	} else if pre {
 		e.mode.preBudget.Add(n)
 	}
@@ -147,9 +147,9 @@ func (e *engine) takeCounted(d *Decision, now, n int64) (waits bool) {
 
 // takeKeyed decides n tokens of key hash h's bucket into d and counts an
 // admit for gossip. It reports a wait for the report as takeGlobal does.
-func (e *engine) takeKeyed(d *Decision, h uint64, p *rule, now, n int64) (waits bool) {
+func (e *engine) takeKeyed(d *Decision, h uint64, rule *rule, now, n int64) (waits bool) {
 	if e.mode.get() == modeFailClosed {
-		*d = closedDecision(p)
+		*d = closedDecision(rule)
 		return false
 	}
 	at := e.bucketTime(now)
@@ -157,23 +157,23 @@ func (e *engine) takeKeyed(d *Decision, h uint64, p *rule, now, n int64) (waits 
 		ent := e.keys.get(h, at)
 		if ent == nil {
 			// No room before the next flush clears some buckets' counts.
-			*d = noRoomDecision(p, e.tick)
+			*d = noRoomDecision(rule, e.tick)
 			return false
 		}
-		if wait, capped := e.overCap(ent.pending.Load()+ent.inflight.Load(), p, n); capped {
+		if wait, capped := e.overCap(ent.pending.Load()+ent.inflight.Load(), rule, n); capped {
 			*d = wait
 			return true
 		}
 		k := ent.fair.Load()
 		var ok bool
 		if k != nil && k.share.on.Load() {
-			ok = takeShared(d, &ent.tat, p, at, n, &k.share)
+			ok = takeShared(d, &ent.tat, rule, at, n, &k.share)
 		} else {
-			ok = takeInto(d, &ent.tat, p, at, n)
+			ok = takeInto(d, &ent.tat, rule, at, n)
 		}
 		if ok {
 			if d.Allowed {
-				e.countKeyed(h, ent, p, n)
+				e.countKeyed(h, ent, rule, n)
 			} else if k != nil && e.mode.get() != modeStopped {
 				e.send.refusedKeyed(h, ent, k, n)
 			}
@@ -196,12 +196,12 @@ func (e *engine) refundGlobal(now, n int64) bool {
 
 // refundKeyed gives back n tokens of key hash h's bucket, taking them out
 // of the count not yet sent. It reports false for a refund refused.
-func (e *engine) refundKeyed(h uint64, p *rule, now, n int64) bool {
+func (e *engine) refundKeyed(h uint64, rule *rule, now, n int64) bool {
 	ent := e.keys.lookup(h)
 	if ent == nil {
-		return refundable(p, 0, n) // a full bucket: nothing to give back
+		return refundable(rule, 0, n) // a full bucket: nothing to give back
 	}
-	if !refund(&ent.tat, p, e.bucketTime(now), n) {
+	if !refund(&ent.tat, rule, e.bucketTime(now), n) {
 		return false
 	}
 	unreport(&ent.pending, n)
@@ -213,19 +213,19 @@ func (e *engine) refundKeyed(h uint64, p *rule, now, n int64) bool {
 // within the node's cap of unreported tokens.
 type countedSource struct{ e *engine }
 
-func (s countedSource) takeUpTo(p *rule, at bucketTime, n int64) (int64, time.Duration, bool) {
+func (s countedSource) takeUpTo(rule *rule, at bucketTime, n int64) (int64, time.Duration, bool) {
 	e, c := s.e, &s.e.global
-	room := p.localCap.Load() - c.unheard()
+	room := rule.localCap.Load() - c.unheard()
 	if room < 1 {
 		e.send.kick()
 		return 0, reportRetry, false
 	}
-	got, count, retry, contended, ok := c.takeUpTo(p, at, n, room, &e.fair.share)
+	got, count, retry, contended, ok := c.takeUpTo(rule, at, n, room, &e.fair.share)
 	if !ok { // handed back: the limiter is closing
 		return 0, time.Duration(minFlushGap), contended
 	}
 	if got > 0 {
-		e.send.counted(count, got, p)
+		e.send.counted(count, got, rule)
 	}
 	return got, retry, contended
 }
@@ -233,9 +233,9 @@ func (s countedSource) takeUpTo(p *rule, at bucketTime, n int64) (int64, time.Du
 // giveBack returns a lease's tokens; if the limiter closed since they were
 // taken, to the standalone word that holds the bucket now, whose clock is
 // the limiter's: at plus the lag.
-func (s countedSource) giveBack(p *rule, at bucketTime, n int64) {
-	if applied, _ := s.e.global.refund(p, at, n); !applied {
-		_ = refund(s.e.standalone, p, standaloneTime(int64(at)+s.e.view.lag.Load()), n)
+func (s countedSource) giveBack(rule *rule, at bucketTime, n int64) {
+	if applied, _ := s.e.global.refund(rule, at, n); !applied {
+		_ = refund(s.e.standalone, rule, standaloneTime(int64(at)+s.e.view.lag.Load()), n)
 	}
 }
 
@@ -247,25 +247,25 @@ func (s countedSource) giveBack(p *rule, at bucketTime, n int64) {
 // arrived: by then its replica knows the bucket is spent. A lone node
 // waits for nothing but its own report, a few milliseconds, and the
 // real-clock forms of Allow and Take wait that out instead of refusing.
-func (e *engine) overCap(unheard int64, p *rule, n int64) (Decision, bool) {
-	if unheard+n <= p.localCap.Load() || e.mode.get() == modeStopped {
+func (e *engine) overCap(unheard int64, rule *rule, n int64) (Decision, bool) {
+	if unheard+n <= rule.localCap.Load() || e.mode.get() == modeStopped {
 		return Decision{}, false
 	}
 	e.send.kick()
-	return waitDecision(p), true
+	return waitDecision(rule), true
 }
 
 // countKeyed counts an admit of key hash h for gossip, unless the limiter
 // has closed.
-func (e *engine) countKeyed(h uint64, ent *clusterEntry, p *rule, n int64) {
+func (e *engine) countKeyed(h uint64, ent *clusterEntry, rule *rule, n int64) {
 	if e.mode.get() == modeStopped {
 		return
 	}
-	e.send.countKeyed(h, ent, p, n)
+	e.send.countKeyed(h, ent, rule, n)
 }
 
-func closedDecision(p *rule) Decision {
-	return Decision{BucketSize: p.bucketSize, RetryAfter: time.Second, ResetAfter: time.Second, Window: p.window()}
+func closedDecision(rule *rule) Decision {
+	return Decision{BucketSize: rule.bucketSize, RetryAfter: time.Second, ResetAfter: time.Second, Window: rule.window()}
 }
 
 // reportRetry is how long a request that waits for the report (overCap, or the
@@ -273,6 +273,6 @@ func closedDecision(p *rule) Decision {
 // flush, and its flight to the peers.
 const reportRetry = time.Duration(minFlushGap + reportFlight)
 
-func waitDecision(p *rule) Decision {
-	return Decision{BucketSize: p.bucketSize, RetryAfter: reportRetry, ResetAfter: reportRetry, Window: p.window()}
+func waitDecision(rule *rule) Decision {
+	return Decision{BucketSize: rule.bucketSize, RetryAfter: reportRetry, ResetAfter: reportRetry, Window: rule.window()}
 }

@@ -45,13 +45,13 @@ func (e *engine) changeTime() int64 { return e.now() }
 // admitRule bounds a clustered rule's refill time (a counted word
 // holds only so many bits of time), lets peers' charges carry its buckets
 // a window into debt, and sizes its caps for the cluster.
-func (e *engine) admitRule(p *rule) error {
-	if p.tolerance > maxClusteredTolerance {
+func (e *engine) admitRule(rule *rule) error {
+	if rule.tolerance > maxClusteredTolerance {
 		return fmt.Errorf("a bucket of %d at %d per %v takes %s to refill, over the %s a clustered limiter allows: lower the bucket size or raise the rate",
-			p.bucketSize, p.tokens, p.per, longDuration(p.tolerance), longDuration(maxClusteredTolerance))
+			rule.bucketSize, rule.tokens, rule.per, longDuration(rule.tolerance), longDuration(maxClusteredTolerance))
 	}
-	clusteredReach(p, e.floor)
-	e.resize(p)
+	clusteredReach(rule, e.floor)
+	e.resize(rule)
 	return nil
 }
 

@@ -13,8 +13,8 @@ type racingSource struct {
 	lz *leases
 }
 
-func (r racingSource) takeUpTo(p *rule, now bucketTime, n int64) (int64, time.Duration, bool) {
-	got, retry, contended := r.leaseSource.takeUpTo(p, now, n)
+func (r racingSource) takeUpTo(rule *rule, now bucketTime, n int64) (int64, time.Duration, bool) {
+	got, retry, contended := r.leaseSource.takeUpTo(rule, now, n)
 	for i := range r.lz.slots {
 		r.lz.slots[i].word.Store(packLease(int64(now), 5))
 	}
@@ -34,12 +34,12 @@ func TestLeaseTakenTwiceGoesBack(t *testing.T) {
 				t.Fatal("no leases")
 			}
 			at := l.epoch.Add(time.Second)
-			p, now := l.rules.dflt(), l.bucketNanos(at)
+			rule, now := l.rules.dflt(), l.bucketNanos(at)
 			var src leaseSource = plainSource{&l.global.tat}
 			if clustered {
 				src = countedSource{engineOf(l)}
 			}
-			if ok, _ := l.leases.allow(racingSource{src, l.leases}, p, now); !ok {
+			if ok, _ := l.leases.allow(racingSource{src, l.leases}, rule, now); !ok {
 				t.Fatal("denied from a full bucket")
 			}
 			// One token admitted; the rest of the lease went back.

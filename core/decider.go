@@ -50,11 +50,11 @@ func (d *decider) takeGlobal(dec *Decision, now, n int64) (waits bool) {
 	return d.solo.takeGlobal(dec, now, n)
 }
 
-func (d *decider) takeKeyed(dec *Decision, h uint64, p *rule, now, n int64) (waits bool) {
+func (d *decider) takeKeyed(dec *Decision, h uint64, rule *rule, now, n int64) (waits bool) {
 	if d.eng != nil {
-		return d.eng.takeKeyed(dec, h, p, now, n)
+		return d.eng.takeKeyed(dec, h, rule, now, n)
 	}
-	return d.solo.takeKeyed(dec, h, p, now, n)
+	return d.solo.takeKeyed(dec, h, rule, now, n)
 }
 
 // refundGlobal and refundKeyed give tokens back, and report false for a
@@ -66,11 +66,11 @@ func (d *decider) refundGlobal(now, n int64) bool {
 	return d.solo.refundGlobal(now, n)
 }
 
-func (d *decider) refundKeyed(h uint64, p *rule, now, n int64) bool {
+func (d *decider) refundKeyed(h uint64, rule *rule, now, n int64) bool {
 	if d.eng != nil {
-		return d.eng.refundKeyed(h, p, now, n)
+		return d.eng.refundKeyed(h, rule, now, n)
 	}
-	return d.solo.refundKeyed(h, p, now, n)
+	return d.solo.refundKeyed(h, rule, now, n)
 }
 
 // peekGlobal and peekKeyed read a bucket without spending: its theoretical
@@ -118,9 +118,9 @@ func (d *decider) changeTime() int64 {
 // admitRule checks a rule built while running (SetRate, SetOverride)
 // and fits it to the decider: a clustered limiter bounds its refill time
 // and sizes its caps for the cluster.
-func (d *decider) admitRule(p *rule) error {
+func (d *decider) admitRule(rule *rule) error {
 	if d.eng != nil {
-		return d.eng.admitRule(p)
+		return d.eng.admitRule(rule)
 	}
 	return nil
 }
@@ -179,17 +179,17 @@ type standalone Limiter
 func standaloneTime(now int64) bucketTime { return bucketTime(now) }
 
 func (s *standalone) allow(now int64) (bool, time.Duration, bool) {
-	lz, p, at := s.leases, s.rules.dflt(), standaloneTime(now)
+	lz, rule, at := s.leases, s.rules.dflt(), standaloneTime(now)
 	// The global bucket is never evicted, so the lean path applies.
 	if lz == nil {
-		ok, retry, _ := allow(&s.global.tat, p, at, 1)
+		ok, retry, _ := allow(&s.global.tat, rule, at, 1)
 		return ok, retry, false
 	}
 	if lz.hot(at) {
-		ok, retry := lz.allow(plainSource{&s.global.tat}, p, at)
+		ok, retry := lz.allow(plainSource{&s.global.tat}, rule, at)
 		return ok, retry, false
 	}
-	ok, retry, contended := allow(&s.global.tat, p, at, 1)
+	ok, retry, contended := allow(&s.global.tat, rule, at, 1)
 	if contended {
 		lz.lost(at)
 	}
@@ -206,8 +206,8 @@ func (s *standalone) takeGlobal(d *Decision, now, n int64) bool {
 	return false
 }
 
-func (s *standalone) takeKeyed(d *Decision, h uint64, p *rule, now, n int64) bool {
-	s.keys.take(d, h, p, standaloneTime(now), n)
+func (s *standalone) takeKeyed(d *Decision, h uint64, rule *rule, now, n int64) bool {
+	s.keys.take(d, h, rule, standaloneTime(now), n)
 	return false
 }
 
@@ -215,9 +215,9 @@ func (s *standalone) refundGlobal(now, n int64) bool {
 	return refund(&s.global.tat, s.rules.dflt(), standaloneTime(now), n)
 }
 
-func (s *standalone) refundKeyed(h uint64, p *rule, now, n int64) bool {
-	ok := refundable(p, 0, n) // a key with no bucket is full
-	s.keys.with(h, func(e *plainEntry) { ok = refund(&e.tat, p, standaloneTime(now), n) })
+func (s *standalone) refundKeyed(h uint64, rule *rule, now, n int64) bool {
+	ok := refundable(rule, 0, n) // a key with no bucket is full
+	s.keys.with(h, func(e *plainEntry) { ok = refund(&e.tat, rule, standaloneTime(now), n) })
 	return ok
 }
 

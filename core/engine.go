@@ -317,21 +317,21 @@ func (e *engine) stop() {
 	e.unsubscribe()
 }
 
-// resize sizes p's caps for the cluster as this node knows it, for a
+// resize sizes rule's caps for the cluster as this node knows it, for a
 // rule changed while running (SetRate, SetOverride).
-func (e *engine) resize(p *rule) {
+func (e *engine) resize(rule *rule) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	sizeCaps(p, int(max(1, e.view.stats.known.Load())))
+	sizeCaps(rule, int(max(1, e.view.stats.known.Load())))
 }
 
-// maxDebt is how far beyond empty a peer's charges may take a bucket of p:
+// maxDebt is how far beyond empty a peer's charges may take a bucket of rule:
 // one bucket, or nothing for the reference design, which floors at zero.
-func (e *engineEnv) maxDebt(p *rule) int64 {
+func (e *engineEnv) maxDebt(rule *rule) int64 {
 	if e.floor {
 		return 0
 	}
-	return p.tolerance
+	return rule.tolerance
 }
 
 // warnf logs a WARN record at most once per degradedLogEvery, tracked in

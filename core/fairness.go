@@ -150,8 +150,10 @@ const sliceBelow = 4
 // sliceFloor: a share under 1/sliceFloor of an even split is not sliced.
 const sliceFloor = 10
 
-// setGate sets the gate for the default rule p: a quarter of its bucket.
-func (q *shareBucket) setGate(p *rule) { q.gate.Store(max(1, p.bucketSize/gateShare) * p.interval) }
+// setGate sets the gate for the default rule: a quarter of its bucket.
+func (q *shareBucket) setGate(rule *rule) {
+	q.gate.Store(max(1, rule.bucketSize/gateShare) * rule.interval)
+}
 
 // needed reports whether an admit that takes the bucket's time to next ns
 // ahead of now needs share: the bucket is contended, and the admit leaves
@@ -362,14 +364,14 @@ func (fs *fairShares) demandTotal(reported uint64) uint64 {
 // load (reported is the sender's running total of admits) and credits its
 // share for the time since the last tick.
 func (fs *fairShares) rebalance(now int64, reported uint64) {
-	p, q := fs.rules.dflt(), &fs.share
+	rule, q := fs.rules.dflt(), &fs.share
 	fs.pause = max(q.pauseSinceTick(), fs.pause-fs.pause/4)
 	// The admits not reported yet count as admits as well as demand: in
 	// the demand alone, a tick inside a burst that waits for its report
 	// found the bucket contended, and the gate held back the burst's last
 	// quarter (TestAFirstBurstThatWaitsForItsReportIsNotGated).
 	admitted := reported + uint64(max(0, fs.word.pending()))
-	fs.own.observe(admitted, fs.demandTotal(reported), now, p.bucketSize)
+	fs.own.observe(admitted, fs.demandTotal(reported), now, rule.bucketSize)
 	a, d, measured := fs.own.rates(now)
 	if up := now - fs.startedAt; !measured && up > 0 && up < fairWindow {
 		// Just started (a replica of a rolling deploy, say): too soon for
@@ -411,7 +413,7 @@ func (fs *fairShares) rebalance(now int64, reported uint64) {
 	// (300 nodes: one at 1.15 of the cluster's ratio, against 1.07).
 	if now < fs.newcomerUntil { // checked first: unheard reads every peer
 		if n := float64(fs.view.unheard(now)); n > 0 {
-			admits += min(a, p.perSecond()/float64(max(1, fs.view.stats.known.Load()))) * n
+			admits += min(a, rule.perSecond()/float64(max(1, fs.view.stats.known.Load()))) * n
 			demand += d * n
 		}
 	}
@@ -426,16 +428,16 @@ func (fs *fairShares) rebalance(now int64, reported uint64) {
 	// of load, say) drains instead of idling: a quarter more at the gate,
 	// nothing extra at empty. The emptiest replica decides, so every node
 	// scales its share alike.
-	share := p.perSecond() * d / demand
+	share := rule.perSecond() * d / demand
 	if emptiest > 0 {
-		share *= 1 + drainGain*float64(emptiest*p.interval)/float64(q.gate.Load())
+		share *= 1 + drainGain*float64(emptiest*rule.interval)/float64(q.gate.Load())
 	}
 	if share <= 0 {
 		q.on.Store(false)
 		return
 	}
 	iv := saturate(math.Ceil(float64(time.Second)/share), 1, maxShareInterval)
-	if p.bucketSize < sliceBelow*int64(active) {
+	if rule.bucketSize < sliceBelow*int64(active) {
 		// An even split of the bucket is under sliceBelow tokens: the
 		// shares are sliced (see shareBucket), each a fraction of what
 		// its node is asked. Decided on the even split, which every node
@@ -450,15 +452,15 @@ func (fs *fairShares) rebalance(now int64, reported uint64) {
 		// sliced, it would hold the bottom of the bucket back from
 		// everyone (a quarter of a bucket left unspent in the first
 		// second of a peer's lie about its demand).
-		if share < d && share*float64(sliceFloor*active) >= p.perSecond() {
-			q.slice(share/d, min(iv, p.tolerance))
+		if share < d && share*float64(sliceFloor*active) >= rule.perSecond() {
+			q.slice(share/d, min(iv, rule.tolerance))
 			q.on.Store(true)
 		} else {
 			q.on.Store(false)
 		}
 		return
 	}
-	if iv > p.tolerance {
+	if iv > rule.tolerance {
 		// Less than a token a window: this node is offered almost nothing
 		// beside the cluster's demand (or a peer claims an absurd demand).
 		// Pricing the share would hold back the bottom of the bucket from
@@ -476,8 +478,8 @@ func (fs *fairShares) rebalance(now int64, reported uint64) {
 // levelTokens is the tokens left in the replica of the global bucket at now
 // on the engine's clock (negative: debt), clamped to ±the bucket size.
 func (fs *fairShares) levelTokens(now int64) int64 {
-	p := fs.rules.dflt()
-	return min(max(fs.globalLevel(now)/p.interval, -p.bucketSize), p.bucketSize)
+	rule := fs.rules.dflt()
+	return min(max(fs.globalLevel(now)/rule.interval, -rule.bucketSize), rule.bucketSize)
 }
 
 // offsetWindow keeps the least offset seen from one peer since the window
@@ -512,8 +514,8 @@ func (w *offsetWindow) reset() { *w = offsetWindow{} }
 // the others by more than the shares can absorb wins every race; lowering
 // the fuller one only ever holds tokens back.
 func (fs *fairShares) resync(now int64) {
-	p := fs.rules.dflt()
-	margin := max(2*p.flushAt.Load(), int64(float64(fs.share.gate.Load())/float64(p.interval)/10))
+	rule := fs.rules.dflt()
+	margin := max(2*rule.flushAt.Load(), int64(float64(fs.share.gate.Load())/float64(rule.interval)/10))
 	excess, at := int64(0), bucketTime(0)
 	ready := false
 	fs.view.activeInSight(now, func(s *stream) {
@@ -532,7 +534,7 @@ func (fs *fairShares) resync(now int64) {
 		// Charged at the time of the frame that showed the offset: the
 		// debt, capped there, ends a window after that frame even when the
 		// member fell silent before the window closed (docs/security.md).
-		fs.word.debit(p, at, excess, fs.maxDebt(p))
+		fs.word.debit(rule, at, excess, fs.maxDebt(rule))
 	}
 	fs.view.eachStream(func(s *stream) { s.fair.offsets.reset() })
 }

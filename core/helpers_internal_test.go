@@ -23,11 +23,11 @@ func newTestLimiter(t testing.TB, opts ...Option) *Limiter {
 
 func mustRule(t testing.TB, rate, bucketSize int64) *rule {
 	t.Helper()
-	p, err := newRule(rate, time.Second, bucketSize)
+	rule, err := newRule(rate, time.Second, bucketSize)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return p
+	return rule
 }
 
 func leasingLimiter(t *testing.T, rate, bucketSize int64) *Limiter {
@@ -73,8 +73,8 @@ func spendUntilDenied(l *Limiter, at time.Time, after func(admitted int64)) int6
 	return admitted.Load()
 }
 
-func (c *countedBucket) decide(p *rule, now bucketTime, n int64) (d Decision) {
-	c.take(&d, p, now, n, noShare)
+func (c *countedBucket) decide(rule *rule, now bucketTime, n int64) (d Decision) {
+	c.take(&d, rule, now, n, noShare)
 	return
 }
 
@@ -106,8 +106,8 @@ func (*frozenTransport) AfterFunc(time.Duration, func()) func() bool {
 }
 
 // take is takeInto returning its Decision, for tests of the plain word.
-func take(tat *atomic.Int64, p *rule, now bucketTime, n int64) (d Decision, ok bool) {
-	ok = takeInto(&d, tat, p, now, n)
+func take(tat *atomic.Int64, rule *rule, now bucketTime, n int64) (d Decision, ok bool) {
+	ok = takeInto(&d, tat, rule, now, n)
 	return
 }
 

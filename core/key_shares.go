@@ -130,8 +130,8 @@ func (ks *keyShares) heard(h uint64, ent *clusterEntry, admitted, refused, now i
 		if ent == nil {
 			return
 		}
-		p := ks.rules.forKey(h)
-		if wordLevel(&ent.tat, p, ks.view.bucketTime(now)) >= p.interval {
+		rule := ks.rules.forKey(h)
+		if wordLevel(&ent.tat, rule, ks.view.bucketTime(now)) >= rule.interval {
 			return // a token left: not contended here
 		}
 		if len(ks.hot) >= maxHotKeys {
@@ -174,11 +174,11 @@ func (ks *keyShares) rebalance(now int64) {
 	}
 }
 
-// price sets the share of key k with rule p, whose replica is ent's
+// price sets the share of key k with rule, whose replica is ent's
 // bucket, as fairShares.rebalance does for the global bucket: off unless
 // the key is contended (the cluster admits under contendedRatio of what
 // it is offered) and this node is offered some of it.
-func (k *keyShare) price(p *rule, ent *clusterEntry, now int64, at bucketTime, tick int64) {
+func (k *keyShare) price(rule *rule, ent *clusterEntry, now int64, at bucketTime, tick int64) {
 	q := &k.share
 	k.own.decay(now)
 	k.all.decay(now)
@@ -187,17 +187,17 @@ func (k *keyShare) price(p *rule, ent *clusterEntry, now int64, at bucketTime, t
 		q.on.Store(false)
 		return
 	}
-	q.setGate(p)
-	share := p.perSecond() * min(own/all, 1)
+	q.setGate(rule)
+	share := rule.perSecond() * min(own/all, 1)
 	if ent != nil {
 		// Stock above empty raises the share, so that tokens the shares
 		// leave unspent drain instead of idling (fairness.go).
-		if level := wordLevel(&ent.tat, p, at); level > 0 {
+		if level := wordLevel(&ent.tat, rule, at); level > 0 {
 			share *= 1 + drainGain*float64(level)/float64(q.gate.Load())
 		}
 	}
 	iv := saturate(math.Ceil(float64(time.Second)/share), 1, maxShareInterval)
-	if iv > p.tolerance {
+	if iv > rule.tolerance {
 		q.on.Store(false)
 		return
 	}
@@ -211,9 +211,9 @@ func (k *keyShare) price(p *rule, ent *clusterEntry, now int64, at bucketTime, t
 // takeShared is takeInto for a hot key's bucket: an admit that leaves the
 // replica below the gate while the key is contended also spends this
 // node's share q. ok is false when the word was evicted.
-func takeShared(d *Decision, tat *atomic.Int64, p *rule, at bucketTime, n int64, q *shareBucket) (ok bool) {
+func takeShared(d *Decision, tat *atomic.Int64, rule *rule, at bucketTime, n int64, q *shareBucket) (ok bool) {
 	now := int64(at)
-	unit := p.interval
+	unit := rule.interval
 	cost := n * unit
 	held := false
 	old := tat.Load()
@@ -226,24 +226,24 @@ func takeShared(d *Decision, tat *atomic.Int64, p *rule, at bucketTime, n int64,
 		}
 		base := max(old, now)
 		next := base + cost
-		if next-now > p.tolerance {
+		if next-now > rule.tolerance {
 			if held {
 				q.giveBack(n, now)
 			}
-			p.fillDenied(d, base, now, next, unit)
-			settle(tat, p, old, at)
+			rule.fillDenied(d, base, now, next, unit)
+			settle(tat, rule, old, at)
 			return true
 		}
-		if !held && q.needed(next-now, p.tolerance) {
+		if !held && q.needed(next-now, rule.tolerance) {
 			if ok, wait := q.take(n, now); !ok {
-				p.fillDenied(d, base, now, next, unit)
+				rule.fillDenied(d, base, now, next, unit)
 				d.RetryAfter = max(d.RetryAfter, wait)
 				return true
 			}
 			held = true
 		}
 		if tat.CompareAndSwap(old, next) {
-			p.fillAllowed(d, next, now, unit)
+			rule.fillAllowed(d, next, now, unit)
 			return true
 		}
 		old = reread(tat)

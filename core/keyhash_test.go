@@ -115,10 +115,10 @@ func TestKeyHashSecretSources(t *testing.T) {
 func TestOverridesMatchTheKeyNotItsHash(t *testing.T) {
 	l := newTestLimiter(t, WithRefillRate(1), WithBucketSize(1), WithOverride("vip", 100, 500))
 	h := l.hasher.sum("vip")
-	if p := l.keyRule(h, "vip", 0); p.bucketSize != 500 {
-		t.Fatalf("vip's rule has a bucket of %d, want 500", p.bucketSize)
+	if rule := l.keyRule(h, "vip", 0); rule.bucketSize != 500 {
+		t.Fatalf("vip's rule has a bucket of %d, want 500", rule.bucketSize)
 	}
-	if p := l.keyRule(h, "impostor", 0); p != l.rules.dflt() {
-		t.Fatalf("a key with vip's hash got a bucket of %d, want the default", p.bucketSize)
+	if rule := l.keyRule(h, "impostor", 0); rule != l.rules.dflt() {
+		t.Fatalf("a key with vip's hash got a bucket of %d, want the default", rule.bucketSize)
 	}
 }

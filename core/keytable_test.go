@@ -243,7 +243,7 @@ func rebuildLosesNoSpend[S, E any, PS slotValue[S, E], P entry[E]](t *testing.T,
 		sweepEach = 4_000
 		now       = int64(0)
 	)
-	p := mustRule(t, 1000, 1<<30) // never denies within this test: every take spends
+	rule := mustRule(t, 1000, 1<<30) // never denies within this test: every take spends
 	var admitted [hot]atomic.Int64
 	var done atomic.Bool
 	var wg, started sync.WaitGroup
@@ -255,7 +255,7 @@ func rebuildLosesNoSpend[S, E any, PS slotValue[S, E], P entry[E]](t *testing.T,
 			for first := true; !done.Load(); first = false {
 				i := rng.IntN(hot)
 				var d Decision
-				s.take(&d, uint64(i)<<shardBits|uint64(i%shards), p, bucketTime(now), 1)
+				s.take(&d, uint64(i)<<shardBits|uint64(i%shards), rule, bucketTime(now), 1)
 				if !d.Allowed {
 					t.Errorf("key %d denied", i)
 					if first {
@@ -289,7 +289,7 @@ func rebuildLosesNoSpend[S, E any, PS slotValue[S, E], P entry[E]](t *testing.T,
 	wg.Wait()
 	var total int64
 	for i := range hot {
-		spent := (tat(uint64(i)<<shardBits|uint64(i%shards)) - now) / p.interval
+		spent := (tat(uint64(i)<<shardBits|uint64(i%shards)) - now) / rule.interval
 		if spent != admitted[i].Load() {
 			t.Errorf("key %d: %d admitted, its bucket has %d spent", i, admitted[i].Load(), spent)
 		}

@@ -79,13 +79,13 @@ func fresh(w uint64, at bucketTime) bool {
 	return uint64(int64(w-uint64(now)<<leaseBits)>>leaseBits+leaseLife) <= uint64(2*leaseLife)
 }
 
-// newLeases returns the leases for a bucket of p, or nil when a batch
+// newLeases returns the leases for a bucket of rule, or nil when a batch
 // would be under 2 tokens.
-func newLeases(p *rule) *leases { return newLeasesFor(p, runtime.GOMAXPROCS(0)) }
+func newLeases(rule *rule) *leases { return newLeasesFor(rule, runtime.GOMAXPROCS(0)) }
 
-func newLeasesFor(p *rule, procs int) *leases {
+func newLeasesFor(rule *rule, procs int) *leases {
 	slots := slotsPerProc * procs
-	size := min(maxLease, p.bucketSize/int64(leaseShare*slots))
+	size := min(maxLease, rule.bucketSize/int64(leaseShare*slots))
 	if size < 2 {
 		return nil
 	}
@@ -136,23 +136,23 @@ func (lz *leases) heat(at bucketTime) {
 type leaseSource interface {
 	// takeUpTo spends as many tokens as the bucket allows, up to n, in one
 	// compare-and-swap; on a denial (got 0) retry is the wait.
-	takeUpTo(p *rule, at bucketTime, n int64) (got int64, retry time.Duration, contended bool)
+	takeUpTo(rule *rule, at bucketTime, n int64) (got int64, retry time.Duration, contended bool)
 	// giveBack returns n tokens taken at this very instant.
-	giveBack(p *rule, at bucketTime, n int64)
+	giveBack(rule *rule, at bucketTime, n int64)
 }
 
 // plainSource is a standalone limiter's global word.
 type plainSource struct{ tat *atomic.Int64 }
 
-func (s plainSource) takeUpTo(p *rule, at bucketTime, n int64) (int64, time.Duration, bool) {
-	return takeUpTo(s.tat, p, at, n)
+func (s plainSource) takeUpTo(rule *rule, at bucketTime, n int64) (int64, time.Duration, bool) {
+	return takeUpTo(s.tat, rule, at, n)
 }
 
-func (s plainSource) giveBack(p *rule, at bucketTime, n int64) { _ = refund(s.tat, p, at, n) }
+func (s plainSource) giveBack(rule *rule, at bucketTime, n int64) { _ = refund(s.tat, rule, at, n) }
 
 // allow spends one token from this processor's lease, taking a new lease
 // from src when it runs dry or expires.
-func (lz *leases) allow(src leaseSource, p *rule, at bucketTime) (bool, time.Duration) {
+func (lz *leases) allow(src leaseSource, rule *rule, at bucketTime) (bool, time.Duration) {
 	now := int64(at)
 	s := lz.pool.Get().(*leaseSlot)
 	ok, contended := s.spend(at)
@@ -163,7 +163,7 @@ func (lz *leases) allow(src leaseSource, p *rule, at bucketTime) (bool, time.Dur
 		lz.pool.Put(s)
 		return true, 0
 	}
-	got, retry, contended := src.takeUpTo(p, at, lz.size)
+	got, retry, contended := src.takeUpTo(rule, at, lz.size)
 	if contended {
 		lz.heat(at)
 	}
@@ -172,7 +172,7 @@ func (lz *leases) allow(src leaseSource, p *rule, at bucketTime) (bool, time.Dur
 		// can hand one slot to two); then this lease, taken at this very
 		// instant, goes straight back.
 		if w := s.word.Load(); w&leaseMask != 0 && fresh(w, at) || !s.word.CompareAndSwap(w, packLease(now, got-1)) {
-			src.giveBack(p, at, got-1)
+			src.giveBack(rule, at, got-1)
 		}
 		lz.pool.Put(s)
 		return true, 0

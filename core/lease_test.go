@@ -186,12 +186,12 @@ func FuzzLeasingNeverExceedsRate(f *testing.F) {
 		if !setLeases(l, 2) {
 			return
 		}
-		p := l.rules.dflt()
+		rule := l.rules.dflt()
 		now, furthest, admitted := int64(0), int64(0), int64(0)
 		for i := 0; i+1 < len(steps); i += 2 {
 			// Signed steps of up to ±127 intervals/16: many calls share a
 			// lease's millisecond, some outlive it.
-			now += int64(int8(steps[i])) * max(1, p.interval/16)
+			now += int64(int8(steps[i])) * max(1, rule.interval/16)
 			furthest = max(furthest, now)
 			l.leases.heat(bucketTime(now))
 			if steps[i+1]%4 == 0 {
@@ -202,8 +202,8 @@ func FuzzLeasingNeverExceedsRate(f *testing.F) {
 			} else if ok, _, _ := l.dec.allow(now); ok {
 				admitted++
 			}
-			bound := p.bucketSize + furthest/int64(time.Second)*rate + (furthest%int64(time.Second))*rate/int64(time.Second)
-			if admitted > max(bound, p.bucketSize) {
+			bound := rule.bucketSize + furthest/int64(time.Second)*rate + (furthest%int64(time.Second))*rate/int64(time.Second)
+			if admitted > max(bound, rule.bucketSize) {
 				t.Fatalf("rate %d bucket %d: admitted %d by t=%v, bound %d", rate, bucketSize, admitted, time.Duration(furthest), bound)
 			}
 		}

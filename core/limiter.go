@@ -90,14 +90,14 @@ func New(opts ...Option) (*Limiter, error) {
 	l.dec.solo = (*standalone)(l)
 	set := &ruleSet{def: def}
 	for _, o := range c.overrides {
-		p, err := newRule(o.tokens, o.per, o.bucketSize)
+		rule, err := newRule(o.tokens, o.per, o.bucketSize)
 		if err != nil {
 			return nil, errorf("%s: %w", o.words, err) // checked in finish
 		}
 		if set.overrides == nil {
 			set.overrides = make(map[uint64]ownRule, len(c.overrides))
 		}
-		set.overrides[l.hasher.sum(o.key)] = ownRule{p, o.key}
+		set.overrides[l.hasher.sum(o.key)] = ownRule{rule, o.key}
 	}
 	l.rules.set.Store(set)
 	if c.shadow {
@@ -120,7 +120,7 @@ func New(opts ...Option) (*Limiter, error) {
 			return nil, err
 		}
 		l.release = release
-		l.rules.each(func(p *rule) { clusteredReach(p, c.floorAtZero) })
+		l.rules.each(func(rule *rule) { clusteredReach(rule, c.floorAtZero) })
 		// The clustered bucket holds the global state until Close hands it
 		// back; meanwhile the standalone word stays marked.
 		l.global.tat.Store(evicted)

@@ -66,7 +66,7 @@ type lookupCache struct {
 }
 
 type lookedUp struct {
-	p       *rule // nil: the default
+	rule    *rule // nil: the default
 	expires int64
 }
 
@@ -85,19 +85,19 @@ func (c *lookupCache) cached(h uint64) *rule {
 	sh.mu.RLock()
 	e := sh.m[h]
 	sh.mu.RUnlock()
-	return e.p
+	return e.rule
 }
 
 // rule is key's rule at now, looking it up when its entry is missing
 // or expired; changed reports the rule it had before when a new lookup
 // changed it (the caller reprices the key's bucket).
-func (c *lookupCache) rule(l *Limiter, h uint64, key string, now int64) (p, was *rule, changed bool) {
+func (c *lookupCache) rule(l *Limiter, h uint64, key string, now int64) (current, was *rule, changed bool) {
 	sh := &c.shards[h%lookupShards]
 	sh.mu.RLock()
 	e, ok := sh.m[h]
 	sh.mu.RUnlock()
 	if ok && now < e.expires {
-		return e.p, nil, false
+		return e.rule, nil, false
 	}
 	// A copy goes to f, so that a caller's key (often built on its stack)
 	// does not escape on every request for the rare lookup.
@@ -120,8 +120,8 @@ func (c *lookupCache) rule(l *Limiter, h uint64, key string, now int64) (p, was 
 	}
 	sh.m[h] = lookedUp{np, now + int64(c.cfg.ttl)}
 	sh.mu.Unlock()
-	if ok && !sameRule(e.p, np) {
-		return np, e.p, true
+	if ok && !sameRule(e.rule, np) {
+		return np, e.rule, true
 	}
 	return np, nil, false
 }
@@ -140,25 +140,25 @@ func (l *Limiter) keyRule(h uint64, key string, now int64) *rule {
 	s := l.rules.set.Load()
 	if s.overrides != nil {
 		if o, ok := s.overrides[h]; ok && o.key == key {
-			return o.p
+			return o.rule
 		}
 	}
 	c := l.rules.lookup
 	if c == nil {
 		return s.def
 	}
-	p, was, changed := c.rule(l, h, key, now)
+	rule, was, changed := c.rule(l, h, key, now)
 	if changed {
-		l.repriceKey(now, h, orDefault(was, s.def), orDefault(p, s.def))
+		l.repriceKey(now, h, orDefault(was, s.def), orDefault(rule, s.def))
 	}
-	return orDefault(p, s.def)
+	return orDefault(rule, s.def)
 }
 
-func orDefault(p, def *rule) *rule {
-	if p == nil {
+func orDefault(rule, def *rule) *rule {
+	if rule == nil {
 		return def
 	}
-	return p
+	return rule
 }
 
 func (l *Limiter) warnLookup(key string, err error) {

@@ -407,7 +407,7 @@ func (v *peerView) slowClock(now, since int64, silent []*peer, known int, yield 
 		v.lag.Add(now - since)
 		return
 	}
-	p := v.rules.dflt()
+	rule := v.rules.dflt()
 	var lag int64
 	for _, pr := range silent {
 		from := max(since, pr.lastHeard+v.suspectOf(pr, now))
@@ -424,7 +424,7 @@ func (v *peerView) slowClock(now, since int64, silent []*peer, known int, yield 
 		}
 		share := (now - from) / int64(known)
 		lag += share
-		pr.predicted += float64(share) / float64(p.interval)
+		pr.predicted += float64(share) / float64(rule.interval)
 	}
 	// What is reported is only this node's own share, never one adopted
 	// from a peer: adopted shares passed around would sustain each other
@@ -453,11 +453,11 @@ func (v *peerView) retune(now int64, visible, known int) {
 	v.stats.visible.Store(int64(visible))
 	v.stats.known.Store(int64(known))
 	split := visible < known
-	v.rules.each(func(p *rule) {
+	v.rules.each(func(rule *rule) {
 		if v.floor {
 			return // the reference design has neither cap nor early flush
 		}
-		sizeCaps(p, known)
+		sizeCaps(rule, known)
 	})
 	closed := v.partition == PartitionFailClosed && visible == 1 && known > 1
 	switch m := v.mode.get(); {
@@ -486,12 +486,12 @@ func (v *peerView) retune(now int64, visible, known int) {
 	}
 }
 
-// sizeCaps sets p's early-flush threshold and its cap of unreported
+// sizeCaps sets rule's early-flush threshold and its cap of unreported
 // tokens for a cluster of known nodes.
-func sizeCaps(p *rule, known int) {
-	flushAt := max(1, p.bucketSize/100)
-	p.flushAt.Store(flushAt)
-	p.localCap.Store(max(2*flushAt, ceilDiv(p.bucketSize, int64(known))))
+func sizeCaps(rule *rule, known int) {
+	flushAt := max(1, rule.bucketSize/100)
+	rule.flushAt.Store(flushAt)
+	rule.localCap.Store(max(2*flushAt, ceilDiv(rule.bucketSize, int64(known))))
 }
 
 func admitting(p PartitionPolicy, closed bool, visible, known int) string {

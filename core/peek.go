@@ -19,34 +19,34 @@ func (l *Limiter) PeekAt(now time.Time, key string) Decision { return l.peek(l.n
 
 // peek reads key's bucket as an n-token take would find it at now.
 func (l *Limiter) peek(now int64, key string, n int64) Decision {
-	p := l.rules.dflt()
+	rule := l.rules.dflt()
 	var tat, leased int64
 	var at bucketTime
 	if key == "" {
 		tat, at, leased = l.dec.peekGlobal(now)
 	} else {
 		h := l.hasher.sum(key)
-		p = l.keyRule(h, key, now)
+		rule = l.keyRule(h, key, now)
 		tat, at = l.dec.peekKeyed(h, now)
 	}
-	return peekDecision(p, tat, at, n, leased)
+	return peekDecision(rule, tat, at, n, leased)
 }
 
-// peekDecision is the Decision an n-token take of a bucket of p at tat
+// peekDecision is the Decision an n-token take of a bucket of rule at tat
 // would get at now (both on the buckets' clock), with leased tokens held
 // by leases besides.
-func peekDecision(p *rule, tat int64, at bucketTime, n, leased int64) Decision {
+func peekDecision(rule *rule, tat int64, at bucketTime, n, leased int64) Decision {
 	now := int64(at)
 	var d Decision
 	base := max(tat, now)
-	if next := base + costOf(n, p.interval, p.ceiling+p.tolerance); next-now > p.tolerance {
-		p.fillDenied(&d, base, now, next, p.interval)
+	if next := base + costOf(n, rule.interval, rule.ceiling+rule.tolerance); next-now > rule.tolerance {
+		rule.fillDenied(&d, base, now, next, rule.interval)
 		return d
 	}
-	d = Decision{Allowed: true, BucketSize: p.bucketSize, Remaining: p.tokensIn(now+p.tolerance-base, p.interval),
-		ResetAfter: time.Duration(base - now), Window: p.window()}
+	d = Decision{Allowed: true, BucketSize: rule.bucketSize, Remaining: rule.tokensIn(now+rule.tolerance-base, rule.interval),
+		ResetAfter: time.Duration(base - now), Window: rule.window()}
 	if leased > 0 {
-		d.Remaining = min(p.bucketSize, d.Remaining+leased)
+		d.Remaining = min(rule.bucketSize, d.Remaining+leased)
 	}
 	return d
 }

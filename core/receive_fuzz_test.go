@@ -113,11 +113,11 @@ func FuzzReceive(f *testing.F) {
 			t.Fatal(err)
 		}
 		defer l.Close()
-		e, p := engineOf(l), l.rules.dflt()
+		e, rule := engineOf(l), l.rules.dflt()
 		keys := []string{"k", "j"}
 		tatOf := func(key string, now int64) int64 {
 			if key == "" {
-				tat, _ := e.global.tat(p, bucketTime(now))
+				tat, _ := e.global.tat(rule, bucketTime(now))
 				return max(tat, now)
 			}
 			if ent := e.keys.lookup(l.hasher.sum(key)); ent != nil {
@@ -228,9 +228,9 @@ func FuzzReceive(f *testing.F) {
 		// lying withheld share is fresh (one isolation timeout after the
 		// last frame), then runs at least at a third of the rate while both
 		// members are silent: the bound docs/security.md states.
-		wait := p.window() + time.Duration(p.interval) + time.Millisecond
+		wait := rule.window() + time.Duration(rule.interval) + time.Millisecond
 		if partition == PartitionShare {
-			wait = time.Duration(e.isolation) + 3*(p.window()+time.Duration(p.interval)) + time.Duration(e.tick)
+			wait = time.Duration(e.isolation) + 3*(rule.window()+time.Duration(rule.interval)) + time.Duration(e.tick)
 			if relayed {
 				wait += time.Duration(relaySlack(e.tick)) // a relayed peer's silence counts that much later
 			}

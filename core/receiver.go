@@ -233,9 +233,9 @@ func (r *receiver) apply(from string, b []byte, keep, relayed bool) {
 // key for seconds; with the tick, every node stays within 16% of the
 // cluster's ratio across a rolling deploy, at the cost of at most a
 // tick's refill admitted over, per key and join.
-func (r *receiver) learnLevel(ent *clusterEntry, p *rule, at bucketTime, level int64) {
-	level = min(max(level, -p.bucketSize), p.bucketSize)
-	lowerTo(&ent.tat, p, at, level*p.interval+r.tick, max(p.tolerance/4, r.interval), r.maxDebt(p))
+func (r *receiver) learnLevel(ent *clusterEntry, rule *rule, at bucketTime, level int64) {
+	level = min(max(level, -rule.bucketSize), rule.bucketSize)
+	lowerTo(&ent.tat, rule, at, level*rule.interval+r.tick, max(rule.tolerance/4, r.interval), r.maxDebt(rule))
 }
 
 // chargeMark is how far the receiver has charged one stream of a peer.
@@ -270,8 +270,8 @@ type chargeMark struct {
 // frame that lied: the stream resyncs to the true total, so a lie can
 // cause over-charging (a bounded stall), never missed admits.
 func (r *receiver) globalCharge(s *stream, f *wire.Frame, wasVisible bool) int64 {
-	p := r.rules.dflt()
-	limit := (p.tolerance + r.maxDebt(p)) / p.interval // a frame's charge, at most
+	rule := r.rules.dflt()
+	limit := (rule.tolerance + r.maxDebt(rule)) / rule.interval // a frame's charge, at most
 	charge := func(n uint64) int64 { return int64(min(n, uint64(limit))) }
 	m := &s.charge
 	resync := func() int64 { m.charged, m.synced = f.GlobalSum, true; return charge(uint64(f.Global)) }
@@ -295,7 +295,7 @@ func (r *receiver) globalCharge(s *stream, f *wire.Frame, wasVisible bool) int64
 // admits of one gossip interval, plus a bucket, are more than frames
 // reordered in flight ever differ by.
 func (r *receiver) reorderSlack() uint64 {
-	p := r.rules.dflt()
-	perInterval := uint64(r.interval / p.interval)
-	return min(uint64(p.bucketSize)+perInterval, math.MaxUint64/2)
+	rule := r.rules.dflt()
+	perInterval := uint64(r.interval / rule.interval)
+	return min(uint64(rule.bucketSize)+perInterval, math.MaxUint64/2)
 }

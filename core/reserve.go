@@ -68,21 +68,21 @@ func (l *Limiter) shaped(wait time.Duration, ok bool, n int64, err error) (time.
 // reserve books n tokens at now (see Reserve); waits reports a refusal
 // that only waits for this node's report.
 func (l *Limiter) reserve(now int64, key string, n int64, within time.Duration) (wait time.Duration, ok, waits bool, err error) {
-	p := l.rules.dflt()
+	rule := l.rules.dflt()
 	var h uint64
 	if key != "" {
 		h = l.hasher.sum(key)
-		p = l.keyRule(h, key, now)
+		rule = l.keyRule(h, key, now)
 	}
-	if err := p.checkCost(n); err != nil {
+	if err := rule.checkCost(n); err != nil {
 		return 0, false, false, err
 	}
-	ahead := min(max(int64(within), 0), p.reach)
+	ahead := min(max(int64(within), 0), rule.reach)
 	var w int64
 	if key == "" {
 		w, ok, waits = l.dec.reserveGlobal(now, n, ahead)
 	} else {
-		w, ok, waits = l.dec.reserveKeyed(h, p, now, n, ahead)
+		w, ok, waits = l.dec.reserveKeyed(h, rule, now, n, ahead)
 	}
 	return time.Duration(w), ok, waits, nil
 }
@@ -98,9 +98,9 @@ func (d *decider) reserveGlobal(now, n, ahead int64) (wait int64, ok, waits bool
 	return wait, ok, false
 }
 
-func (d *decider) reserveKeyed(h uint64, p *rule, now, n, ahead int64) (wait int64, ok, waits bool) {
+func (d *decider) reserveKeyed(h uint64, rule *rule, now, n, ahead int64) (wait int64, ok, waits bool) {
 	if d.eng != nil {
-		return d.eng.reserveKeyed(h, p, now, n, ahead)
+		return d.eng.reserveKeyed(h, rule, now, n, ahead)
 	}
 	at := standaloneTime(now)
 	for {
@@ -108,7 +108,7 @@ func (d *decider) reserveKeyed(h uint64, p *rule, now, n, ahead int64) (wait int
 		if e == nil {
 			return 0, false, false
 		}
-		if wait, ok, alive := reserve(&e.tat, p, at, n, ahead); alive {
+		if wait, ok, alive := reserve(&e.tat, rule, at, n, ahead); alive {
 			return wait, ok, false
 		}
 		// Evicted between lookup and booking: look again.
@@ -116,31 +116,31 @@ func (d *decider) reserveKeyed(h uint64, p *rule, now, n, ahead int64) (wait int
 }
 
 func (e *engine) reserveGlobal(now, n, ahead int64) (wait int64, ok, waits bool) {
-	c, p := &e.global, e.rules.dflt()
+	c, rule := &e.global, e.rules.dflt()
 	switch m := e.mode.get(); {
 	case m == modeStopped:
-		wait, ok, _ = reserve(e.standalone, p, standaloneTime(now), n, ahead)
+		wait, ok, _ = reserve(e.standalone, rule, standaloneTime(now), n, ahead)
 		return wait, ok, false
 	case m == modeFailClosed || e.farFromClock(now):
 		return 0, false, false
 	case m == modePreContact:
 		return 0, false, true // the first contact decides
 	}
-	if _, capped := e.overCap(c.unheard(), p, n); capped {
+	if _, capped := e.overCap(c.unheard(), rule, n); capped {
 		return 0, false, true
 	}
-	wait, count, ok, alive := c.reserve(p, e.bucketTime(now), n, ahead)
+	wait, count, ok, alive := c.reserve(rule, e.bucketTime(now), n, ahead)
 	if !alive { // handed back: the limiter has closed
-		wait, ok, _ = reserve(e.standalone, p, standaloneTime(now), n, ahead)
+		wait, ok, _ = reserve(e.standalone, rule, standaloneTime(now), n, ahead)
 		return wait, ok, false
 	}
 	if ok {
-		e.send.counted(count, n, p)
+		e.send.counted(count, n, rule)
 	}
 	return wait, ok, false
 }
 
-func (e *engine) reserveKeyed(h uint64, p *rule, now, n, ahead int64) (wait int64, ok, waits bool) {
+func (e *engine) reserveKeyed(h uint64, rule *rule, now, n, ahead int64) (wait int64, ok, waits bool) {
 	if e.mode.get() == modeFailClosed {
 		return 0, false, false
 	}
@@ -150,12 +150,12 @@ func (e *engine) reserveKeyed(h uint64, p *rule, now, n, ahead int64) (wait int6
 		if ent == nil {
 			return 0, false, false
 		}
-		if _, capped := e.overCap(ent.pending.Load()+ent.inflight.Load(), p, n); capped {
+		if _, capped := e.overCap(ent.pending.Load()+ent.inflight.Load(), rule, n); capped {
 			return 0, false, true
 		}
-		if wait, ok, alive := reserve(&ent.tat, p, at, n, ahead); alive {
+		if wait, ok, alive := reserve(&ent.tat, rule, at, n, ahead); alive {
 			if ok {
-				e.countKeyed(h, ent, p, n)
+				e.countKeyed(h, ent, rule, n)
 			}
 			return wait, ok, false
 		}

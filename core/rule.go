@@ -74,16 +74,16 @@ func newRule(tokens int64, per time.Duration, bucketSize int64) (*rule, error) {
 	if bucketSize > maxTolerance/interval {
 		return nil, fmt.Errorf("a bucket of %d at %d per %v would take more than %s to refill: lower the bucket size or raise the rate", bucketSize, tokens, per, longDuration(maxTolerance))
 	}
-	p := &rule{tokens: tokens, per: per, bucketSize: bucketSize, interval: interval, tolerance: bucketSize * interval, recip: math.MaxUint64 / uint64(interval)}
-	p.reach = max(p.tolerance, maxBookingAhead)
-	p.ceiling = p.tolerance
-	p.localCap.Store(math.MaxInt64)
-	p.flushAt.Store(math.MaxInt64)
-	return p, nil
+	rule := &rule{tokens: tokens, per: per, bucketSize: bucketSize, interval: interval, tolerance: bucketSize * interval, recip: math.MaxUint64 / uint64(interval)}
+	rule.reach = max(rule.tolerance, maxBookingAhead)
+	rule.ceiling = rule.tolerance
+	rule.localCap.Store(math.MaxInt64)
+	rule.flushAt.Store(math.MaxInt64)
+	return rule, nil
 }
 
 // perSecond is the rate in tokens per second.
-func (p *rule) perSecond() float64 { return float64(p.tokens) / p.per.Seconds() }
+func (rule *rule) perSecond() float64 { return float64(rule.tokens) / rule.per.Seconds() }
 
 // tokensIn is x/unit rounded down, for x >= 0: the whole tokens that x
 // nanoseconds buy. A 64-bit division costs tens of cycles, most of a
@@ -91,11 +91,11 @@ func (p *rule) perSecond() float64 { return float64(p.tokens) / p.per.Seconds() 
 // reciprocal instead. The product's high word q is never above the
 // quotient and at most one below it, since x/interval − x·recip/2^64 <
 // x/2^64 < 1; one comparison corrects it.
-func (p *rule) tokensIn(x, unit int64) int64 {
-	if unit != p.interval || x < 0 {
+func (rule *rule) tokensIn(x, unit int64) int64 {
+	if unit != rule.interval || x < 0 {
 		return x / unit
 	}
-	q, _ := bits.Mul64(uint64(x), p.recip)
+	q, _ := bits.Mul64(uint64(x), rule.recip)
 	if uint64(x)-q*uint64(unit) >= uint64(unit) {
 		q++
 	}
@@ -115,11 +115,11 @@ func costOf(n, unit, limit int64) int64 {
 // clusteredReach sets a clustered rule's reach and ceiling: bookings and
 // peers' charges carry a bucket at most one window into debt (none for
 // the reference design's floor at zero, whose ceiling stays the window).
-func clusteredReach(p *rule, floor bool) {
-	p.reach = p.tolerance
-	p.ceiling = 2 * p.tolerance
+func clusteredReach(rule *rule, floor bool) {
+	rule.reach = rule.tolerance
+	rule.ceiling = 2 * rule.tolerance
 	if floor {
-		p.ceiling = p.tolerance
+		rule.ceiling = rule.tolerance
 	}
 }
 
@@ -134,15 +134,15 @@ func chargedOf(n, moved, cost, unit int64) int64 {
 }
 
 // window is the time an empty bucket takes to fill.
-func (p *rule) window() time.Duration { return time.Duration(p.tolerance) }
+func (rule *rule) window() time.Duration { return time.Duration(rule.tolerance) }
 
 // checkCost rejects a cost the bucket could never grant.
-func (p *rule) checkCost(n int64) error {
+func (rule *rule) checkCost(n int64) error {
 	if n < 1 {
 		return ErrInvalidCost
 	}
-	if n > p.bucketSize {
-		return fmt.Errorf("%w: cost %d, bucket size %d", ErrCostExceedsLimit, n, p.bucketSize)
+	if n > rule.bucketSize {
+		return fmt.Errorf("%w: cost %d, bucket size %d", ErrCostExceedsLimit, n, rule.bucketSize)
 	}
 	return nil
 }
@@ -150,23 +150,23 @@ func (p *rule) checkCost(n int64) error {
 // fillAllowed and fillDenied write the Decision a bucket's numbers make:
 // plain int64s, now among them the value of the caller's bucket time (a
 // typed parameter would cost fillDenied its inlining).
-func (p *rule) fillAllowed(d *Decision, next, now, unit int64) {
+func (rule *rule) fillAllowed(d *Decision, next, now, unit int64) {
 	*d = Decision{
 		Allowed:    true,
-		BucketSize: p.bucketSize,
-		Remaining:  p.tokensIn(now+p.tolerance-next, unit),
+		BucketSize: rule.bucketSize,
+		Remaining:  rule.tokensIn(now+rule.tolerance-next, unit),
 		ResetAfter: time.Duration(next - now),
-		Window:     p.window(),
+		Window:     rule.window(),
 	}
 }
 
-func (p *rule) fillDenied(d *Decision, base, now, next, unit int64) {
+func (rule *rule) fillDenied(d *Decision, base, now, next, unit int64) {
 	*d = Decision{
-		BucketSize: p.bucketSize,
-		Remaining:  max(0, p.tokensIn(now+p.tolerance-base, unit)),
-		RetryAfter: time.Duration(next - p.tolerance - now),
+		BucketSize: rule.bucketSize,
+		Remaining:  max(0, rule.tokensIn(now+rule.tolerance-base, unit)),
+		RetryAfter: time.Duration(next - rule.tolerance - now),
 		ResetAfter: time.Duration(base - now),
-		Window:     p.window(),
+		Window:     rule.window(),
 	}
 }
 
@@ -188,8 +188,8 @@ type ruleSet struct {
 // given for: a caller's request gets it only by that key, never by
 // another that shares its hash.
 type ownRule struct {
-	p   *rule
-	key string
+	rule *rule
+	key  string
 }
 
 // dflt is the default rule.
@@ -202,12 +202,12 @@ func (ps *rules) forKey(h uint64) *rule {
 	s := ps.set.Load()
 	if s.overrides != nil {
 		if o, ok := s.overrides[h]; ok {
-			return o.p
+			return o.rule
 		}
 	}
 	if ps.lookup != nil {
-		if p := ps.lookup.cached(h); p != nil {
-			return p
+		if rule := ps.lookup.cached(h); rule != nil {
+			return rule
 		}
 	}
 	return s.def
@@ -221,7 +221,7 @@ func (ps *rules) each(f func(*rule)) {
 	s := ps.set.Load()
 	f(s.def)
 	for _, o := range s.overrides {
-		f(o.p)
+		f(o.rule)
 	}
 }
 

@@ -125,8 +125,8 @@ func (s *sender) wake(now int64) {
 // share paces this node's admits, a few a second at most, and reported
 // one by one they cost a datagram to every mate each.
 // Lock-free: the request path calls it.
-func (s *sender) counted(v, n int64, p *rule) {
-	if at := p.flushAt.Load(); v >= at && v-n < at {
+func (s *sender) counted(v, n int64, rule *rule) {
+	if at := rule.flushAt.Load(); v >= at && v-n < at {
 		s.kick()
 	} else if v == n && !s.fair.share.slicing() {
 		s.armFlush()
@@ -135,7 +135,7 @@ func (s *sender) counted(v, n int64, p *rule) {
 
 // countKeyed counts n tokens admitted from key hash h's entry for the next
 // flush. Lock-free: the request path calls it.
-func (s *sender) countKeyed(h uint64, ent *clusterEntry, p *rule, n int64) {
+func (s *sender) countKeyed(h uint64, ent *clusterEntry, rule *rule, n int64) {
 	v := ent.pending.Add(n)
 	if v == n { // first unsent admit since the last flush
 		d := &s.dirty[h%dirtyShards]
@@ -143,7 +143,7 @@ func (s *sender) countKeyed(h uint64, ent *clusterEntry, p *rule, n int64) {
 		d.list = append(d.list, dirtyKey{h, ent})
 		d.mu.Unlock()
 	}
-	s.counted(v, n, p)
+	s.counted(v, n, rule)
 }
 
 // refusedKeyed counts n tokens of hot key hash h (share k) refused for
@@ -262,8 +262,8 @@ func (s *sender) flush(now int64, heartbeat, leaving, atOnce bool) [][]byte {
 			if n == 0 && (refused == 0 || !s.keyFair.reportable(k.h, now)) {
 				continue // refusals only matter to the peers of a hot key
 			}
-			p := s.rules.forKey(k.h)
-			level := min(max(wordLevel(&k.e.tat, p, at)/p.interval, -p.bucketSize), p.bucketSize)
+			rule := s.rules.forKey(k.h)
+			level := min(max(wordLevel(&k.e.tat, rule, at)/rule.interval, -rule.bucketSize), rule.bucketSize)
 			batch = append(batch, wire.KeyCount{Key: k.h, Tokens: n, Refused: refused, Level: level})
 			if n > 0 && !s.floor {
 				k.e.inflight.Add(n)

@@ -29,19 +29,19 @@ func (l *Limiter) SetRate(tokens int64, per time.Duration, bucketSize int64) err
 func (l *Limiter) changeTime() int64 { return l.dec.changeTime() }
 
 func (l *Limiter) setRate(now int64, tokens int64, per time.Duration, bucketSize int64) error {
-	p, err := l.buildRule(tokens, per, bucketSize)
+	def, err := l.buildRule(tokens, per, bucketSize)
 	if err != nil {
 		return errorf("SetRate(%d, %v, %d): %w", tokens, per, bucketSize, err)
 	}
 	l.changeMu.Lock()
 	defer l.changeMu.Unlock()
 	old := l.rules.set.Load()
-	l.rules.set.Store(&ruleSet{def: p, overrides: old.overrides})
+	l.rules.set.Store(&ruleSet{def: def, overrides: old.overrides})
 	l.reprice(now, func(h uint64, _ bool) (*rule, *rule) {
 		if _, ok := old.overrides[h]; ok {
 			return nil, nil
 		}
-		return old.def, p
+		return old.def, def
 	})
 	return nil
 }
@@ -56,7 +56,7 @@ func (l *Limiter) setOverride(now int64, key string, tokens int64, per time.Dura
 	if key == "" {
 		return errorf("override key must not be empty: SetRate changes the global bucket's rate")
 	}
-	p, err := l.buildRule(tokens, per, bucketSize)
+	rule, err := l.buildRule(tokens, per, bucketSize)
 	if err != nil {
 		return errorf("SetOverride(%q, %d, %v, %d): %w", key, tokens, per, bucketSize, err)
 	}
@@ -68,9 +68,9 @@ func (l *Limiter) setOverride(now int64, key string, tokens int64, per time.Dura
 	for k, v := range old.overrides {
 		overrides[k] = v
 	}
-	overrides[h] = ownRule{p, strings.Clone(key)}
+	overrides[h] = ownRule{rule, strings.Clone(key)}
 	l.rules.set.Store(&ruleSet{def: old.def, overrides: overrides})
-	l.repriceKey(now, h, old.forKeyIn(h), p)
+	l.repriceKey(now, h, old.forKeyIn(h), rule)
 	return nil
 }
 
@@ -96,13 +96,13 @@ func (l *Limiter) removeOverride(now int64, key string) {
 		}
 	}
 	l.rules.set.Store(&ruleSet{def: old.def, overrides: overrides})
-	l.repriceKey(now, h, from.p, old.def)
+	l.repriceKey(now, h, from.rule, old.def)
 }
 
 // forKeyIn is the rule for key hash h in the set s.
 func (s *ruleSet) forKeyIn(h uint64) *rule {
 	if o, ok := s.overrides[h]; ok {
-		return o.p
+		return o.rule
 	}
 	return s.def
 }
@@ -110,14 +110,14 @@ func (s *ruleSet) forKeyIn(h uint64) *rule {
 // buildRule builds a rule for this limiter: checked as New checks it,
 // with a clustered limiter's ceiling and caps.
 func (l *Limiter) buildRule(tokens int64, per time.Duration, bucketSize int64) (*rule, error) {
-	p, err := newRule(tokens, per, bucketSize)
+	rule, err := newRule(tokens, per, bucketSize)
 	if err != nil {
 		return nil, err
 	}
-	if err := l.dec.admitRule(p); err != nil {
+	if err := l.dec.admitRule(rule); err != nil {
 		return nil, err
 	}
-	return p, nil
+	return rule, nil
 }
 
 // reprice reprices every bucket whose rule change pick reports (from,

@@ -39,7 +39,7 @@ func (l *Limiter) noteShadowDenial() {
 		return
 	}
 	total := s.denials.load()
-	p := l.rules.dflt()
+	rule := l.rules.dflt()
 	l.log.Info("shadow mode: let requests over the limit through", "node", l.name,
-		"let through", total-s.logged.Swap(total), "rate", p.tokens, "per", p.per, "bucket_size", p.bucketSize)
+		"let through", total-s.logged.Swap(total), "rate", rule.tokens, "per", rule.per, "bucket_size", rule.bucketSize)
 }

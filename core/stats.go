@@ -128,11 +128,11 @@ func (l *Limiter) stats(now int64) Stats {
 	l.counts.fill(&s)
 	s.RefundsRefused = l.refundsRefused.count.Load()
 	s.Closed = l.closed.Load()
-	p := l.rules.dflt()
+	rule := l.rules.dflt()
 	tat = max(tat, int64(at))
-	s.GlobalTokens = (int64(at) + p.tolerance - tat) / p.interval
+	s.GlobalTokens = (int64(at) + rule.tolerance - tat) / rule.interval
 	if l.leases != nil {
-		s.GlobalTokens = min(p.bucketSize, s.GlobalTokens+l.leases.leased(at))
+		s.GlobalTokens = min(rule.bucketSize, s.GlobalTokens+l.leases.leased(at))
 	}
 	return s
 }

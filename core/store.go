@@ -172,14 +172,14 @@ func newClusterStore(maxKeys int64, log *slog.Logger, ruleOf func(uint64) *rule)
 func (s *store[S, E, PS, P]) shardFor(h uint64) *shard[S, E, PS] { return &s.shards[h&(shardCount-1)] }
 
 // take spends n tokens of the bucket for key hash h, deciding into d.
-func (s *store[S, E, PS, P]) take(d *Decision, h uint64, p *rule, at bucketTime, n int64) {
+func (s *store[S, E, PS, P]) take(d *Decision, h uint64, rule *rule, at bucketTime, n int64) {
 	for {
 		e := P(s.get(h, at))
 		if e == nil {
-			*d = noRoomDecision(p, 0)
+			*d = noRoomDecision(rule, 0)
 			return
 		}
-		if takeInto(d, e.word(), p, at, n) {
+		if takeInto(d, e.word(), rule, at, n) {
 			return
 		}
 		// The entry was evicted between lookup and take: look again.
@@ -190,8 +190,8 @@ func (s *store[S, E, PS, P]) take(d *Decision, h uint64, p *rule, at bucketTime,
 // it sampled held counts not yet sent to peers): for wait, when they will
 // have gone. It never admits: a key without a bucket has no limit to
 // admit against.
-func noRoomDecision(p *rule, wait int64) Decision {
-	return Decision{BucketSize: p.bucketSize, RetryAfter: time.Duration(max(wait, 1)), ResetAfter: time.Duration(max(wait, 1)), Window: p.window()}
+func noRoomDecision(rule *rule, wait int64) Decision {
+	return Decision{BucketSize: rule.bucketSize, RetryAfter: time.Duration(max(wait, 1)), ResetAfter: time.Duration(max(wait, 1)), Window: rule.window()}
 }
 
 // get returns the live entry for h, creating it, or nil when the store is
@@ -209,7 +209,7 @@ func (s *store[S, E, PS, P]) get(h uint64, at bucketTime) *E {
 // charge of this node's own), creating it if needed, and returns its entry
 // with what debit in bucket.go returns; a nil entry when the store is at
 // its cap and the count was dropped.
-func (s *store[S, E, PS, P]) debit(h uint64, p *rule, at bucketTime, n, maxDebt int64) (e *E, charged, ahead int64) {
+func (s *store[S, E, PS, P]) debit(h uint64, rule *rule, at bucketTime, n, maxDebt int64) (e *E, charged, ahead int64) {
 	for {
 		e := s.get(h, at)
 		if e == nil {
@@ -217,7 +217,7 @@ func (s *store[S, E, PS, P]) debit(h uint64, p *rule, at bucketTime, n, maxDebt 
 		}
 		w := P(e).word()
 		if w.Load() != evicted {
-			charged, ahead = debit(w, p, at, n, maxDebt)
+			charged, ahead = debit(w, rule, at, n, maxDebt)
 			if w.Load() != evicted {
 				return e, charged, ahead
 			}

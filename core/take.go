@@ -101,9 +101,9 @@ func (l *Limiter) take(d *Decision, now int64, key string, n int64) (waits bool,
 		return l.dec.takeGlobal(d, now, n), nil
 	}
 	h := l.hasher.sum(key)
-	p := l.keyRule(h, key, now)
-	if err := p.checkCost(n); err != nil {
+	rule := l.keyRule(h, key, now)
+	if err := rule.checkCost(n); err != nil {
 		return false, err
 	}
-	return l.dec.takeKeyed(d, h, p, now, n), nil
+	return l.dec.takeKeyed(d, h, rule, now, n), nil
 }
