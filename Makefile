@@ -21,7 +21,7 @@ QUIET_RLSERVER := ^TestThreeReplicasEnforceOneEnvoyLimit$$
 # them 20 times slower (230 s of the core's race tests, 10 s without). They
 # run without it, after the core's race tests; every code path they take
 # also runs under it in the real-time and concurrent tests.
-CORE_SIMS := ^(TestAccuracy|TestAccuracyKeyedTransitions|TestGroupedCluster|TestTinySharesDoNotBurst|TestSimulationsRepeatExactly|TestMatesHearEachOtherDirectly|TestKeyedSharesFollowOfferedLoad|TestAFirstBurstThatWaitsForItsReportIsNotGated)$$
+CORE_SIMS := ^(TestAccuracy|TestAccuracyKeyedTransitions|TestGroupedCluster|TestTinySharesDoNotBurst|TestSimulationsRepeatExactly|TestMatesHearEachOtherDirectly|TestKeyedSharesFollowOfferedLoad|TestAFirstBurstThatWaitsForItsReportIsNotGated|TestAStormOverTenNodesNamesItsFiveHeavyKeys)$$
 # Tools built once per checkout (untracked), and each part's time.
 BIN := $(CURDIR)/.bin
 TIMES := $(CURDIR)/.test-times

@@ -250,3 +250,63 @@ func TestTopKeysUnderConcurrentDecisions(t *testing.T) {
 		t.Fatalf("denied: %+v, want 7998 denials over k0 and k1", denied)
 	}
 }
+
+// A 429 storm over ten nodes: five heavy keys among 100,000 light ones,
+// each light key sent two or three requests, to random nodes at random
+// times. Every node lists the five among its ten most denied, so the
+// cluster's listing (their lists merged) names exactly the five first.
+func TestAStormOverTenNodesNamesItsFiveHeavyKeys(t *testing.T) {
+	net := memtransport.New(memtransport.WithRandom(46))
+	lims, _ := cluster(t, net, 10, gopherpace.WithRate(1, time.Minute), gopherpace.WithBucketSize(1),
+		gopherpace.WithTopKeys(false))
+	net.Advance(2 * time.Second)
+	rng := rand.New(rand.NewPCG(46, 10))
+	heavy := []string{"heavy-0", "heavy-1", "heavy-2", "heavy-3", "heavy-4"}
+	const steps = 2000 // 2 s of virtual time, a millisecond a step
+	type hit struct {
+		node int
+		key  string
+	}
+	at := make([][]hit, steps)
+	for i := range 100_000 {
+		k := fmt.Sprint("light-", i)
+		for range 2 + rng.IntN(2) {
+			s := rng.IntN(steps)
+			at[s] = append(at[s], hit{rng.IntN(len(lims)), k})
+		}
+	}
+	for s := range at {
+		for _, k := range heavy {
+			at[s] = append(at[s], hit{rng.IntN(len(lims)), k})
+		}
+	}
+	for s := range at {
+		now := net.Now()
+		for _, h := range at[s] {
+			lims[h.node].TakeAt(now, h.key, 1)
+		}
+		net.Advance(time.Millisecond)
+	}
+	now := net.Now()
+	var lists [][]gopherpace.KeyCount
+	for i, l := range lims {
+		d, _ := l.TopKeysAt(now, 10)
+		lists = append(lists, d)
+		if len(d) < 5 {
+			t.Fatalf("node %d lists %d keys", i, len(d))
+		}
+	}
+	// The hidden names of the heavy keys: those every node lists.
+	merged := gopherpace.MergeTopKeys(10, lists...)
+	for r, k := range merged[:5] {
+		for i, list := range lists {
+			if !slices.ContainsFunc(list[:5], func(x gopherpace.KeyCount) bool { return x.Key == k.Key }) {
+				t.Fatalf("the cluster's #%d key %+v is not among node %d's first five: %+v", r+1, k, i, list)
+			}
+		}
+	}
+	// About 2,000 denials each against a light key's one or two.
+	if merged[4].Count < 1000 || merged[5].Count > 300 {
+		t.Fatalf("the cluster's list: %+v, want five keys near 2,000 and the rest far below", merged)
+	}
+}

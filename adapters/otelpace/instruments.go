@@ -1,6 +1,8 @@
 package otelpace
 
 import (
+	"strconv"
+
 	gopherpace "github.com/pedreviljoen/gopherpace/core"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -15,8 +17,12 @@ type instruments struct {
 	peers, partitioned                                              metric.Int64ObservableGauge
 	frames, bytes, dropped, missing, sendFailures, tokensGossip     metric.Int64ObservableCounter
 	keysDropped, hotKeysRefused, relayed                            metric.Int64ObservableCounter
-	hotKeys                                                         metric.Int64ObservableGauge
+	hotKeys, topKeys                                                metric.Int64ObservableGauge
 }
+
+// TopRanks is how many ranks of the top keys are observed: a fixed few,
+// so that the streams stay bounded whatever the keys.
+const TopRanks = 5
 
 func newInstruments(m metric.Meter) (in instruments, err error) {
 	// The first error stops the rest: each later call then does nothing.
@@ -66,6 +72,8 @@ func newInstruments(m metric.Meter) (in instruments, err error) {
 	in.hotKeys = gauge("gopherpace.cluster.hot_keys", "{key}", "Keys shared by offered load now: a peer uses them while this node's copy is empty.")
 	in.hotKeysRefused = counter("gopherpace.cluster.hot_keys.refused", "{key}",
 		"Keys not shared by offered load because 4,096 already were: they race for their tokens.")
+	in.topKeys = gauge("gopherpace.top_keys.tokens", "{token}",
+		"With WithTopKeys: the tokens denied (list denied) or admitted (list admitted, sampled) over the last one to two minutes to the key at each rank, 1 the heaviest; the keys themselves are on the status page, never in an attribute.")
 	in.relayed = counter("gopherpace.gossip.frames.relayed", "{frame}",
 		"Other nodes' frames this node passed on in a grouped cluster (outcome relayed), or could not for want of room (dropped); shared by the limiters of a transport.")
 	return in, err
@@ -75,7 +83,7 @@ func (in *instruments) all() []metric.Observable {
 	return []metric.Observable{
 		in.requests, in.tokensAllowed, in.globalTokens, in.liveKeys, in.keysEvicted, in.refundsRefused, in.limitTokens, in.limitPeriod,
 		in.limitBucketSize, in.clustered, in.peers, in.partitioned, in.frames, in.bytes, in.dropped, in.missing,
-		in.sendFailures, in.tokensGossip, in.keysDropped, in.hotKeys, in.hotKeysRefused, in.relayed,
+		in.sendFailures, in.tokensGossip, in.keysDropped, in.hotKeys, in.hotKeysRefused, in.relayed, in.topKeys,
 	}
 }
 
@@ -100,6 +108,13 @@ func (in *instruments) observe(o metric.Observer, name string, l *gopherpace.Lim
 	o.ObserveFloat64(in.limitPeriod, per.Seconds(), one)
 	o.ObserveInt64(in.limitBucketSize, l.BucketSize(), one)
 	o.ObserveInt64(in.clustered, b2i(s.Clustered), one)
+	denied, admitted := l.TopKeys(TopRanks)
+	for i, k := range denied {
+		o.ObserveInt64(in.topKeys, clamp(k.Count), metric.WithAttributes(lim, attribute.String("list", "denied"), attribute.String("rank", strconv.Itoa(i+1))))
+	}
+	for i, k := range admitted {
+		o.ObserveInt64(in.topKeys, clamp(k.Count), metric.WithAttributes(lim, attribute.String("list", "admitted"), attribute.String("rank", strconv.Itoa(i+1))))
+	}
 	if !s.Clustered {
 		return
 	}

@@ -2,10 +2,12 @@ package otelpace_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -126,6 +128,32 @@ func TestObservesAStandaloneLimiter(t *testing.T) {
 	l.AllowAt(at)
 	if v, _ := point(collect(t, r), "gopherpace.requests", "limiter", "api", "decision", "denied"); v != 2 {
 		t.Errorf("denied after one more: %v, want 2 (the counter is cumulative)", v)
+	}
+}
+
+// With WithTopKeys the tokens of the heaviest keys are observed by rank,
+// never by key: a fixed few streams whatever the keys.
+func TestObservesTheTopKeysByRank(t *testing.T) {
+	m, r := newMetrics(t)
+	l := newLimiter(t, gopherpace.WithTopKeys(true))
+	if err := m.Add("api", l); err != nil {
+		t.Fatal(err)
+	}
+	at := time.Now()
+	for i := range 8 {
+		for range 4 + i*10 {
+			l.TakeAt(at, fmt.Sprint("tenant-", i), 1)
+		}
+	}
+	rm := collect(t, r)
+	// tenant-7 sent 74 and was admitted 3: 71 denied; tenant-6 61...
+	for rank, want := range []float64{71, 61, 51, 41, 31} {
+		if v, ok := point(rm, "gopherpace.top_keys.tokens", "limiter", "api", "list", "denied", "rank", strconv.Itoa(rank+1)); !ok || v != want {
+			t.Errorf("rank %d: %v (found %v), want %v", rank+1, v, ok, want)
+		}
+	}
+	if _, ok := point(rm, "gopherpace.top_keys.tokens", "rank", "6"); ok {
+		t.Error("a sixth rank is observed")
 	}
 }
 

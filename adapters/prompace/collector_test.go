@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -111,6 +112,57 @@ func TestScrape(t *testing.T) {
 
 // Two collectors that export a limiter of the same name are refused at
 // Register, not at every scrape; distinct names register side by side.
+// With WithTopKeys the tokens of the heaviest keys are exported by rank,
+// never by key: a fixed few series whatever the keys.
+func TestScrapeTopKeysByRank(t *testing.T) {
+	l, err := gopherpace.New(gopherpace.WithRate(3, time.Second), gopherpace.WithTopKeys(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	at := time.Now()
+	for i := range 8 {
+		for range 4 + i*10 {
+			l.TakeAt(at, "tenant-"+strconv.Itoa(i), 1)
+		}
+	}
+	c := New()
+	if err := c.Add("api", l); err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(c)
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() != "gopherpace_top_keys_tokens" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, lp := range m.GetLabel() {
+				labels[lp.GetName()] = lp.GetValue()
+			}
+			if strings.Contains(strings.Join([]string{labels["limiter"], labels["list"], labels["rank"]}, " "), "tenant") {
+				t.Fatalf("a key in a label: %v", labels)
+			}
+			got[labels["list"]+" "+labels["rank"]] = m.GetGauge().GetValue()
+		}
+	}
+	// tenant-7 sent 74 and was admitted 3: 71 denied; tenant-6 61...
+	for rank, want := range []float64{71, 61, 51, 41, 31} {
+		if v := got["denied "+strconv.Itoa(rank+1)]; v != want {
+			t.Errorf("denied rank %d: %v, want %v (all: %v)", rank+1, v, want, got)
+		}
+	}
+	if _, ok := got["denied 6"]; ok {
+		t.Error("a sixth rank is exported")
+	}
+}
+
 func TestRegisterRefusesADuplicateName(t *testing.T) {
 	l, err := gopherpace.New(gopherpace.WithRefillRate(1))
 	if err != nil {

@@ -53,6 +53,9 @@ var (
 	relayed = prometheus.NewDesc("gopherpace_gossip_frames_relayed_total",
 		"Other nodes' frames this node passed on in a grouped cluster (outcome relayed), or could not for want of room (dropped); shared by the limiters of a transport.",
 		[]string{"limiter", "outcome"}, nil)
+	topKeys = prometheus.NewDesc("gopherpace_top_keys_tokens",
+		"With WithTopKeys: the tokens denied (list denied) or admitted (list admitted, sampled) over the last one to two minutes to the key at each rank, 1 the heaviest; the keys themselves are on the status page, never in a label.",
+		[]string{"limiter", "list", "rank"}, nil)
 	hotKeysRefused = prometheus.NewDesc("gopherpace_cluster_hot_keys_refused_total",
 		"Keys not shared by offered load because 4,096 already were: they race for their tokens.", []string{"limiter"}, nil)
 )
@@ -78,6 +81,13 @@ func collectLimiter(ch chan<- prometheus.Metric, name string, l *gopherpace.Limi
 	gauge(limitPeriod, per.Seconds())
 	gauge(limitBucketSize, float64(l.BucketSize()))
 	gauge(clustered, b2f(s.Clustered))
+	denied, admitted := l.TopKeys(TopRanks)
+	for i, k := range denied {
+		gauge(topKeys, float64(k.Count), "denied", rankLabels[i])
+	}
+	for i, k := range admitted {
+		gauge(topKeys, float64(k.Count), "admitted", rankLabels[i])
+	}
 	if !s.Clustered {
 		return
 	}
@@ -105,6 +115,12 @@ func collectLimiter(ch chan<- prometheus.Metric, name string, l *gopherpace.Limi
 	counter(relayed, s.FramesRelayed, "relayed")
 	counter(relayed, s.RelayDropped, "dropped")
 }
+
+// TopRanks is how many ranks of the top keys are exported: a fixed few,
+// so that the series stay bounded whatever the keys.
+const TopRanks = 5
+
+var rankLabels = [TopRanks]string{"1", "2", "3", "4", "5"}
 
 func b2f(b bool) float64 {
 	if b {

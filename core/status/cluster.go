@@ -30,8 +30,8 @@ type NodeView struct {
 	// limiter keeps them (gopherpace.WithTopKeys).
 	TopDenied    []gopherpace.KeyCount `json:"top_denied,omitempty"`
 	TopAdmitted  []gopherpace.KeyCount `json:"top_admitted,omitempty"`
-	Unreachable  string                `json:"-"` // why a ClusterPage could not read it
-	FromThisNode bool                  `json:"-"`
+	Unreachable  string                `json:"unreachable,omitempty"` // why a ClusterPage could not read it
+	FromThisNode bool                  `json:"this_node,omitempty"`
 }
 
 // A PeerView is one peer as a node sees it.
@@ -80,7 +80,8 @@ func NewClusterPage(title string, self *Page, peers func() []string) *ClusterPag
 	return &ClusterPage{title: title, self: self, peers: peers, http: &http.Client{Timeout: PeerTimeout}}
 }
 
-// ServeHTTP renders the cluster page.
+// ServeHTTP renders the cluster page; with ?format=json, the
+// ClusterView as JSON.
 func (c *ClusterPage) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s := c.self.limiter.Stats()
 	now := time.Now()
@@ -114,23 +115,38 @@ func (c *ClusterPage) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		return 0
 	})
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	w.Header().Set("Cache-Control", "no-store")
 	nodes := append([]NodeView{own}, views...)
 	var denied, admitted [][]gopherpace.KeyCount
 	for _, n := range nodes {
 		denied, admitted = append(denied, n.TopDenied), append(admitted, n.TopAdmitted)
 	}
+	view := ClusterView{Nodes: nodes,
+		TopDenied: gopherpace.MergeTopKeys(TopShown, denied...), TopAdmitted: gopherpace.MergeTopKeys(TopShown, admitted...)}
+	w.Header().Set("Cache-Control", "no-store")
+	if r.URL.Query().Get("format") == "json" {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(view)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	data := struct {
-		Title                  string
-		Refresh                int
-		Nodes                  []NodeView
-		TopDenied, TopAdmitted []gopherpace.KeyCount
-	}{c.title, int(RefreshEvery / time.Second), nodes,
-		gopherpace.MergeTopKeys(TopShown, denied...), gopherpace.MergeTopKeys(TopShown, admitted...)}
+		Title   string
+		Refresh int
+		ClusterView
+	}{c.title, int(RefreshEvery / time.Second), view}
 	if err := clusterTemplate.Execute(w, data); err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 	}
+}
+
+// A ClusterView is what a ClusterPage shows, and serves as JSON with
+// ?format=json: every node's view, this node's first, and the keys
+// denied and admitted most across the cluster (each node's TopShown
+// summed; see gopherpace.MergeTopKeys).
+type ClusterView struct {
+	Nodes       []NodeView            `json:"nodes"`
+	TopDenied   []gopherpace.KeyCount `json:"top_denied"`
+	TopAdmitted []gopherpace.KeyCount `json:"top_admitted"`
 }
 
 // read fetches one node's view from its Page.

@@ -97,4 +97,18 @@ func TestClusterPageListsTheKeysDeniedMost(t *testing.T) {
 	if n, _ := strconv.Atoi(m[1]); n <= 300 {
 		t.Fatalf("tenant-x denied %d across the cluster, want the sum of two nodes' denials (over 300)", n)
 	}
+
+	// The same as JSON, for scripts and dashboards.
+	w := httptest.NewRecorder()
+	cp.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/?format=json", nil))
+	var v status.ClusterView
+	if err := json.NewDecoder(w.Body).Decode(&v); err != nil {
+		t.Fatal(err)
+	}
+	if len(v.Nodes) != 2 || !v.Nodes[0].FromThisNode || v.Nodes[1].Node != "b" || len(v.TopDenied) == 0 {
+		t.Fatalf("the cluster as JSON: %+v", v)
+	}
+	if k := v.TopDenied[0]; k.Key != "tenant-x" || strconv.Itoa(int(k.Count)) != m[1] {
+		t.Fatalf("the JSON's most denied: %+v, want tenant-x with %s as on the page", k, m[1])
+	}
 }
