@@ -21,6 +21,10 @@ type bucket struct {
 
 func (b *bucket) init() { b.tat.Store(neverUsed) }
 
+// handOver marks the standalone global bucket while a clustered engine
+// holds the global state, until Close hands it back.
+func (b *bucket) handOver() { b.tat.Store(evicted) }
+
 // neverUsed is the state of a bucket that has not spent a token yet: a
 // theoretical arrival time so far in the past that the bucket is full at any
 // time a caller may pass, even one before the limiter was created.

@@ -108,6 +108,10 @@ func (c *countedBucket) unreported(w uint64) int64 {
 // pending is the count of tokens admitted and not yet drained, now.
 func (c *countedBucket) pending() int64 { return c.unreported(c.word.Load()) }
 
+// addInflight counts n tokens reported and not yet surely heard (n < 0:
+// heard, reportFlight later). Lock-free.
+func (c *countedBucket) addInflight(n int64) { c.inflight.Add(n) }
+
 // unheard is the count of tokens admitted that the peers may not have yet:
 // not reported, or reported within the last reportFlight.
 func (c *countedBucket) unheard() int64 { return c.pending() + c.inflight.Load() }

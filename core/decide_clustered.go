@@ -118,8 +118,7 @@ func (e *engine) takeCounted(d *Decision, now, n int64) (waits bool) {
 		*d = closedDecision(rule)
 		return false
 	case modePreContact:
-		if e.mode.preBudget.Add(-n) < 0 {
-			e.mode.preBudget.Add(n)
+		if !e.mode.spendPreContact(n) {
 			*d = waitDecision(rule)
 			return true
 		}
@@ -127,7 +126,7 @@ func (e *engine) takeCounted(d *Decision, now, n int64) (waits bool) {
 	}
 	if wait, capped := e.overCap(c.unheard(), rule, n); capped {
 		if pre {
-			e.mode.preBudget.Add(n)
+			e.mode.returnPreContact(n)
 		}
 		*d = wait
 		return true
@@ -140,7 +139,7 @@ func (e *engine) takeCounted(d *Decision, now, n int64) (waits bool) {
 	if d.Allowed {
 		e.send.counted(count, n, rule)
 	} else if pre {
-		e.mode.preBudget.Add(n)
+		e.mode.returnPreContact(n)
 	}
 	return false
 }

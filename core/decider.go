@@ -32,6 +32,11 @@ type decider struct {
 	solo *standalone // the limiter's own buckets; decides when eng is nil
 }
 
+// standalone and cluster choose how the limiter decides, in New: its own
+// buckets, and then, when clustered, the engine.
+func (d *decider) standalone(solo *standalone) { d.solo = solo }
+func (d *decider) cluster(eng *engine)         { d.eng = eng }
+
 // allow spends one token of the global bucket, stealing a leased token on
 // a denial; waits reports a denial that only waits for this node's report
 // (see Allow).

@@ -3,7 +3,6 @@ package gopherpace
 import (
 	"context"
 	"log/slog"
-	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -136,11 +135,12 @@ func newEngine(parts engineParts, c *config) *engine {
 	}
 	// The wiring: each part sees the environment and the parts it reads.
 	env := &e.engineEnv
-	e.send = sender{engineEnv: env, word: &e.global, fair: &e.fair, keyFair: &e.hotKeys, view: &e.view, onKick: e.onKick, onArmed: e.onArmed,
-		flushDelay: min(max(int64(c.interval)/20, minFlushGap), int64(5*time.Millisecond))}
+	flushDelay := min(max(int64(c.interval)/20, minFlushGap), int64(5*time.Millisecond))
 	if e.floor {
-		e.send.flushDelay = e.tick // the reference design reports on its ticks only
+		flushDelay = e.tick // the reference design reports on its ticks only
 	}
+	e.send = sender{engineEnv: env, word: &e.global, fair: &e.fair, keyFair: &e.hotKeys, view: &e.view, onKick: e.onKick, onArmed: e.onArmed,
+		flushDelay: flushDelay}
 	e.recv = receiver{engineEnv: env, word: &e.global, view: &e.view, fair: &e.fair, keyFair: &e.hotKeys, join: &e.join,
 		// A newcomer to a contended cluster would otherwise race freely
 		// until its first tick: half a gossip interval at most.
@@ -151,11 +151,10 @@ func newEngine(parts engineParts, c *config) *engine {
 	e.view = newPeerView(env, &e.mode, e.recv.afterRefresh)
 	e.fair = fairShares{engineEnv: env, word: &e.global, view: &e.view, denied: newProcCounter()}
 	e.fair.share.setGate(parts.rules.dflt())
-	e.fair.share.tat.Store(math.MinInt64 / 4) // unspent at any time on the buckets' clock (key_shares.go)
 	// A sliced share starts part of the way to its first token, at a phase
 	// of its own: started alike, every node of a cold cluster would earn
 	// its first token in the same millisecond.
-	e.fair.share.credit.Store(int64(nameHash(0, parts.name) % sliceOne))
+	e.fair.share.init(int64(nameHash(0, parts.name) % sliceOne))
 	e.hotKeys = newKeyShares(env, &e.view)
 	e.join = joining{engineEnv: env, word: &e.global, mode: &e.mode, view: &e.view}
 	return e
@@ -179,13 +178,9 @@ func (e *engine) start() {
 	e.send.begin(now)
 	members := e.view.refreshMembers(now)
 	e.view.retune(now, 1+len(members), 1+len(members))
-	if len(members) > 0 && !e.floor {
-		// Until a peer is heard, spend at most this node's share of the
-		// burst: every node may be starting into the same flash crowd.
-		e.mode.preBudget.Store(ceilDiv(e.rules.dflt().bucketSize, int64(1+len(members))))
-		e.mode.enter(modePreContact)
-	}
-	e.mode.begun = true
+	// Until a peer is heard, spend at most this node's share of the
+	// bucket: every node may be starting into the same flash crowd.
+	e.mode.begin(len(members) > 0 && !e.floor, ceilDiv(e.rules.dflt().bucketSize, int64(1+len(members))))
 	e.hub = joinHub(e)
 	e.unsubscribe = func() { e.hub.leave(e) }
 	e.stopTick = e.clock.AfterFunc(e.untilTick(), e.onTick)
@@ -234,7 +229,7 @@ func (e *engine) onTick() {
 
 // onKick is the early flush that the request path schedules (sender.kick).
 func (e *engine) onKick() {
-	e.send.kicked.Store(false)
+	e.send.kickFired()
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.stopped {
@@ -248,7 +243,7 @@ func (e *engine) onArmed() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.stopped {
-		e.send.flushArmed.Store(false)
+		e.send.disarm()
 		return
 	}
 	e.send.armedFlush(e.now())

@@ -150,6 +150,18 @@ const sliceBelow = 4
 // sliceFloor: a share under 1/sliceFloor of an even split is not sliced.
 const sliceFloor = 10
 
+// init readies a share: unspent at any time on the buckets' clock (zero
+// is a time like any other there, and after a long lag it lay far ahead:
+// FuzzReceive), with credit tokens of credit already earned, in
+// 1/sliceOne.
+func (q *shareBucket) init(credit int64) {
+	q.tat.Store(math.MinInt64 / 4)
+	q.credit.Store(credit)
+}
+
+// turn switches the share on (the bucket is contended) or off.
+func (q *shareBucket) turn(on bool) { q.on.Store(on) }
+
 // setGate sets the gate for the default rule: a quarter of its bucket.
 func (q *shareBucket) setGate(rule *rule) {
 	q.gate.Store(max(1, rule.bucketSize/gateShare) * rule.interval)

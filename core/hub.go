@@ -244,12 +244,7 @@ func (h *hub) flushLocked() {
 		}
 	}
 	for _, p := range h.senders {
-		if err != nil {
-			p.s.sendFailures.Add(1)
-		} else {
-			p.s.framesSent.Add(1)
-			p.s.bytesSent.Add(uint64(p.n))
-		}
+		p.s.sent(p.n, err == nil)
 	}
 	h.pending, h.senders = h.pending[:0], h.senders[:0]
 	if err == nil {
@@ -295,10 +290,7 @@ func (h *hub) sendGrouped(now int64) error {
 		}
 	}
 	if len(h.rel.toGroups) > 0 {
-		h.targets = h.rel.view.relayTargets(h.targets[:0], h.rel.turn, func(m string) bool {
-			return h.rel.heardWithin(m, now, relaySlack(h.tick)+mateSilence(h.tick))
-		})
-		h.rel.turn++
+		h.targets = h.rel.targets(h.targets[:0], now, h.tick)
 		for _, t := range h.targets {
 			note(h.sendPieces(t, nil, h.rel.toGroups))
 		}

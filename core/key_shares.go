@@ -139,10 +139,7 @@ func (ks *keyShares) heard(h uint64, ent *clusterEntry, admitted, refused, now i
 			return
 		}
 		k = &keyShare{refusedAt: now} // as good as refused: no token left
-		// An unspent share, whatever the buckets' clock reads: zero is a
-		// time like any other on it, and after a long lag it lay far ahead
-		// (FuzzReceive).
-		k.share.tat.Store(math.MinInt64 / 4)
+		k.share.init(0)
 		ks.hot[h] = k
 	}
 	k.all.add(admitted, admitted+refused, now)
@@ -151,6 +148,12 @@ func (ks *keyShares) heard(h uint64, ent *clusterEntry, admitted, refused, now i
 		k.refusedAt = now
 	}
 }
+
+// addRefused counts n tokens refused here for want of tokens, and
+// returns the count not yet sent; takeRefused hands it to a flush.
+// Lock-free: the request path and the sender call them.
+func (k *keyShare) addRefused(n int64) int64 { return k.refused.Add(n) }
+func (k *keyShare) takeRefused() int64       { return k.refused.Swap(0) }
 
 // rebalance runs on every tick: it prices every hot key's share from the
 // loads, attaches it to the key's entry (a new entry after an eviction
@@ -162,14 +165,14 @@ func (ks *keyShares) rebalance(now int64) {
 		ent := ks.keys.lookup(h)
 		if now-k.refusedAt > hotFor || ent == nil && now-k.peerAt > fairWindow {
 			if ent != nil {
-				ent.fair.CompareAndSwap(k, nil)
+				ent.dropShare(k)
 			}
 			delete(ks.hot, h)
 			continue
 		}
 		k.price(ks.rules.forKey(h), ent, now, at, ks.tick)
-		if ent != nil && ent.fair.Load() != k {
-			ent.fair.Store(k)
+		if ent != nil {
+			ent.attachShare(k)
 		}
 	}
 }
@@ -184,7 +187,7 @@ func (k *keyShare) price(rule *rule, ent *clusterEntry, now int64, at bucketTime
 	k.all.decay(now)
 	own, all := k.own.demand, k.all.demand
 	if own <= 0 || all <= 0 || k.all.admits >= contendedRatio*all {
-		q.on.Store(false)
+		q.turn(false)
 		return
 	}
 	q.setGate(rule)
@@ -198,14 +201,14 @@ func (k *keyShare) price(rule *rule, ent *clusterEntry, now int64, at bucketTime
 	}
 	iv := saturate(math.Ceil(float64(time.Second)/share), 1, maxShareInterval)
 	if iv > rule.tolerance {
-		q.on.Store(false)
+		q.turn(false)
 		return
 	}
 	// A hot key's record stays small: it measures no pauses (only the
 	// counted word notes asks).
 	tol := shareTolerance(share, iv, tick, 0)
 	q.set(iv, tol, at)
-	q.on.Store(true)
+	q.turn(true)
 }
 
 // takeShared is takeInto for a hot key's bucket: an admit that leaves the

@@ -87,19 +87,19 @@ func New(opts ...Option) (*Limiter, error) {
 		l.log.Warn("the key hash has no secret: the transport gives none (plaintext gossip), so anyone can compute which keys share a bucket or a shard. Pin one with WithKeyHashSecret, the same on every node",
 			"node", l.name, "limiter", c.limiterID)
 	}
-	l.dec.solo = (*standalone)(l)
-	set := &ruleSet{def: def}
+	l.dec.standalone((*standalone)(l))
+	var overrides map[uint64]ownRule
 	for _, o := range c.overrides {
 		rule, err := newRule(o.tokens, o.per, o.bucketSize)
 		if err != nil {
 			return nil, errorf("%s: %w", o.words, err) // checked in finish
 		}
-		if set.overrides == nil {
-			set.overrides = make(map[uint64]ownRule, len(c.overrides))
+		if overrides == nil {
+			overrides = make(map[uint64]ownRule, len(c.overrides))
 		}
-		set.overrides[l.hasher.sum(o.key)] = ownRule{rule, o.key}
+		overrides[l.hasher.sum(o.key)] = ownRule{rule, o.key}
 	}
-	l.rules.set.Store(set)
+	l.rules.replace(&ruleSet{def: def, overrides: overrides})
 	if c.shadow {
 		l.shadow = &shadowing{denials: newProcCounter()}
 	}
@@ -123,19 +123,19 @@ func New(opts ...Option) (*Limiter, error) {
 		l.rules.each(func(rule *rule) { clusteredReach(rule, c.floorAtZero) })
 		// The clustered bucket holds the global state until Close hands it
 		// back; meanwhile the standalone word stays marked.
-		l.global.tat.Store(evicted)
+		l.global.handOver()
 		eng := newEngine(engineParts{
 			epoch: l.epoch, name: l.name, log: l.log, rules: &l.rules,
 			keys: newClusterStore(c.maxKeys, l.log, l.rules.forKey), standalone: &l.global.tat, leases: l.leases,
 			keyHashID: l.hasher.fingerprint(),
 		}, &c)
-		l.dec.eng = eng
+		l.dec.cluster(eng)
 		eng.start()
 	}
 	if c.lookup != nil {
-		l.rules.lookup = newLookupCache(*c.lookup, func(q Quota) (*rule, error) {
+		l.rules.lookUpWith(newLookupCache(*c.lookup, func(q Quota) (*rule, error) {
 			return l.buildRule(q.Tokens, q.Per, q.BucketSize)
-		})
+		}))
 	}
 	l.log.Debug("limiter created", "node", l.name, "rate", def.tokens, "per", def.per, "bucket_size", def.bucketSize, "clustered", c.transport != nil)
 	return l, nil

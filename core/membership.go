@@ -156,6 +156,10 @@ func (v *peerView) stream(p *peer, inc uint64) *stream {
 	return s
 }
 
+// idle starts this node's vouching for its idle peers: it has no news
+// either (sender.flush, on its first idle heartbeat).
+func (v *peerView) idle() { v.vouching = true }
+
 // awake ends this node's vouching, for it has news: its idle peers must
 // be heard again, and get suspectAfter from now for it (the news that woke
 // this node wakes them, and a quiet peer answers at once).
@@ -484,14 +488,6 @@ func (v *peerView) retune(now int64, visible, known int) {
 		v.log.Info("cluster whole again: every known peer is in reach", "node", v.name, "nodes", known,
 			"after", time.Duration(now-v.splitSince))
 	}
-}
-
-// sizeCaps sets rule's early-flush threshold and its cap of unreported
-// tokens for a cluster of known nodes.
-func sizeCaps(rule *rule, known int) {
-	flushAt := max(1, rule.bucketSize/100)
-	rule.flushAt.Store(flushAt)
-	rule.localCap.Store(max(2*flushAt, ceilDiv(rule.bucketSize, int64(known))))
 }
 
 func admitting(p PartitionPolicy, closed bool, visible, known int) string {

@@ -40,6 +40,30 @@ type modeState struct {
 	begun bool
 }
 
+// begin chooses the first mode, once, at the engine's start: pre-contact
+// with this node's share of the burst, budget, when peers are listed
+// (contact), else normal. The caller holds the engine's lock.
+func (m *modeState) begin(contact bool, budget int64) {
+	if contact {
+		m.preBudget.Store(budget)
+		m.enter(modePreContact)
+	}
+	m.begun = true
+}
+
+// spendPreContact takes n tokens of the pre-contact budget, lock-free,
+// and reports whether it held them; returnPreContact gives them back (a
+// take that then failed).
+func (m *modeState) spendPreContact(n int64) bool {
+	if m.preBudget.Add(-n) < 0 {
+		m.preBudget.Add(n)
+		return false
+	}
+	return true
+}
+
+func (m *modeState) returnPreContact(n int64) { m.preBudget.Add(n) }
+
 // get is the mode in force.
 func (m *modeState) get() int32 { return m.cur.Load() }
 

@@ -73,6 +73,15 @@ type stream struct {
 	fair                   peerShare // what fairness keeps of the sender (fairness.go)
 }
 
+// totals records the running totals of a frame of the stream, and
+// reports whether its demand total is news: more than any frame carried.
+func (s *stream) totals(global, demand uint64) (news bool) {
+	s.lastGlobal, s.lastDemand = global, demand
+	news = demand > s.demandSeen
+	s.demandSeen = max(s.demandSeen, demand)
+	return news
+}
+
 // stream returns p's stream for incarnation inc, opening one (in place of
 // the least recently heard, when p has maxStreams) if there is none. It
 // returns the count of frames the replaced stream never received.

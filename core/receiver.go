@@ -166,9 +166,7 @@ func (r *receiver) apply(from string, b []byte, keep, relayed bool) {
 			"peer", from, "its key hash", f.KeyHashID, "this node's", r.keyHashID, "dropped so far", r.stats.otherKeyHash.Load())
 		f.Keys = f.Keys[:0]
 	}
-	s.lastGlobal, s.lastDemand = f.GlobalSum, f.DemandSum
-	news := f.Global > 0 || len(f.Keys) > 0 || f.Partial || f.DemandSum > s.demandSeen
-	s.demandSeen = max(s.demandSeen, f.DemandSum)
+	news := s.totals(f.GlobalSum, f.DemandSum) || f.Global > 0 || len(f.Keys) > 0 || f.Partial
 	wasVisible := r.view.heard(p, s, now, f.Leaving, f.Idle, news, relayed, float64(f.Withheld)/wire.WithheldOne)
 	// A node decides at most one request a nanosecond, each of at most a
 	// bucket of tokens (a larger cost is refused before it is counted).

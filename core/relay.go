@@ -84,6 +84,16 @@ func (r *relays) wholeAgain(now int64) {
 	r.wholeUntil = now + wholeSettle()
 }
 
+// targets appends to dst the members of the covered groups to send this
+// group's envelopes to, heard lately; each call takes the next in turn.
+func (r *relays) targets(dst []string, now, tick int64) []string {
+	dst = r.view.relayTargets(dst, r.turn, func(m string) bool {
+		return r.heardWithin(m, now, relaySlack(tick)+mateSilence(tick))
+	})
+	r.turn++
+	return dst
+}
+
 // heardWithin reports whether name was heard within d of now.
 func (r *relays) heardWithin(name string, now, d int64) bool {
 	at, ok := r.heard[name]

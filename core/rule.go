@@ -192,6 +192,13 @@ type ownRule struct {
 	key  string
 }
 
+// replace puts set in force: New's, and each change setrate.go makes
+// under Limiter.changeMu.
+func (ps *rules) replace(set *ruleSet) { ps.set.Store(set) }
+
+// lookUpWith adds WithLookup's cache, once, in New.
+func (ps *rules) lookUpWith(c *lookupCache) { ps.lookup = c }
+
 // dflt is the default rule.
 func (ps *rules) dflt() *rule { return ps.set.Load().def }
 
@@ -249,4 +256,13 @@ func rateWords(fn string, tokens int64, per time.Duration, bucketSize int64) str
 		return fmt.Sprintf("WithRate(%d, %v)", tokens, per)
 	}
 	return fmt.Sprintf("%s(%d, %v, %d)", fn, tokens, per, bucketSize)
+}
+
+// sizeCaps sets rule's early-flush threshold and its cap of unreported
+// tokens for a cluster of known nodes (peerView retunes the rules as the
+// cluster changes).
+func sizeCaps(rule *rule, known int) {
+	flushAt := max(1, rule.bucketSize/100)
+	rule.flushAt.Store(flushAt)
+	rule.localCap.Store(max(2*flushAt, ceilDiv(rule.bucketSize, int64(known))))
 }

@@ -89,6 +89,17 @@ type senderStats struct {
 	framesSent, bytesSent, sendFailures, tokensReported atomic.Uint64
 }
 
+// sent counts a frame of n bytes that the hub sent in a datagram, or
+// failed to.
+func (st *senderStats) sent(n int, ok bool) {
+	if !ok {
+		st.sendFailures.Add(1)
+		return
+	}
+	st.framesSent.Add(1)
+	st.bytesSent.Add(uint64(n))
+}
+
 // begin readies the sender at the engine's start.
 func (s *sender) begin(now int64) { s.lastFlush, s.lastBusy = now-minFlushGap, now }
 
@@ -136,7 +147,7 @@ func (s *sender) counted(v, n int64, rule *rule) {
 // countKeyed counts n tokens admitted from key hash h's entry for the next
 // flush. Lock-free: the request path calls it.
 func (s *sender) countKeyed(h uint64, ent *clusterEntry, rule *rule, n int64) {
-	v := ent.pending.Add(n)
+	v := ent.addPending(n)
 	if v == n { // first unsent admit since the last flush
 		d := &s.dirty[h%dirtyShards]
 		d.mu.Lock()
@@ -150,7 +161,7 @@ func (s *sender) countKeyed(h uint64, ent *clusterEntry, rule *rule, n int64) {
 // want of tokens, the key's offered load (key_shares.go): the next flush
 // reports them. Lock-free: the request path calls it.
 func (s *sender) refusedKeyed(h uint64, ent *clusterEntry, k *keyShare, n int64) {
-	if k.refused.Add(n) == n { // the first since the last flush
+	if k.addRefused(n) == n { // the first since the last flush
 		d := &s.dirty[h%dirtyShards]
 		d.mu.Lock()
 		d.list = append(d.list, dirtyKey{h, ent})
@@ -180,9 +191,16 @@ func (s *sender) armFlush() {
 // more for the frames of the transport's other limiters. The caller holds
 // the engine's lock.
 func (s *sender) armedFlush(now int64) {
-	s.flushArmed.Store(false)
+	s.disarm()
 	s.flush(now, false, false, false)
 }
+
+// disarm forgets the armed flush: it ran, or the engine stopped.
+func (s *sender) disarm() { s.flushArmed.Store(false) }
+
+// kickFired notes that the kick's timer went off, before the engine takes
+// its lock for the flush: a request from now on may kick again.
+func (s *sender) kickFired() { s.kicked.Store(false) }
 
 // kickedFlush is an early flush, unless the last one was under minFlushGap
 // ago: then it is kicked again once the gap has passed. The caller holds
@@ -252,9 +270,9 @@ func (s *sender) flush(now int64, heartbeat, leaving, atOnce bool) [][]byte {
 		d.list = nil
 		d.mu.Unlock()
 		for _, k := range list {
-			n, refused := k.e.pending.Swap(0), int64(0)
+			n, refused := k.e.takePending(), int64(0)
 			if ks := k.e.fair.Load(); ks != nil {
-				refused = ks.refused.Swap(0)
+				refused = ks.takeRefused()
 			}
 			if n > 0 || refused > 0 {
 				s.keyFair.sent(k.h, n, refused, now)
@@ -266,7 +284,7 @@ func (s *sender) flush(now int64, heartbeat, leaving, atOnce bool) [][]byte {
 			level := min(max(wordLevel(&k.e.tat, rule, at)/rule.interval, -rule.bucketSize), rule.bucketSize)
 			batch = append(batch, wire.KeyCount{Key: k.h, Tokens: n, Refused: refused, Level: level})
 			if n > 0 && !s.floor {
-				k.e.inflight.Add(n)
+				k.e.addInflight(n)
 				flights = append(flights, flying{k.e, n})
 			}
 		}
@@ -293,7 +311,7 @@ func (s *sender) flush(now int64, heartbeat, leaving, atOnce bool) [][]byte {
 			return nil // quiet: idle peers count this node as in sight
 		}
 		if s.idleSent == 0 {
-			s.view.vouching = true
+			s.view.idle()
 		}
 		idle = true
 		s.idleSent++
@@ -343,11 +361,11 @@ func (s *sender) inFlight(global int64, keyed []flying) {
 	if s.floor || global == 0 && len(keyed) == 0 {
 		return
 	}
-	s.word.inflight.Add(global)
+	s.word.addInflight(global)
 	s.clock.AfterFunc(time.Duration(reportFlight), func() {
-		s.word.inflight.Add(-global)
+		s.word.addInflight(-global)
 		for _, f := range keyed {
-			f.ent.inflight.Add(-f.n)
+			f.ent.addInflight(-f.n)
 		}
 	})
 }

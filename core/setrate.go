@@ -36,7 +36,7 @@ func (l *Limiter) setRate(now int64, tokens int64, per time.Duration, bucketSize
 	l.changeMu.Lock()
 	defer l.changeMu.Unlock()
 	old := l.rules.set.Load()
-	l.rules.set.Store(&ruleSet{def: def, overrides: old.overrides})
+	l.rules.replace(&ruleSet{def: def, overrides: old.overrides})
 	l.reprice(now, func(h uint64, _ bool) (*rule, *rule) {
 		if _, ok := old.overrides[h]; ok {
 			return nil, nil
@@ -69,7 +69,7 @@ func (l *Limiter) setOverride(now int64, key string, tokens int64, per time.Dura
 		overrides[k] = v
 	}
 	overrides[h] = ownRule{rule, strings.Clone(key)}
-	l.rules.set.Store(&ruleSet{def: old.def, overrides: overrides})
+	l.rules.replace(&ruleSet{def: old.def, overrides: overrides})
 	l.repriceKey(now, h, old.forKeyIn(h), rule)
 	return nil
 }
@@ -95,7 +95,7 @@ func (l *Limiter) removeOverride(now int64, key string) {
 			}
 		}
 	}
-	l.rules.set.Store(&ruleSet{def: old.def, overrides: overrides})
+	l.rules.replace(&ruleSet{def: old.def, overrides: overrides})
 	l.repriceKey(now, h, from.rule, old.def)
 }
 

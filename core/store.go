@@ -89,7 +89,25 @@ type clusterEntry struct {
 }
 
 func (e *clusterEntry) word() *atomic.Int64 { return &e.tat }
-func (e *clusterEntry) busy() bool          { return e.pending.Load() != 0 || e.inflight.Load() != 0 }
+
+// addPending counts n tokens admitted here for the next report, and
+// returns the count now pending; takePending hands the count to a flush.
+// addInflight counts n tokens reported and not yet surely heard (n < 0:
+// heard). Lock-free: the request path and the sender call them.
+func (e *clusterEntry) addPending(n int64) int64 { return e.pending.Add(n) }
+func (e *clusterEntry) takePending() int64       { return e.pending.Swap(0) }
+func (e *clusterEntry) addInflight(n int64)      { e.inflight.Add(n) }
+
+// attachShare makes k the key's share while it is hot; dropShare
+// detaches it, unless another has taken its place (key_shares.go).
+func (e *clusterEntry) attachShare(k *keyShare) {
+	if e.fair.Load() != k {
+		e.fair.Store(k)
+	}
+}
+func (e *clusterEntry) dropShare(k *keyShare) { e.fair.CompareAndSwap(k, nil) }
+
+func (e *clusterEntry) busy() bool { return e.pending.Load() != 0 || e.inflight.Load() != 0 }
 
 // clusterSlot is a clustered table's slot value (slotValue): a tombstone holds
 // nil.
