@@ -135,7 +135,7 @@ func (s *standalone) chargeKeyed(h uint64, rule *rule, now, n int64) (int64, int
 // gossip; once the limiter has closed, the standalone word takes it.
 func (e *engine) chargeGlobal(now, n int64) (int64, int64) {
 	rule, at := e.rules.dflt(), e.bucketTime(now)
-	charged, count, ahead, ok := e.global.charge(rule, at, n, chargeDebt(rule))
+	charged, count, ahead, ok := e.word.charge(rule, at, n, chargeDebt(rule))
 	if !ok {
 		return debit(e.standalone, rule, standaloneTime(now), n, chargeDebt(rule))
 	}

@@ -8,7 +8,7 @@ import (
 // This file holds every operation on a counted word, the clustered global
 // bucket's state.
 
-// countedBucket is the global bucket of a clustered limiter. One word holds
+// countedWord is the global bucket of a clustered limiter. One word holds
 // both the theoretical arrival time (TAT) and the count of tokens this node
 // admitted that its peers have not been told of yet, so counting an admit for
 // gossip rides in the compare-and-swap that spends it. A clustered Allow then
@@ -28,7 +28,7 @@ import (
 //
 // A count that outgrows the word's field spills into spill, once every
 // countMax tokens.
-type countedBucket struct {
+type countedWord struct {
 	word  atomic.Uint64
 	spill atomic.Int64
 	// inflight counts tokens reported within the last reportFlight: the
@@ -70,7 +70,7 @@ func addCount(unsent, n int64) (keep, moved int64) {
 
 // unreportedAfter is the unreported count once an admit that left keep in
 // the field and moved moved has landed.
-func (c *countedBucket) unreportedAfter(keep, moved int64) int64 {
+func (c *countedWord) unreportedAfter(keep, moved int64) int64 {
 	if moved > 0 {
 		return c.spill.Add(moved)
 	}
@@ -92,7 +92,7 @@ func readAhead(w uint64, at bucketTime, rule *rule) int64 {
 // spent is how far ahead of now the bucket's time is, 0 for a full bucket.
 func spent(w uint64, at bucketTime, rule *rule) int64 { return max(readAhead(w, at, rule), 0) }
 
-func (c *countedBucket) init(at bucketTime) {
+func (c *countedWord) init(at bucketTime) {
 	now := int64(at)
 	// Full at any time a caller may pass, even a little before the limiter
 	// was created.
@@ -101,20 +101,20 @@ func (c *countedBucket) init(at bucketTime) {
 
 // unreported is the count of tokens admitted and not yet drained, for a
 // word read at w.
-func (c *countedBucket) unreported(w uint64) int64 {
+func (c *countedWord) unreported(w uint64) int64 {
 	return int64(w&countMask) + c.spill.Load()
 }
 
 // pending is the count of tokens admitted and not yet drained, now.
-func (c *countedBucket) pending() int64 { return c.unreported(c.word.Load()) }
+func (c *countedWord) pending() int64 { return c.unreported(c.word.Load()) }
 
 // addInflight counts n tokens reported and not yet surely heard (n < 0:
 // heard, reportFlight later). Lock-free.
-func (c *countedBucket) addInflight(n int64) { c.inflight.Add(n) }
+func (c *countedWord) addInflight(n int64) { c.inflight.Add(n) }
 
 // unheard is the count of tokens admitted that the peers may not have yet:
 // not reported, or reported within the last reportFlight.
-func (c *countedBucket) unheard() int64 { return c.pending() + c.inflight.Load() }
+func (c *countedWord) unheard() int64 { return c.pending() + c.inflight.Load() }
 
 // allow spends one token on the lean path. fast is false when the caller
 // must take the general path instead: the word was handed back, or the node
@@ -124,7 +124,7 @@ func (c *countedBucket) unheard() int64 { return c.pending() + c.inflight.Load()
 //
 // While the bucket is contended, an admit that leaves the replica below the
 // gate also spends this node's share q (fairness.go).
-func (c *countedBucket) allow(rule *rule, at bucketTime, q *shareBucket) (ok bool, retry time.Duration, count int64, fast, contended bool) {
+func (c *countedWord) allow(rule *rule, at bucketTime, q *shareBucket) (ok bool, retry time.Duration, count int64, fast, contended bool) {
 	now := int64(at)
 	w := c.word.Load()
 	spill := c.spill.Load()
@@ -167,7 +167,7 @@ func (c *countedBucket) allow(rule *rule, at bucketTime, q *shareBucket) (ok boo
 // take spends n tokens at now and counts them, deciding into d. It returns,
 // on an admit, the unreported count after it; ok is false when the word was
 // handed back. q is the share, as for allow.
-func (c *countedBucket) take(d *Decision, rule *rule, at bucketTime, n int64, q *shareBucket) (count int64, ok bool) {
+func (c *countedWord) take(d *Decision, rule *rule, at bucketTime, n int64, q *shareBucket) (count int64, ok bool) {
 	now := int64(at)
 	unit := rule.interval
 	cost := n * unit
@@ -209,7 +209,7 @@ func (c *countedBucket) take(d *Decision, rule *rule, at bucketTime, n int64, q 
 
 // settle is settle in bucket.go for the counted word w, whose time is
 // ahead ahead of now.
-func (c *countedBucket) settle(w uint64, rule *rule, ahead int64, at bucketTime) {
+func (c *countedWord) settle(w uint64, rule *rule, ahead int64, at bucketTime) {
 	now := int64(at)
 	if ahead > rule.ceiling+rule.tolerance {
 		c.word.CompareAndSwap(w, packCounted(now+rule.ceiling, int64(w&countMask)))
@@ -221,7 +221,7 @@ func (c *countedBucket) settle(w uint64, rule *rule, ahead int64, at bucketTime)
 // a denial (got 0) retry is the wait for one token; ok is false when the
 // word was handed back. q is the share, as for allow: while it applies, a
 // lease takes no more than the share left.
-func (c *countedBucket) takeUpTo(rule *rule, at bucketTime, n, room int64, q *shareBucket) (got, count int64, retry time.Duration, contended, ok bool) {
+func (c *countedWord) takeUpTo(rule *rule, at bucketTime, n, room int64, q *shareBucket) (got, count int64, retry time.Duration, contended, ok bool) {
 	now := int64(at)
 	unit := rule.interval
 	w := c.word.Load()
@@ -265,7 +265,7 @@ func (c *countedBucket) takeUpTo(rule *rule, at bucketTime, n, room int64, q *sh
 // handed back. Like the plain word's operations, f leaves a full bucket's
 // time alone unless it spends: a caller whose time runs a little behind
 // must still find the bucket full.
-func (c *countedBucket) update(at bucketTime, rule *rule, f func(ahead, count int64) (int64, int64)) (applied bool) {
+func (c *countedWord) update(at bucketTime, rule *rule, f func(ahead, count int64) (int64, int64)) (applied bool) {
 	now := int64(at)
 	for {
 		w := c.word.Load()
@@ -281,7 +281,7 @@ func (c *countedBucket) update(at bucketTime, rule *rule, f func(ahead, count in
 }
 
 // debit charges n tokens that a peer admitted, as debit in bucket.go does.
-func (c *countedBucket) debit(rule *rule, at bucketTime, n, maxDebt int64) {
+func (c *countedWord) debit(rule *rule, at bucketTime, n, maxDebt int64) {
 	if n < 1 {
 		return
 	}
@@ -298,7 +298,7 @@ func (c *countedBucket) debit(rule *rule, at bucketTime, n, maxDebt int64) {
 // spends for gossip in the same compare-and-swap: it returns the
 // unreported count after an admit; alive is false when the word was
 // handed back.
-func (c *countedBucket) reserve(rule *rule, at bucketTime, n, within int64) (wait, count int64, ok, alive bool) {
+func (c *countedWord) reserve(rule *rule, at bucketTime, n, within int64) (wait, count int64, ok, alive bool) {
 	now := int64(at)
 	cost := n * rule.interval
 	w := c.word.Load()
@@ -326,7 +326,7 @@ func (c *countedBucket) reserve(rule *rule, at bucketTime, n, within int64) (wai
 // in the same compare-and-swap. It returns the tokens spent, the
 // unreported count after them and how far ahead of now the bucket's time
 // is; ok is false when the word was handed back.
-func (c *countedBucket) charge(rule *rule, at bucketTime, n, maxDebt int64) (charged, count, ahead int64, ok bool) {
+func (c *countedWord) charge(rule *rule, at bucketTime, n, maxDebt int64) (charged, count, ahead int64, ok bool) {
 	now := int64(at)
 	limit := rule.tolerance + maxDebt
 	cost := costOf(n, rule.interval, limit)
@@ -352,7 +352,7 @@ func (c *countedBucket) charge(rule *rule, at bucketTime, n, maxDebt int64) (cha
 
 // reset makes the bucket full at now, keeping the unreported count; false
 // when the word was handed back (the limiter is closing).
-func (c *countedBucket) reset(rule *rule, at bucketTime) bool {
+func (c *countedWord) reset(rule *rule, at bucketTime) bool {
 	if c.word.Load()&countMask == handedBack {
 		return false
 	}
@@ -362,7 +362,7 @@ func (c *countedBucket) reset(rule *rule, at bucketTime) bool {
 
 // reprice moves the bucket from one rule to another at now, keeping the
 // tokens it has spent (setrate.go).
-func (c *countedBucket) reprice(from, to *rule, at bucketTime) {
+func (c *countedWord) reprice(from, to *rule, at bucketTime) {
 	c.update(at, from, func(a, count int64) (int64, int64) {
 		if a <= 0 {
 			return a, count
@@ -373,7 +373,7 @@ func (c *countedBucket) reprice(from, to *rule, at bucketTime) {
 
 // lowerTo spends the tokens above level (0..B), for a node that joined a
 // running cluster whose replicas hold level tokens.
-func (c *countedBucket) lowerTo(rule *rule, at bucketTime, level int64) {
+func (c *countedWord) lowerTo(rule *rule, at bucketTime, level int64) {
 	target := rule.tolerance - min(max(level, 0), rule.bucketSize)*rule.interval
 	c.update(at, rule, func(a, count int64) (int64, int64) { return max(a, target), count })
 }
@@ -384,7 +384,7 @@ func (c *countedBucket) lowerTo(rule *rule, at bucketTime, level int64) {
 // it. applied is false when the word was handed back (the limiter closed
 // meanwhile): the caller refunds the standalone word instead, which holds
 // the bucket now.
-func (c *countedBucket) refund(rule *rule, at bucketTime, n int64) (applied, refused bool) {
+func (c *countedWord) refund(rule *rule, at bucketTime, n int64) (applied, refused bool) {
 	if n < 1 {
 		return true, false
 	}
@@ -409,7 +409,7 @@ func (c *countedBucket) refund(rule *rule, at bucketTime, n int64) (applied, ref
 
 // drain takes the unreported count for a report, and moves an idle
 // bucket's time up to idleAhead so that the word's time stays readable.
-func (c *countedBucket) drain(rule *rule, at bucketTime) int64 {
+func (c *countedWord) drain(rule *rule, at bucketTime) int64 {
 	var unsent int64
 	c.update(at, rule, func(a, count int64) (int64, int64) {
 		unsent = count
@@ -423,7 +423,7 @@ func (c *countedBucket) drain(rule *rule, at bucketTime) int64 {
 // limiter that closed; it marks the word so that a taker still on the
 // clustered path moves over too. The count left unreported moves to spill,
 // for the last drain.
-func (c *countedBucket) handBack(tat *atomic.Int64, rule *rule, at bucketTime, real int64) {
+func (c *countedWord) handBack(tat *atomic.Int64, rule *rule, at bucketTime, real int64) {
 	for {
 		w := c.word.Load()
 		unsent := int64(w & countMask)
@@ -445,7 +445,7 @@ func (c *countedBucket) handBack(tat *atomic.Int64, rule *rule, at bucketTime, r
 }
 
 // tat is the bucket's time, for statistics; ok is false once handed back.
-func (c *countedBucket) tat(rule *rule, at bucketTime) (int64, bool) {
+func (c *countedWord) tat(rule *rule, at bucketTime) (int64, bool) {
 	now := int64(at)
 	w := c.word.Load()
 	if w&countMask == handedBack {

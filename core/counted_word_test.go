@@ -38,7 +38,7 @@ func TestCountedDecidesLikeBucket(t *testing.T) {
 		rule.ceiling = 2 * rule.tolerance // clustered: peers' debits may add a bucket of debt
 		var plain atomic.Int64
 		plain.Store(neverUsed)
-		var c countedBucket
+		var c countedWord
 		now := bucketTime(1) << 40
 		c.init(now)
 		rng := rand.New(rand.NewPCG(uint64(tc.rate), uint64(tc.bucketSize)))
@@ -96,7 +96,7 @@ func TestCountedDecidesLikeBucket(t *testing.T) {
 // lost, whether it sits in the word's field or spilled past it.
 func TestCountedConcurrentDrain(t *testing.T) {
 	rule := mustRule(t, 1_000_000_000, 1_000_000_000)
-	var c countedBucket
+	var c countedWord
 	c.init(0)
 	var admitted, drained atomic.Int64
 	var stop atomic.Bool
@@ -143,8 +143,8 @@ func TestCountedConcurrentDrain(t *testing.T) {
 func TestCountedFarTimesNeverAdmitExtra(t *testing.T) {
 	rule := mustRule(t, 10, 10)
 	rule.ceiling = 2 * rule.tolerance
-	emptied := func() *countedBucket {
-		var c countedBucket
+	emptied := func() *countedWord {
+		var c countedWord
 		c.init(0)
 		for range 10 {
 			if d := c.decide(rule, 0, 1); !d.Allowed {
@@ -223,7 +223,7 @@ func FuzzCountedDecidesLikeBucket(f *testing.F) {
 		rule.ceiling = 2 * rule.tolerance
 		var plain atomic.Int64
 		plain.Store(neverUsed)
-		var c countedBucket
+		var c countedWord
 		now := bucketTime(0)
 		c.init(now)
 		admitted, drained := int64(0), int64(0)

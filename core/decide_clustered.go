@@ -36,14 +36,14 @@ func (e *engine) allow(now int64) (ok bool, retry time.Duration, waits bool) {
 			case ok:
 				return true, 0, false
 			case e.mode.get() == modeNormal:
-				waits := e.global.unheard()+1 > rule.localCap.Load()
+				waits := e.word.unheard()+1 > rule.localCap.Load()
 				e.fair.deniedDemand(1, waits)
 				return false, retry, waits
 			}
 			// The limiter closed meanwhile: the standalone word decides.
 			return e.allowSlow(now)
 		}
-		if ok, retry, count, fast, contended := e.global.allow(rule, b, &e.fair.share); fast {
+		if ok, retry, count, fast, contended := e.word.allow(rule, b, &e.fair.share); fast {
 			// Only the first unreported token and the threshold
 			// schedule a flush: checked here, the common case makes
 			// no call.
@@ -107,7 +107,7 @@ func (e *engine) takeGlobal(d *Decision, now, n int64) (waits bool) {
 // first. Once the limiter has closed and the counted word is handed back,
 // the standalone word decides.
 func (e *engine) takeCounted(d *Decision, now, n int64) (waits bool) {
-	c, rule := &e.global, e.rules.dflt()
+	c, rule := &e.word, e.rules.dflt()
 	pre := false
 	if e.farFromClock(now) && e.mode.get() != modeStopped {
 		*d = closedDecision(rule)
@@ -186,7 +186,7 @@ func (e *engine) takeKeyed(d *Decision, h uint64, rule *rule, now, n int64) (wai
 // word once the counted word is handed back. It reports false for a
 // refund refused (refundable).
 func (e *engine) refundGlobal(now, n int64) bool {
-	applied, refused := e.global.refund(e.rules.dflt(), e.bucketTime(now), n)
+	applied, refused := e.word.refund(e.rules.dflt(), e.bucketTime(now), n)
 	if !applied {
 		return refund(e.standalone, e.rules.dflt(), standaloneTime(now), n)
 	}
@@ -213,7 +213,7 @@ func (e *engine) refundKeyed(h uint64, rule *rule, now, n int64) bool {
 type countedSource struct{ e *engine }
 
 func (s countedSource) takeUpTo(rule *rule, at bucketTime, n int64) (int64, time.Duration, bool) {
-	e, c := s.e, &s.e.global
+	e, c := s.e, &s.e.word
 	room := rule.localCap.Load() - c.unheard()
 	if room < 1 {
 		e.send.kick()
@@ -233,7 +233,7 @@ func (s countedSource) takeUpTo(rule *rule, at bucketTime, n int64) (int64, time
 // taken, to the standalone word that holds the bucket now, whose clock is
 // the limiter's: at plus the lag.
 func (s countedSource) giveBack(rule *rule, at bucketTime, n int64) {
-	if applied, _ := s.e.global.refund(rule, at, n); !applied {
+	if applied, _ := s.e.word.refund(rule, at, n); !applied {
 		_ = refund(s.e.standalone, rule, standaloneTime(int64(at)+s.e.view.lag.Load()), n)
 	}
 }

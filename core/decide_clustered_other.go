@@ -7,7 +7,7 @@ import "fmt"
 
 func (e *engine) peekGlobal(now int64) (tat int64, at bucketTime, leased int64) {
 	at = e.bucketTime(now)
-	if t, ok := e.global.tat(e.rules.dflt(), at); ok {
+	if t, ok := e.word.tat(e.rules.dflt(), at); ok {
 		return t, at, 0
 	}
 	// Handed back: the limiter has closed and the standalone word holds
@@ -29,7 +29,7 @@ func (e *engine) peekKeyed(h uint64, now int64) (tat int64, at bucketTime) {
 // standalone word, once handed back). Admits not yet reported stay
 // reported.
 func (e *engine) resetGlobal(now int64) {
-	if !e.global.reset(e.rules.dflt(), e.bucketTime(now)) {
+	if !e.word.reset(e.rules.dflt(), e.bucketTime(now)) {
 		refill(e.standalone)
 	}
 }
@@ -59,7 +59,7 @@ func (e *engine) reprice(now int64, pick func(h uint64, global bool) (from, to *
 	at := e.bucketTime(now)
 	if from, to := pick(0, true); from != nil {
 		e.fair.share.setGate(to)
-		e.global.reprice(from, to, at)
+		e.word.reprice(from, to, at)
 	}
 	e.keys.each(func(h uint64, ent *clusterEntry) {
 		if from, to := pick(h, false); from != nil {

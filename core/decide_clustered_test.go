@@ -47,7 +47,7 @@ func TestLeaseTakenTwiceGoesBack(t *testing.T) {
 				l.leases.slots[i].word.Store(0)
 			}
 			if clustered {
-				if got := engineOf(l).global.pending(); got != 1 {
+				if got := engineOf(l).word.pending(); got != 1 {
 					t.Fatalf("%d tokens counted for gossip, want 1", got)
 				}
 			}
@@ -69,7 +69,7 @@ func TestClusteredGlobalRefund(t *testing.T) {
 		t.Fatalf("take: %+v", d)
 	}
 	l.RefundAt(t0, "", 4)
-	if got := engineOf(l).global.pending(); got != 6 {
+	if got := engineOf(l).word.pending(); got != 6 {
 		t.Fatalf("%d tokens left to report, want 6", got)
 	}
 	if d, _ := l.TakeAt(t0, "", 1); d.Remaining != 93 {

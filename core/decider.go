@@ -15,7 +15,7 @@ import "time"
 // path allocates nothing.
 //
 // Close changes no decider. A clustered limiter's global bucket moves to
-// the standalone word inside the counted word itself (countedBucket.
+// the standalone word inside the counted word itself (countedWord.
 // handBack), in the same atomic step that ends the counted word, so that
 // a decision in flight can neither be lost nor made twice, whichever side
 // of the step it lands on; the engine then decides the global bucket on

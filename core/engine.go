@@ -21,7 +21,7 @@ import (
 //
 //	part           file                     owns
 //	engineEnv      engine.go                what is fixed once started: names, timing, transport, clock, the limiter's buckets
-//	countedBucket  counted_word.go          the clustered global bucket, lock-free
+//	countedWord    counted_word.go          the clustered global bucket, lock-free
 //	modeState      mode.go                  the mode the request path obeys, the pre-contact budget
 //	sender         sender.go                unsent counts, flush timers, this node's running total, frames kept for resending
 //	receiver       receiver.go              decoding and charging peers' frames, frames of senders not listed yet
@@ -98,14 +98,14 @@ type engine struct {
 	engineEnv
 	mu sync.Mutex // the engine lock (see above)
 
-	global  countedBucket
-	mode    modeState
-	send    sender
-	recv    receiver
-	view    peerView
-	fair    fairShares
-	hotKeys keyShares
-	join    joining
+	word      countedWord
+	mode      modeState
+	send      sender
+	recv      receiver
+	view      peerView
+	fair      fairShares
+	keyShares keyShares
+	join      joining
 
 	// clockNow is the engine's time at its last tick (lock-free: the
 	// request path reads it).
@@ -139,9 +139,9 @@ func newEngine(parts engineParts, c *config) *engine {
 	if e.floor {
 		flushDelay = e.tick // the reference design reports on its ticks only
 	}
-	e.send = sender{engineEnv: env, word: &e.global, fair: &e.fair, keyFair: &e.hotKeys, view: &e.view, onKick: e.onKick, onArmed: e.onArmed,
+	e.send = sender{engineEnv: env, word: &e.word, fair: &e.fair, keyShares: &e.keyShares, view: &e.view, onKick: e.onKick, onArmed: e.onArmed,
 		flushDelay: flushDelay}
-	e.recv = receiver{engineEnv: env, word: &e.global, view: &e.view, fair: &e.fair, keyFair: &e.hotKeys, join: &e.join,
+	e.recv = receiver{engineEnv: env, word: &e.word, view: &e.view, fair: &e.fair, keyShares: &e.keyShares, join: &e.join,
 		// A newcomer to a contended cluster would otherwise race freely
 		// until its first tick: half a gossip interval at most.
 		onJoinedRunning: func(now int64) {
@@ -149,14 +149,14 @@ func newEngine(parts engineParts, c *config) *engine {
 			e.fair.rebalance(now, e.send.globalSum)
 		}}
 	e.view = newPeerView(env, &e.mode, e.recv.afterRefresh)
-	e.fair = fairShares{engineEnv: env, word: &e.global, view: &e.view, denied: newProcCounter()}
+	e.fair = fairShares{engineEnv: env, word: &e.word, view: &e.view, denied: newProcCounter()}
 	e.fair.share.setGate(parts.rules.dflt())
 	// A sliced share starts part of the way to its first token, at a phase
 	// of its own: started alike, every node of a cold cluster would earn
 	// its first token in the same millisecond.
 	e.fair.share.init(int64(nameHash(0, parts.name) % sliceOne))
-	e.hotKeys = newKeyShares(env, &e.view)
-	e.join = joining{engineEnv: env, word: &e.global, mode: &e.mode, view: &e.view}
+	e.keyShares = newKeyShares(env, &e.view)
+	e.join = joining{engineEnv: env, word: &e.word, mode: &e.mode, view: &e.view}
 	return e
 }
 
@@ -173,7 +173,7 @@ func (e *engine) start() {
 	now := e.now()
 	e.clockNow.Store(now)
 	e.startedAt = now
-	e.global.init(e.bucketTime(now))
+	e.word.init(e.bucketTime(now))
 	e.inc = uint64(e.clock.Now().UnixNano())
 	e.send.begin(now)
 	members := e.view.refreshMembers(now)
@@ -222,7 +222,7 @@ func (e *engine) onTick() {
 	e.view.evaluate(now)
 	e.fair.rebalance(now, e.send.globalSum)
 	e.fair.resync(now)
-	e.hotKeys.rebalance(now)
+	e.keyShares.rebalance(now)
 	e.send.tick(now)
 	e.stopTick = e.clock.AfterFunc(time.Duration(e.tick), e.onTick)
 }
@@ -304,7 +304,7 @@ func (e *engine) stop() {
 	// Hand the global bucket back first: from then on decisions are made on
 	// the standalone word (decider.go); what it held unreported goes out in
 	// the goodbye.
-	e.global.handBack(e.standalone, e.rules.dflt(), e.bucketTime(now), now)
+	e.word.handBack(e.standalone, e.rules.dflt(), e.bucketTime(now), now)
 	e.send.goodbye(now)
 	e.mu.Unlock()
 	// Outside e.mu: a frame being delivered right now holds the transport's

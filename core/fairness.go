@@ -42,7 +42,7 @@ import (
 // and receive.
 type fairShares struct {
 	*engineEnv
-	word *countedBucket
+	word *countedWord
 	view *peerView // the peers in sight, the buckets' clock
 
 	share  shareBucket // while contended, what this node may admit

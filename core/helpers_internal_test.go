@@ -73,7 +73,7 @@ func spendUntilDenied(l *Limiter, at time.Time, after func(admitted int64)) int6
 	return admitted.Load()
 }
 
-func (c *countedBucket) decide(rule *rule, now bucketTime, n int64) (d Decision) {
+func (c *countedWord) decide(rule *rule, now bucketTime, n int64) (d Decision) {
 	c.take(&d, rule, now, n, noShare)
 	return
 }

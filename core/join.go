@@ -9,7 +9,7 @@ package gopherpace
 // receive.
 type joining struct {
 	*engineEnv
-	word *countedBucket
+	word *countedWord
 	mode *modeState
 	view *peerView // the buckets' clock
 

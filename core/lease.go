@@ -49,7 +49,7 @@ type leases struct {
 }
 
 // leaseSlot is one processor's lease: the time it was taken in the high
-// bits (read back relative to now, as in countedBucket) and the tokens left
+// bits (read back relative to now, as in countedWord) and the tokens left
 // in the low leaseBits.
 type leaseSlot struct {
 	word atomic.Uint64

@@ -117,7 +117,7 @@ func FuzzReceive(f *testing.F) {
 		keys := []string{"k", "j"}
 		tatOf := func(key string, now int64) int64 {
 			if key == "" {
-				tat, _ := e.global.tat(rule, bucketTime(now))
+				tat, _ := e.word.tat(rule, bucketTime(now))
 				return max(tat, now)
 			}
 			if ent := e.keys.lookup(l.hasher.sum(key)); ent != nil {

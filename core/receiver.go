@@ -21,12 +21,12 @@ import (
 // held by the engine's receive and tick.
 type receiver struct {
 	*engineEnv
-	word *countedBucket
+	word *countedWord
 	view *peerView
 	fair *fairShares
 	join *joining
-	// keyFair learns the peers' load of hot keys.
-	keyFair *keyShares
+	// keyShares learns the peers' load of hot keys.
+	keyShares *keyShares
 	// onJoinedRunning runs when this node learns that it joined a running
 	// cluster (engine.go).
 	onJoinedRunning func(now int64)
@@ -207,7 +207,7 @@ func (r *receiver) apply(from string, b []byte, keep, relayed bool) {
 		if ent != nil && !r.floor {
 			r.learnLevel(ent, pol, at, kc.Level)
 		}
-		r.keyFair.heard(kc.Key, ent, kc.Tokens, kc.Refused, now)
+		r.keyShares.heard(kc.Key, ent, kc.Tokens, kc.Refused, now)
 	}
 	r.fair.observe(&s.fair, level, now, at)
 }

@@ -116,7 +116,7 @@ func (d *decider) reserveKeyed(h uint64, rule *rule, now, n, ahead int64) (wait 
 }
 
 func (e *engine) reserveGlobal(now, n, ahead int64) (wait int64, ok, waits bool) {
-	c, rule := &e.global, e.rules.dflt()
+	c, rule := &e.word, e.rules.dflt()
 	switch m := e.mode.get(); {
 	case m == modeStopped:
 		wait, ok, _ = reserve(e.standalone, rule, standaloneTime(now), n, ahead)

@@ -33,12 +33,12 @@ import (
 // lock, held by the engine's tick, its kicked flush and stop.
 type sender struct {
 	*engineEnv
-	word    *countedBucket
-	fair    *fairShares // the offered load and the level a frame reports
-	keyFair *keyShares  // the hot keys, whose refusals a frame reports
-	view    *peerView   // the buckets' clock, the share withheld
-	onKick  func()      // the engine's entry point for a kicked flush
-	onArmed func()      // and for an armed one
+	word      *countedWord
+	fair      *fairShares // the offered load and the level a frame reports
+	keyShares *keyShares  // the hot keys, whose refusals a frame reports
+	view      *peerView   // the buckets' clock, the share withheld
+	onKick    func()      // the engine's entry point for a kicked flush
+	onArmed   func()      // and for an armed one
 
 	kicked, flushArmed atomic.Bool
 	flushDelay         int64 // the longest a first unreported admit waits; fixed
@@ -275,9 +275,9 @@ func (s *sender) flush(now int64, heartbeat, leaving, atOnce bool) [][]byte {
 				refused = ks.takeRefused()
 			}
 			if n > 0 || refused > 0 {
-				s.keyFair.sent(k.h, n, refused, now)
+				s.keyShares.sent(k.h, n, refused, now)
 			}
-			if n == 0 && (refused == 0 || !s.keyFair.reportable(k.h, now)) {
+			if n == 0 && (refused == 0 || !s.keyShares.reportable(k.h, now)) {
 				continue // refusals only matter to the peers of a hot key
 			}
 			rule := s.rules.forKey(k.h)

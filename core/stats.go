@@ -141,7 +141,7 @@ func (l *Limiter) stats(now int64) Stats {
 // buckets' time at now and the global bucket's TAT at it.
 func (e *engine) fillStats(s *Stats, now int64) (at bucketTime, tat int64) {
 	at = e.bucketTime(now)
-	if t, ok := e.global.tat(e.rules.dflt(), at); ok {
+	if t, ok := e.word.tat(e.rules.dflt(), at); ok {
 		tat = t
 	} else { // handed back: the standalone word, on the limiter's clock
 		at, tat = standaloneTime(now), e.standalone.Load()
@@ -162,10 +162,10 @@ func (e *engine) fillStats(s *Stats, now int64) (at bucketTime, tat int64) {
 	s.DatagramsToPeers, s.BytesToPeers = hs.peerDatagrams.Load(), hs.peerBytes.Load()
 	s.FramesRelayed, s.RelayDropped = hs.relayed.Load(), hs.relayDropped.Load()
 	s.TokensReported, s.TokensCharged = ss.tokensReported.Load(), rs.tokensCharged.Load()
-	s.HotKeysRefused = e.hotKeys.tableFull.Load()
+	s.HotKeysRefused = e.keyShares.tableFull.Load()
 	e.mu.Lock()
 	s.FramesMissing = e.view.missing()
-	s.HotKeys = int64(len(e.hotKeys.hot))
+	s.HotKeys = int64(len(e.keyShares.hot))
 	e.mu.Unlock()
 	return at, tat
 }

@@ -14,7 +14,7 @@ func TestLayout(t *testing.T) {
 		"bucket":           {unsafe.Sizeof(bucket{}), 64},
 		"standalone entry": {unsafe.Sizeof(plainEntry{}), 8},
 		"clustered entry":  {unsafe.Sizeof(clusterEntry{}), 32},
-		"counted bucket":   {unsafe.Sizeof(countedBucket{}), 64},
+		"counted bucket":   {unsafe.Sizeof(countedWord{}), 64},
 	} {
 		t.Run(name, func(t *testing.T) {
 			if tc.got != tc.want {
