@@ -20,7 +20,7 @@ import (
 var parts = [][]string{
 	{"allow.go", "take.go"},
 	{"store.go", "keytable.go", "ghosts.go"},
-	{"decide_clustered.go", "decide_clustered_other.go"},
+	{"decide_clustered.go", "decide_clustered_admin.go"},
 	{"membership.go", "peers.go"},
 	{"fairness.go", "load.go"},
 	{"groups.go", "relay.go", "own_entries.go"},
