@@ -61,7 +61,7 @@ type engineParts struct {
 	epoch time.Time
 	name  string
 	log   *slog.Logger
-	rules *rules
+	rules *ruleBook
 	keys  *clusterStore
 	// standalone is the plain global word that a closed limiter decides
 	// on; the engine hands the global state back to it on stop.

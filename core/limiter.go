@@ -32,7 +32,7 @@ import (
 type Limiter struct {
 	global    bucket // the global word while standalone, and after Close
 	epoch     time.Time
-	rules     rules
+	rules     ruleBook
 	keys      *plainStore // nil when clustered: the engine holds the keys
 	hasher    keyHasher
 	name      string

@@ -170,11 +170,11 @@ func (rule *rule) fillDenied(d *Decision, base, now, next, unit int64) {
 	}
 }
 
-// rules is a limiter's default rule and its per-key overrides, as
-// one immutable set swapped whole when a limit changes at runtime
-// (SetRate, SetOverride): a decision reads one consistent set. The limiter
-// and its engine share one.
-type rules struct {
+// ruleBook holds the rules in force: a ruleSet, the default rule and its
+// per-key overrides, immutable and swapped whole when a limit changes at
+// runtime (SetRate, SetOverride), so that a decision reads one consistent
+// set; and WithLookup's cache. The limiter and its engine share one.
+type ruleBook struct {
 	set    atomic.Pointer[ruleSet]
 	lookup *lookupCache // nil without WithLookup (lookup.go)
 }
@@ -194,18 +194,18 @@ type ownRule struct {
 
 // replace puts set in force: New's, and each change setrate.go makes
 // under Limiter.changeMu.
-func (ps *rules) replace(set *ruleSet) { ps.set.Store(set) }
+func (ps *ruleBook) replace(set *ruleSet) { ps.set.Store(set) }
 
 // lookUpWith adds WithLookup's cache, once, in New.
-func (ps *rules) lookUpWith(c *lookupCache) { ps.lookup = c }
+func (ps *ruleBook) lookUpWith(c *lookupCache) { ps.lookup = c }
 
 // dflt is the default rule.
-func (ps *rules) dflt() *rule { return ps.set.Load().def }
+func (ps *ruleBook) dflt() *rule { return ps.set.Load().def }
 
 // forKey is the rule for key hash h when only the hash is known (a
 // peer's count): its override, its cached looked-up limit, or the
 // default. A caller's request uses Limiter.keyRule, which can look up.
-func (ps *rules) forKey(h uint64) *rule {
+func (ps *ruleBook) forKey(h uint64) *rule {
 	s := ps.set.Load()
 	if s.overrides != nil {
 		if o, ok := s.overrides[h]; ok {
@@ -221,10 +221,10 @@ func (ps *rules) forKey(h uint64) *rule {
 }
 
 // hasOverrides reports whether any key may have a rule of its own.
-func (ps *rules) hasOverrides() bool { return ps.set.Load().overrides != nil || ps.lookup != nil }
+func (ps *ruleBook) hasOverrides() bool { return ps.set.Load().overrides != nil || ps.lookup != nil }
 
 // each calls f for the default rule and every override.
-func (ps *rules) each(f func(*rule)) {
+func (ps *ruleBook) each(f func(*rule)) {
 	s := ps.set.Load()
 	f(s.def)
 	for _, o := range s.overrides {
