@@ -2,9 +2,9 @@ package grpcpace
 
 import (
 	"context"
-	"sync"
 	"time"
 
+	"github.com/pedreviljoen/gopherpace/core/pacer"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -36,12 +36,8 @@ type Pacer struct {
 	// RetryUnmarked sends again refusals without a QuotaFailure.
 	RetryUnmarked bool
 
-	mu    sync.Mutex
-	until map[string]time.Time // by target: no call before
+	pauses pacer.Pauses // by target
 }
-
-// maxPacedTargets bounds the targets a Pacer remembers a wait for.
-const maxPacedTargets = 1024
 
 // Unary is the Pacer as a unary client interceptor.
 func (p *Pacer) Unary() grpc.UnaryClientInterceptor {
@@ -56,7 +52,7 @@ func (p *Pacer) Unary() grpc.UnaryClientInterceptor {
 			if delay <= 0 {
 				return err
 			}
-			p.pause(target, time.Now().Add(delay))
+			p.pauses.Hold(target, time.Now().Add(delay))
 			if !retry || attempt >= p.retries() || delay > p.maxWait() {
 				return err
 			}
@@ -82,7 +78,7 @@ func (p *Pacer) Stream() grpc.StreamClientInterceptor {
 			if delay <= 0 {
 				return cs, err
 			}
-			p.pause(target, time.Now().Add(delay))
+			p.pauses.Hold(target, time.Now().Add(delay))
 			if !retry || attempt >= p.retries() || delay > p.maxWait() {
 				return cs, err
 			}
@@ -127,39 +123,12 @@ func (p *Pacer) maxWait() time.Duration {
 	return 30 * time.Second
 }
 
+// waitFor waits out target's pause, at most MaxWait.
 func (p *Pacer) waitFor(ctx context.Context, target string) error {
-	p.mu.Lock()
-	until, ok := p.until[target]
-	p.mu.Unlock()
-	if !ok {
-		return nil
-	}
-	if err := sleepCtx(ctx, min(time.Until(until), p.maxWait())); err != nil {
+	if err := p.pauses.Wait(ctx, target, p.maxWait()); err != nil {
 		return status.FromContextError(err).Err()
 	}
 	return nil
-}
-
-func (p *Pacer) pause(target string, until time.Time) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.until == nil {
-		p.until = map[string]time.Time{}
-	}
-	if _, held := p.until[target]; !held && len(p.until) >= maxPacedTargets {
-		now := time.Now()
-		for t, u := range p.until {
-			if !u.After(now) {
-				delete(p.until, t)
-			}
-		}
-		if len(p.until) >= maxPacedTargets {
-			return
-		}
-	}
-	if until.After(p.until[target]) {
-		p.until[target] = until
-	}
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) error {

@@ -1,7 +1,9 @@
 package pacer_test
 
 import (
+	"context"
 	"fmt"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"time"
@@ -30,4 +32,19 @@ func ExampleTransport() {
 		fmt.Print(resp.StatusCode, " ")
 	}
 	// Output: 200 200 200
+}
+
+// A pacer for another protocol keeps its targets' pauses in a Pauses:
+// Hold when a target refuses with a time to come back, Wait before each
+// call to it.
+func ExamplePauses() {
+	var pauses pacer.Pauses
+	pauses.Hold("billing.internal:443", time.Now().Add(50*time.Millisecond))
+
+	start := time.Now()
+	if err := pauses.Wait(context.Background(), "billing.internal:443", time.Second); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("waited at least 50ms:", time.Since(start) >= 50*time.Millisecond)
+	// Output: waited at least 50ms: true
 }

@@ -11,13 +11,11 @@
 package pacer
 
 import (
-	"context"
 	"errors"
 	"io"
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 )
 
@@ -26,9 +24,6 @@ const (
 	DefaultMaxWait    = 30 * time.Second
 	DefaultMaxRetries = 3
 )
-
-// maxHosts bounds the hosts a Transport remembers a wait for.
-const maxHosts = 4096
 
 // Transport is an http.RoundTripper that waits out rate limits. Its zero
 // value is ready to use; it is safe for concurrent use.
@@ -50,8 +45,7 @@ type Transport struct {
 	// answering 429.
 	RetryNonIdempotent bool
 
-	mu    sync.Mutex
-	until map[string]time.Time // by host: no request before
+	pauses Pauses // by host
 }
 
 // RoundTrip sends req, waiting first while its host asked for a pause, and
@@ -59,7 +53,7 @@ type Transport struct {
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
 	host := req.URL.Host
-	if err := t.waitFor(ctx, host); err != nil {
+	if err := t.pauses.Wait(ctx, host, t.maxWait()); err != nil {
 		return nil, err
 	}
 	base := t.Base
@@ -77,7 +71,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		wait, limited := pauseOf(resp, time.Now())
 		if wait > 0 {
-			t.pause(host, time.Now().Add(wait))
+			t.pauses.Hold(host, time.Now().Add(wait))
 		}
 		if !limited || attempt >= retries || wait > t.maxWait() || !t.repeatable(req) {
 			return resp, nil
@@ -125,54 +119,6 @@ func again(req *http.Request) (*http.Request, error) {
 		next.Body = body
 	}
 	return next, nil
-}
-
-// waitFor waits while host asked for a pause, at most MaxWait.
-func (t *Transport) waitFor(ctx context.Context, host string) error {
-	t.mu.Lock()
-	until, ok := t.until[host]
-	t.mu.Unlock()
-	if !ok {
-		return nil
-	}
-	return sleep(ctx, min(time.Until(until), t.maxWait()))
-}
-
-// pause records that host asked for no request before until.
-func (t *Transport) pause(host string, until time.Time) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.until == nil {
-		t.until = map[string]time.Time{}
-	}
-	if len(t.until) >= maxHosts {
-		now := time.Now()
-		for h, u := range t.until {
-			if !u.After(now) {
-				delete(t.until, h)
-			}
-		}
-		if len(t.until) >= maxHosts {
-			return // every host pauses: this one goes unremembered
-		}
-	}
-	if until.After(t.until[host]) {
-		t.until[host] = until
-	}
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	select {
-	case <-timer.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // pauseOf reads how long resp asks the client to wait before its next
