@@ -43,6 +43,8 @@ type TopKeysLists struct {
 const (
 	defaultTopShown = 10
 	maxTopShown     = 100
+	// maxTopKeysPeers bounds the replicas one ?cluster=true reads.
+	maxTopKeysPeers = 64
 )
 
 // topKeysHandler serves /status/topkeys[?n=N][&cluster=true]. peers gives
@@ -92,6 +94,9 @@ func clusterTopKeys(ctx context.Context, client *http.Client, own TopKeysView, p
 	var urls []string
 	if peers != nil {
 		urls = peers()
+	}
+	if len(urls) > maxTopKeysPeers {
+		urls = urls[:maxTopKeysPeers] // as /status/cluster reads at most
 	}
 	views := make([]TopKeysView, len(urls))
 	errs := make([]string, len(urls))
