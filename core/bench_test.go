@@ -3,10 +3,12 @@ package gopherpace
 import (
 	"log/slog"
 	"runtime"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
 
+	"github.com/pedreviljoen/gopherpace/core/internal/datagram"
 	"github.com/pedreviljoen/gopherpace/core/internal/wire"
 )
 
@@ -262,7 +264,7 @@ func BenchmarkReceive(b *testing.B) {
 		p := i % peers
 		i++
 		sums[p]++
-		buf = wire.Encode(buf[:0], &wire.Frame{Limiter: nameHash(0, DefaultLimiterID), Incarnation: inc,
+		buf = wire.Encode(buf[:0], &wire.Frame{Limiter: wire.NameHash(0, DefaultLimiterID), Incarnation: inc,
 			GlobalSum: sums[p], Global: 1, DemandSum: 2 * sums[p], Level: int64(p % 100)})
 		tr.now = tr.now.Add(step)
 		tr.receive(tr.members[p], buf)
@@ -289,7 +291,7 @@ func BenchmarkTick(b *testing.B) {
 	for round := range 10 {
 		for p := range peers {
 			sum := uint64(round + 1)
-			buf = wire.Encode(buf[:0], &wire.Frame{Limiter: nameHash(0, DefaultLimiterID), Incarnation: inc,
+			buf = wire.Encode(buf[:0], &wire.Frame{Limiter: wire.NameHash(0, DefaultLimiterID), Incarnation: inc,
 				GlobalSum: sum, Global: 1, DemandSum: 2 * sum, Level: int64(p % 100)})
 			tr.receive(tr.members[p], buf)
 		}
@@ -337,13 +339,13 @@ func BenchmarkReceiveRelayed(b *testing.B) {
 		p := i % len(others)
 		i++
 		sums[p]++
-		frame = wire.Encode(frame[:0], &wire.Frame{Limiter: nameHash(0, DefaultLimiterID), Incarnation: inc,
+		frame = wire.Encode(frame[:0], &wire.Frame{Limiter: wire.NameHash(0, DefaultLimiterID), Incarnation: inc,
 			GlobalSum: sums[p], Global: 1, DemandSum: 2 * sums[p], Level: int64(p % 100)})
 		env = wire.AppendRelay(env[:0], others[p], false, frame)
 		tr.now = tr.now.Add(step)
 		tr.receive(others[(p+1)%len(others)], env)
 		if i%16 == 0 {
-			h.flush()
+			h.Flush()
 		}
 	}
 	perFrame := float64(b.Elapsed().Nanoseconds()) / float64(b.N)
@@ -355,17 +357,18 @@ func BenchmarkReceiveRelayed(b *testing.B) {
 
 // groupedCrowd is a limiter among 999 listed peers, in groups, with the
 // peers outside its group: the origins a relay brings it frames of.
-func groupedCrowd(b testing.TB) (*Limiter, *crowdUnicaster, *hub, []string) {
+func groupedCrowd(b testing.TB) (*Limiter, *crowdUnicaster, *datagram.Hub, []string) {
 	tr := &crowdUnicaster{*newCrowd(999)}
 	l := crowdLimiterOn(b, tr)
 	h := engineOf(l).hub
-	h.flush() // reads the member list: grouped
-	if !h.rel.view.grouped() || len(h.rel.view.mates) == 0 {
+	h.Flush() // reads the member list: grouped
+	mates := h.Mates()
+	if len(mates) == 0 {
 		b.Fatal("the crowd is not grouped")
 	}
 	var others []string
 	for _, m := range tr.members {
-		if !h.rel.view.isMate(m) {
+		if !slices.Contains(mates, m) {
 			others = append(others, m)
 		}
 	}
@@ -385,7 +388,7 @@ func BenchmarkReceiveDigest(b *testing.B) {
 	const rate, perDigest = 7_000, 8
 	l, tr, h, others := groupedCrowd(b)
 	inc := uint64(tr.now.UnixNano())
-	id, tag := nameHash(0, DefaultLimiterID), wire.IncarnationTag(inc)
+	id, tag := wire.NameHash(0, DefaultLimiterID), wire.IncarnationTag(inc)
 	sums := make([]uint64, len(others))
 	entries, digest := make([]byte, 0, perDigest*wire.DigestEntryMax), make([]byte, 0, 512)
 	step := time.Second / rate
@@ -406,7 +409,7 @@ func BenchmarkReceiveDigest(b *testing.B) {
 			entries = entries[:0]
 		}
 		if i%(16*perDigest) == 0 {
-			h.flush()
+			h.Flush()
 		}
 	}
 	perEntry := float64(b.Elapsed().Nanoseconds()) / float64(b.N)

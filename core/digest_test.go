@@ -1,10 +1,10 @@
 package gopherpace
 
 import (
-	"math/rand/v2"
 	"testing"
 	"time"
 
+	"github.com/pedreviljoen/gopherpace/core/internal/datagram"
 	"github.com/pedreviljoen/gopherpace/core/internal/wire"
 )
 
@@ -16,7 +16,7 @@ import (
 func TestTaggedEntries(t *testing.T) {
 	l, tr, _, others := groupedCrowd(t)
 	origin, relay := others[0], others[1]
-	id := nameHash(0, DefaultLimiterID)
+	id := wire.NameHash(0, DefaultLimiterID)
 	first := uint64(tr.now.UnixNano())
 	restarted := first + 1_000_000_000
 	send := func(tagged bool, inc, sum uint64) {
@@ -61,13 +61,13 @@ func TestTaggedEntries(t *testing.T) {
 // of the stream, so that they charge exactly what the totals in full
 // would have: across a wrap of the low bits, duplicated, late, and at
 // each width; and they are dropped (counted as stale) when the stream was
-// last heard over totalsHorizon ago, when no recent total is left to
+// last heard over TotalsHorizon ago, when no recent total is left to
 // widen from. The origin is older than this node, so its first entry
 // charges only its own admits (receiver.globalCharge).
 func TestTruncatedTotals(t *testing.T) {
-	l, tr, h, others := groupedCrowd(t)
+	l, tr, _, others := groupedCrowd(t)
 	origin, relay := others[0], others[1]
-	id := nameHash(0, DefaultLimiterID)
+	id := wire.NameHash(0, DefaultLimiterID)
 	inc := uint64(tr.now.UnixNano()) - uint64(time.Hour)
 	const base = 3<<21 - 30 // a long-running origin's total, 30 short of a wrap of 21, 14 and 7 bits
 	send := func(bits uint8, sum uint64) {
@@ -107,7 +107,7 @@ func TestTruncatedTotals(t *testing.T) {
 	}
 	// Silent past the horizon: the last total may be older than the
 	// relay's width allows for, so a truncated entry is not widened.
-	tr.now = tr.now.Add(time.Duration(totalsHorizon(h.tick)) + time.Millisecond)
+	tr.now = tr.now.Add(time.Duration(datagram.TotalsHorizon(engineOf(l).tick)) + time.Millisecond)
 	c0, s0 := charged(), stale()
 	send(7, base+110)
 	if charged() != c0 || stale() != s0+1 {
@@ -116,94 +116,5 @@ func TestTruncatedTotals(t *testing.T) {
 	// A total whose widening would fall below zero is not the stream's.
 	if v, ok := wire.Widen(120, 7, 5); ok {
 		t.Errorf("Widen(120, 7, 5) = %d, true; want below zero refused", v)
-	}
-}
-
-// A relay's entries, as a stream's totals grow at rates that jump every
-// second (a burst, a lull, an idle stretch), widen back exactly at any
-// receiver whose last total is up to two horizons older than the entry's
-// (the oldest totalsHorizon lets a receiver widen from); the relay
-// truncates only once it has kept the stream for totalsEvery, sends a
-// stream whole for its first wholeSettle and for wholeSettle after a
-// change of the members (wholeAgain), and whole at least every
-// wholeEvery between.
-func TestRelayTruncatesWithinReach(t *testing.T) {
-	const tick = int64(100 * time.Millisecond)
-	quiet := quietEvery(tick)
-	rng := rand.New(rand.NewPCG(1, 2))
-	var r relays
-	s := relayStream{origin: "a", limiter: 1}
-	type sent struct {
-		at             int64
-		global, demand uint64
-	}
-	var history []sent // the true totals by time, as the origin sent them
-	global, demand := uint64(1<<30), uint64(1<<31)
-	var rate uint64
-	truncated, lastWhole, changeAt := 0, int64(0), int64(-1)
-	for step := int64(0); step < 600; step++ {
-		now := step * tick
-		if step%10 == 0 {
-			rate = []uint64{0, 1, 30, 1000, 5000}[rng.IntN(5)]
-		}
-		if step == 300 {
-			r.wholeAgain(now)
-			changeAt = now
-		}
-		add := rate * uint64(rng.IntN(3)) / 2
-		global += add
-		demand += 3 * add
-		history = append(history, sent{now, global, demand})
-		r.keepLatest(s, &wire.Frame{Incarnation: 7, GlobalSum: global, Global: int64(add), DemandSum: demand}, now, tick)
-		r.dueLatest("b", now, quiet, 1400)
-		for b := r.toGroups; len(b) > 0; {
-			piece, rest, err := wire.Next(b)
-			if err != nil {
-				t.Fatal(err)
-			}
-			b = rest
-			d, _ := wire.OpenDigest(piece)
-			var f wire.Frame
-			e, _, _ := wire.NextEntry(d.Entries, &f)
-			inSettle := now < wholeSettle() || changeAt >= 0 && now-changeAt < wholeSettle()
-			switch {
-			case !e.Tagged:
-				lastWhole = now
-			case inSettle:
-				t.Fatalf("at %v: a tagged entry within wholeSettle of a start or a change", time.Duration(now))
-			case now-lastWhole > wholeEvery(quiet):
-				t.Fatalf("at %v: no whole entry for %v", time.Duration(now), time.Duration(now-lastWhole))
-			}
-			if e.GlobalBits == 0 && e.DemandBits == 0 {
-				continue
-			}
-			truncated++
-			if now < totalsEvery(tick) {
-				t.Fatalf("at %v: truncated before the relay kept the stream for totalsEvery", time.Duration(now))
-			}
-			// Every receiver's last total, from the entry's own to one two
-			// horizons older, widens it to the truth.
-			for _, h := range history {
-				if now-h.at > 2*totalsHorizon(tick) {
-					continue
-				}
-				g, demandOK := f.GlobalSum, true
-				if e.GlobalBits != 0 {
-					g, _ = wire.Widen(f.GlobalSum, e.GlobalBits, h.global)
-				}
-				dm := f.DemandSum
-				if e.DemandBits != 0 {
-					dm, demandOK = wire.Widen(f.DemandSum, e.DemandBits, h.demand)
-				}
-				if g != global || dm != demand || !demandOK {
-					t.Fatalf("at %v, from a total of %v before: widened %d and %d, want %d and %d (widths %d, %d)",
-						time.Duration(now), time.Duration(now-h.at), g, dm, global, demand, e.GlobalBits, e.DemandBits)
-				}
-			}
-		}
-		r.sent()
-	}
-	if truncated < 100 {
-		t.Fatalf("only %d entries truncated", truncated)
 	}
 }

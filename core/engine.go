@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/pedreviljoen/gopherpace/core/internal/datagram"
+	"github.com/pedreviljoen/gopherpace/core/internal/wire"
 	"github.com/pedreviljoen/gopherpace/core/transportkit"
 )
 
@@ -49,7 +51,7 @@ const (
 	// is lost only if all 1+resendTicks copies are.
 	resendTicks = 2
 	// degradedLogEvery spaces the ERROR records of a lasting partition.
-	degradedLogEvery = int64(30 * time.Second)
+	degradedLogEvery = datagram.WarnEvery
 	// partitionAfter is how long peers must stay out of reach before it is
 	// logged as a partition (at ERROR) rather than a slow peer (at WARN).
 	partitionAfter = int64(2 * time.Second)
@@ -80,7 +82,7 @@ type engineParts struct {
 type engineEnv struct {
 	engineParts
 	t         Transport
-	hub       *hub // the transport's one subscriber, shared with its other limiters (hub.go)
+	hub       *datagram.Hub // the transport's one subscriber, shared with its other limiters
 	clock     transportkit.Clock
 	id        uint64 // hash of the limiter ID, on every frame
 	inc       uint64 // incarnation: this node's start time
@@ -121,13 +123,13 @@ func newEngine(parts engineParts, c *config) *engine {
 		engineParts: parts,
 		t:           c.transport,
 		clock:       realClock{},
-		id:          nameHash(0, c.limiterID),
+		id:          wire.NameHash(0, c.limiterID),
 		interval:    int64(c.interval),
 		tick:        int64(c.interval) / 2,
 		isolation:   int64(c.interval) * 3 / 2,
 		grace:       int64(c.grace),
 		partition:   c.partition,
-		maxFrame:    frameRoom(c.transport),
+		maxFrame:    datagram.FrameRoom(c.transport),
 		floor:       c.floorAtZero,
 	}}
 	if clk, ok := c.transport.(transportkit.Clock); ok {
@@ -154,7 +156,7 @@ func newEngine(parts engineParts, c *config) *engine {
 	// A sliced share starts part of the way to its first token, at a phase
 	// of its own: started alike, every node of a cold cluster would earn
 	// its first token in the same millisecond.
-	e.fair.share.init(int64(nameHash(0, parts.name) % sliceOne))
+	e.fair.share.init(int64(wire.NameHash(0, parts.name) % sliceOne))
 	e.keyShares = newKeyShares(env, &e.view)
 	e.join = joining{engineEnv: env, word: &e.word, mode: &e.mode, view: &e.view}
 	return e
@@ -181,8 +183,8 @@ func (e *engine) start() {
 	// Until a peer is heard, spend at most this node's share of the
 	// bucket: every node may be starting into the same flash crowd.
 	e.mode.begin(len(members) > 0 && !e.floor, ceilDiv(e.rules.dflt().bucketSize, int64(1+len(members))))
-	e.hub = joinHub(e)
-	e.unsubscribe = func() { e.hub.leave(e) }
+	e.hub = datagram.Join(e.t, e.id, e, e.tick, e.clock, e.log)
+	e.unsubscribe = func() { e.hub.Leave(e.id) }
 	e.stopTick = e.clock.AfterFunc(e.untilTick(), e.onTick)
 }
 
@@ -191,7 +193,7 @@ func (e *engine) start() {
 // from the node's name. Nodes do not all send at once, simulations repeat
 // exactly, and the limiters of one node (of one gossip interval) start
 // ticking at the same instants, so that their heartbeats share datagrams
-// (hub.go). Later ticks follow a whole tick after the last one ran, not
+// (datagram.Hub). Later ticks follow a whole tick after the last one ran, not
 // the grid: under a starved scheduler, a grid brought a late tick's
 // successor only milliseconds after it, before the peers' queued frames
 // were read, and their silence was taken for a partition (30 replicas in
@@ -202,8 +204,8 @@ func (e *engineEnv) untilTick() time.Duration { return e.untilGrid(e.tick) }
 // untilGrid is the time until the next instant of a grid every apart,
 // from the hub's start at this node's phase: never zero, at most every.
 func (e *engineEnv) untilGrid(every int64) time.Duration {
-	phase := int64(nameHash(0, e.name) % uint64(every))
-	at := int64(e.clock.Now().Sub(e.hub.began)) - phase
+	phase := int64(wire.NameHash(0, e.name) % uint64(every))
+	at := int64(e.clock.Now().Sub(e.hub.Began())) - phase
 	return time.Duration(every - (at%every+every)%every)
 }
 
@@ -249,8 +251,8 @@ func (e *engine) onArmed() {
 	e.send.armedFlush(e.now())
 }
 
-// receive is the transport's delivery of a peer's frame.
-func (e *engine) receive(from string, b []byte, relayed bool) {
+// Deliver is the hub's delivery of a peer's frame.
+func (e *engine) Deliver(from string, b []byte, relayed bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.stopped {
@@ -262,31 +264,24 @@ func (e *engine) receive(from string, b []byte, relayed bool) {
 	}
 }
 
-// taggedStream is what a tagged digest entry of from's needs of the
+// TaggedStream is what a tagged digest entry of from's needs of the
 // stream its tag stands for, among those this engine has heard (the
 // freshest, if two share the tag): its incarnation, and its latest
 // running totals when the stream was heard within horizon (else
-// recent is false and a truncated total cannot be widened).
-func (e *engine) taggedStream(from string, tag uint16, horizon int64) (t taggedStream, ok bool) {
+// Recent is false and a truncated total cannot be widened).
+func (e *engine) TaggedStream(from string, tag uint16, horizon int64) (t datagram.TaggedStream, ok bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	p := e.view.peer(from)
 	if p == nil {
-		return taggedStream{}, false
+		return datagram.TaggedStream{}, false
 	}
 	s := p.tagged(tag)
 	if s == nil {
-		return taggedStream{}, false
+		return datagram.TaggedStream{}, false
 	}
-	return taggedStream{incarnation: s.incarnation, global: s.lastGlobal, demand: s.lastDemand,
-		recent: e.now()-s.lastHeard <= horizon}, true
-}
-
-// taggedStream is a stream as taggedStream finds it.
-type taggedStream struct {
-	incarnation    uint64
-	global, demand uint64
-	recent         bool
+	return datagram.TaggedStream{Incarnation: s.incarnation, Global: s.lastGlobal, Demand: s.lastDemand,
+		Recent: e.now()-s.lastHeard <= horizon}, true
 }
 
 // stop sends a last frame that says goodbye, with any unsent counts, and

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"time"
 
+	"github.com/pedreviljoen/gopherpace/core/internal/datagram"
 	"github.com/pedreviljoen/gopherpace/core/internal/wire"
 )
 
@@ -12,10 +13,10 @@ import (
 func WithFloorAtZero() Option { return func(c *config) { c.floorAtZero = true } }
 
 // GroupsFrom is the cluster size from which limiters send through groups.
-const GroupsFrom = groupsFrom
+const GroupsFrom = datagram.GroupsFrom
 
 // WireLimiterID is the 8-byte limiter identity that frames carry for id.
-func WireLimiterID(id string) uint64 { return nameHash(0, id) }
+func WireLimiterID(id string) uint64 { return wire.NameHash(0, id) }
 
 // TestKeyHashSecret is memtransport.DefaultKeyHashSecret, which the
 // package cannot import (memtransport imports it): the secret
@@ -65,7 +66,7 @@ func EncodeTestFrame(f TestFrame) []byte {
 		f.KeyHashSecret = TestKeyHashSecret
 	}
 	h := newKeyHasher(f.KeyHashSecret)
-	fr := wire.Frame{Leaving: f.Leaving, Idle: f.Idle, Partial: f.Partial, Limiter: nameHash(0, f.Limiter), Incarnation: f.Incarnation, Seq: f.Seq,
+	fr := wire.Frame{Leaving: f.Leaving, Idle: f.Idle, Partial: f.Partial, Limiter: wire.NameHash(0, f.Limiter), Incarnation: f.Incarnation, Seq: f.Seq,
 		GlobalSum: f.GlobalSum, Global: int64(f.Global), DemandSum: f.DemandSum, Level: f.Level, Withheld: f.Withheld, KeyHashID: h.fingerprint()}
 	b := wire.AppendHeader(nil, &fr, len(f.Keys))
 	for i, k := range f.Keys {
@@ -105,7 +106,7 @@ func ShareInterval(l *Limiter) (time.Duration, bool) {
 
 // GroupOf is the group of the node named name in a cluster of n nodes
 // without zones.
-func GroupOf(name string, n int) int { return groupOf(name, groupCount(n)) }
+func GroupOf(name string, n int) int { return datagram.GroupOf(name, n) }
 
 // ShareSliced reports whether l's share is on and sliced.
 func ShareSliced(l *Limiter) bool { return engineOf(l).fair.share.slicing() }

@@ -52,7 +52,7 @@ func TestKeyHashGolden(t *testing.T) {
 
 // goldenFrame is a frame of the current wire version with every field set, and its bytes.
 var (
-	goldenFrame = wire.Frame{Leaving: true, Idle: true, Partial: true, Limiter: nameHash(0, DefaultLimiterID), Incarnation: 1_700_000_000_123_456_789,
+	goldenFrame = wire.Frame{Leaving: true, Idle: true, Partial: true, Limiter: wire.NameHash(0, DefaultLimiterID), Incarnation: 1_700_000_000_123_456_789,
 		Seq: 300, GlobalSum: 70_000, Global: 129, DemandSum: 1_000_000, Level: -42, Withheld: 1 << 14,
 		KeyHashID: newKeyHasher(TestKeyHashSecret).fingerprint(),
 		Keys:      []wire.KeyCount{{Key: KeyHashOf(TestKeyHashSecret, "tenant-a"), Tokens: 1, Level: 99}, {Key: KeyHashOf(TestKeyHashSecret, "tenant-b"), Tokens: 200, Refused: 3, Level: -7}}}

@@ -206,7 +206,7 @@ func TestHostileRelays(t *testing.T) {
 
 // A node's mates hear its running totals as entries (own_entries.go) but
 // directly, so they count it out of sight as soon as a mate's silence
-// counts (the isolation timeout), not relaySlack later as a peer heard
+// counts (the isolation timeout), not RelaySlack later as a peer heard
 // through relays: a crashed mate's share is withheld a tick or three
 // after its last frame. The other groups see it go later, and everyone
 // in the end.
@@ -242,7 +242,7 @@ func TestMatesHearEachOtherDirectly(t *testing.T) {
 	events := []simEvent{
 		{at: crashAt, do: func(c *simCluster) { c.net.Isolate(gone) }},
 		// The isolation timeout (1.5 intervals) and an evaluation tick
-		// after the last frame; relaySlack (half a second) is far longer.
+		// after the last frame; RelaySlack (half a second) is far longer.
 		{at: crashAt + 250*time.Millisecond, do: func(c *simCluster) {
 			matesSeeIt, othersSeeIt = sees(c, mates), sees(c, others)
 		}},
@@ -255,7 +255,7 @@ func TestMatesHearEachOtherDirectly(t *testing.T) {
 		t.Errorf("250 ms after a mate crashed, %d of its %d mates still count it in sight", matesSeeIt, len(mates))
 	}
 	if othersSeeIt == 0 {
-		t.Errorf("250 ms after the crash, every node of the other groups already counts it out of sight: they hear it through relays, and should wait out relaySlack")
+		t.Errorf("250 ms after the crash, every node of the other groups already counts it out of sight: they hear it through relays, and should wait out RelaySlack")
 	}
 	if othersLater != 0 {
 		t.Errorf("1.5 s after the crash, %d nodes of other groups still count it in sight", othersLater)

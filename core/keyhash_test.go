@@ -6,15 +6,26 @@ import (
 	"math/bits"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/pedreviljoen/gopherpace/core/internal/wire"
+)
+
+// xxHash64's primes, as wire.NameHash mixes with them.
+const (
+	prime1 uint64 = 0x9E3779B185EBCA87
+	prime2 uint64 = 0xC2B2AE3D27D4EB4F
+	prime3 uint64 = 0x165667B19E3779F9
+	prime4 uint64 = 0x85EBCA77C2B2AE63
+	prime5 uint64 = 0x27D4EB2F165667C5
 )
 
 // The attack that broke the key hash before it had a secret: the old
-// function (now nameHash, for names nobody attacks) is invertible, so a
+// function (now wire.NameHash, for names nobody attacks) is invertible, so a
 // colliding key for any victim is computed, not searched for. forgeKey is
 // that attack: a 16-byte key whose old hash under salt 0 equals the
 // victim's.
 func forgeKey(victim string, rng *rand.Rand) string {
-	target := nameHash(0, victim)
+	target := wire.NameHash(0, victim)
 	// Undo the avalanche.
 	h := target
 	h ^= h >> 32
@@ -56,7 +67,7 @@ func TestForgedKeysNoLongerCollide(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	victims := []string{"victim", "tenant-a", "203.0.113.7", "sk_live_0123456789abcdef"}
 	for _, v := range victims {
-		if f := forgeKey(v, rng); f == v || nameHash(0, f) != nameHash(0, v) {
+		if f := forgeKey(v, rng); f == v || wire.NameHash(0, f) != wire.NameHash(0, v) {
 			t.Fatalf("the forger did not break the old hash for %q: its key %x", v, f)
 		}
 	}

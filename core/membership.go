@@ -6,6 +6,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/pedreviljoen/gopherpace/core/internal/datagram"
 )
 
 // The peer view is the engine's view of the cluster: who is a member, who
@@ -189,7 +191,7 @@ func (v *peerView) takeArrival() bool {
 func (v *peerView) heard(p *peer, s *stream, now int64, leaving, idle, news, relayed bool, withheld float64) (wasVisible bool) {
 	isolation := v.isolationOf(p, now)
 	if relayed && !p.relayed {
-		isolation = v.isolation + relaySlack(v.tick) // first heard through relays now
+		isolation = v.isolation + datagram.RelaySlack(v.tick) // first heard through relays now
 	}
 	wasVisible = s.charge.synced && now-s.lastHeard <= isolation
 	v.arrived = v.arrived || news || !wasVisible
@@ -365,16 +367,16 @@ func (v *peerView) agreeOnTheDead(now int64, silent, dead []*peer, visible, know
 // withheld: one heartbeat, plus a fifth of one for jitter.
 func (e *engineEnv) suspectAfter() int64 { return e.tick + e.tick/5 }
 
-// suspectOf is suspectAfter for p: relaySlack longer for a peer heard
+// suspectOf is suspectAfter for p: RelaySlack longer for a peer heard
 // through relays, while relays arrive.
 func (v *peerView) suspectOf(p *peer, now int64) int64 { return v.suspectAfter() + v.slackFor(p, now) }
 
-// isolationOf is the isolation timeout for p: relaySlack longer for a
+// isolationOf is the isolation timeout for p: RelaySlack longer for a
 // peer heard through relays, while relays arrive.
 func (v *peerView) isolationOf(p *peer, now int64) int64 { return v.isolation + v.slackFor(p, now) }
 
 // slackFor is how much longer than a peer of its own group a peer heard
-// through relays may be silent: relaySlack while frames keep arriving
+// through relays may be silent: RelaySlack while frames keep arriving
 // from anyone, none once nothing at all has arrived for suspectAfter. A
 // node cut off from the cluster hears nobody, and so counts everyone out
 // of sight as soon as it would with every frame sent to every peer
@@ -387,7 +389,7 @@ func (v *peerView) slackFor(p *peer, now int64) int64 {
 	if !p.relayed || now-v.lastFrame > v.suspectAfter() {
 		return 0
 	}
-	return relaySlack(v.tick)
+	return datagram.RelaySlack(v.tick)
 }
 
 // slowClock adds to the lag, for the time since the last evaluation, each
@@ -419,7 +421,7 @@ func (v *peerView) slowClock(now, since int64, silent []*peer, known int, yield 
 			continue
 		}
 		if pr.relayed && !pr.owed {
-			// A peer heard through relays is suspected relaySlack later
+			// A peer heard through relays is suspected RelaySlack later
 			// than a mate: its share of that time is withheld now, at
 			// once, as the mate's would have been all along (a 50/50
 			// split of 100 nodes admitted 1.2% over in 15 s, all of it

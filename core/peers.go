@@ -49,7 +49,7 @@ type peer struct {
 	listing uint64
 	// relayed reports that the latest frame came through relays, not
 	// from the peer itself: a peer of another group in a grouped cluster
-	// (groups.go), heard relaySlack later than one of this node's own.
+	// (internal/datagram), heard datagram.RelaySlack later than one of this node's own.
 	relayed bool
 	// owed reports that the slack a relayed peer's silence was given has
 	// been withheld, once it turned out to be silence (slowClock).
@@ -66,7 +66,7 @@ type stream struct {
 	idle        bool    // the latest frame said idle: its load, level and withheld share are stale
 	demandSeen  uint64  // the largest demand total a frame carried: more is news
 	// lastGlobal and lastDemand are the running totals of the latest frame, which a
-	// digest entry's truncated totals are widened from (hub.receiveDigest).
+	// digest entry's truncated totals are widened from (the hub's receiveDigest).
 	// The latest, not the largest: a frame that lied about them stops
 	// mattering with the next true one.
 	lastGlobal, lastDemand uint64

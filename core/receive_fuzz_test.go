@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pedreviljoen/gopherpace/core/internal/datagram"
 	"github.com/pedreviljoen/gopherpace/core/internal/wire"
 )
 
@@ -232,7 +233,7 @@ func FuzzReceive(f *testing.F) {
 		if partition == PartitionShare {
 			wait = time.Duration(e.isolation) + 3*(rule.window()+time.Duration(rule.interval)) + time.Duration(e.tick)
 			if relayed {
-				wait += time.Duration(relaySlack(e.tick)) // a relayed peer's silence counts that much later
+				wait += time.Duration(datagram.RelaySlack(e.tick)) // a relayed peer's silence counts that much later
 			}
 		}
 		n.advance(lastFrame.Add(wait).Sub(n.now))

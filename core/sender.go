@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/pedreviljoen/gopherpace/core/internal/datagram"
 	"github.com/pedreviljoen/gopherpace/core/internal/wire"
 )
 
@@ -86,18 +87,8 @@ type dirtyKey struct {
 }
 
 type senderStats struct {
-	framesSent, bytesSent, sendFailures, tokensReported atomic.Uint64
-}
-
-// sent counts a frame of n bytes that the hub sent in a datagram, or
-// failed to.
-func (st *senderStats) sent(n int, ok bool) {
-	if !ok {
-		st.sendFailures.Add(1)
-		return
-	}
-	st.framesSent.Add(1)
-	st.bytesSent.Add(uint64(n))
+	datagram.Sent  // the frames, as the hub sent them
+	tokensReported atomic.Uint64
 }
 
 // begin readies the sender at the engine's start.
@@ -219,7 +210,7 @@ func (s *sender) kickedFlush(now int64) {
 // at least, the heartbeat that tells peers we are here, unless this node
 // is quiet). They go to the hub together, so that they share datagrams,
 // with each other and with the frames of the transport's other limiters
-// (hub.go). The caller holds the engine's lock.
+// (package datagram). The caller holds the engine's lock.
 func (s *sender) tick(now int64) {
 	if s.view.takeArrival() {
 		s.wake(now)
@@ -234,7 +225,7 @@ func (s *sender) tick(now int64) {
 	s.sent[0] = nil
 	s.flush(now, true, false, false)
 	s.ticking = false
-	s.hub.sendAll(&s.stats, s.tickFrames)
+	s.hub.SendAll(&s.stats.Sent, s.tickFrames)
 	clear(s.tickFrames)
 	s.tickFrames = s.tickFrames[:0]
 }
@@ -385,5 +376,5 @@ func (s *sender) broadcast(b []byte, now bool) {
 		s.tickFrames = append(s.tickFrames, b)
 		return
 	}
-	s.hub.send(&s.stats, b, now)
+	s.hub.Send(&s.stats.Sent, b, now)
 }

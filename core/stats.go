@@ -151,16 +151,16 @@ func (e *engine) fillStats(s *Stats, now int64) (at bucketTime, tat int64) {
 	vs, ss, rs := &e.view.stats, &e.send.stats, &e.recv.stats
 	s.VisibleNodes, s.KnownNodes, s.HeardNodes = vs.visible.Load(), vs.known.Load(), vs.heard.Load()
 	s.Partitioned = s.VisibleNodes < s.KnownNodes
-	s.FramesSent, s.BytesSent = ss.framesSent.Load(), ss.bytesSent.Load()
+	s.FramesSent, s.BytesSent = ss.Frames.Load(), ss.Bytes.Load()
 	s.FramesReceived, s.BytesReceived = rs.framesReceived.Load(), rs.bytesReceived.Load()
-	hs := &e.hub.stats
-	s.FramesMalformed, s.FramesDuplicate = rs.malformed.Load()+hs.malformed.Load(), rs.duplicate.Load()+hs.untagged.Load()
-	s.FramesOtherLimiter, s.KeysDropped = rs.otherLimiter.Load()+hs.otherLimiter.Load(), rs.keysDropped.Load()
+	hs := e.hub.Counts()
+	s.FramesMalformed, s.FramesDuplicate = rs.malformed.Load()+hs.Malformed, rs.duplicate.Load()+hs.Untagged
+	s.FramesOtherLimiter, s.KeysDropped = rs.otherLimiter.Load()+hs.OtherLimiter, rs.keysDropped.Load()
 	s.FramesOtherKeyHash = rs.otherKeyHash.Load()
-	s.FramesNotMember, s.SendFailures = rs.notMember.Load()+hs.notMember.Load(), ss.sendFailures.Load()
-	s.FramesOtherVersion, s.DatagramsSent = hs.ofVersion.Load(), hs.datagramsSent.Load()
-	s.DatagramsToPeers, s.BytesToPeers = hs.peerDatagrams.Load(), hs.peerBytes.Load()
-	s.FramesRelayed, s.RelayDropped = hs.relayed.Load(), hs.relayDropped.Load()
+	s.FramesNotMember, s.SendFailures = rs.notMember.Load()+hs.NotMember, ss.Failures.Load()
+	s.FramesOtherVersion, s.DatagramsSent = hs.OtherVersion, hs.DatagramsSent
+	s.DatagramsToPeers, s.BytesToPeers = hs.PeerDatagrams, hs.PeerBytes
+	s.FramesRelayed, s.RelayDropped = hs.Relayed, hs.RelayDropped
 	s.TokensReported, s.TokensCharged = ss.tokensReported.Load(), rs.tokensCharged.Load()
 	s.HotKeysRefused = e.keyShares.tableFull.Load()
 	e.mu.Lock()

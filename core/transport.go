@@ -42,7 +42,7 @@ type Transport interface {
 // Unicaster is a Transport that can also send to one member. In a
 // cluster of 11 nodes or more the limiters of a transport that is
 // one send each datagram to the few peers of their group and relay the
-// rest, instead of broadcasting it to every peer (groups.go,
+// rest, instead of broadcasting it to every peer (internal/datagram,
 // docs/design.md "Groups"); over a Transport that is not, every frame
 // goes to every peer.
 type Unicaster interface {

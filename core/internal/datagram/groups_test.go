@@ -1,4 +1,4 @@
-package gopherpace
+package datagram
 
 import (
 	"fmt"
@@ -21,7 +21,7 @@ func names(n int, prefix string) []string {
 // every other group exactly one member of the first covers the second, so
 // that a group's frames reach every other group once.
 func TestGroupsCoverEveryGroupOnce(t *testing.T) {
-	for _, n := range []int{groupsFrom, 30, 64, 100, 300, 1000} {
+	for _, n := range []int{GroupsFrom, 30, 64, 100, 300, 1000} {
 		all := names(n, "pod-abcdef")
 		views := make(map[string]groupView, n)
 		for i, self := range all {
@@ -98,12 +98,12 @@ func TestRelayTargetsTurn(t *testing.T) {
 	}
 }
 
-// Below groupsFrom nodes, or with any name too long for an envelope,
+// Below GroupsFrom nodes, or with any name too long for an envelope,
 // every frame goes to every peer.
 func TestSmallClustersAreNotGrouped(t *testing.T) {
-	all := names(groupsFrom-1, "n")
+	all := names(GroupsFrom-1, "n")
 	if v := newGroupView(all[0], all[1:], nil); v.grouped() {
-		t.Fatalf("%d nodes are grouped", groupsFrom-1)
+		t.Fatalf("%d nodes are grouped", GroupsFrom-1)
 	}
 	long := strings.Repeat("x", 256)
 	all = names(200, "n")

@@ -1,8 +1,17 @@
-package gopherpace
+// Package datagram is the layer between a cluster's limiters and their
+// transport: a Hub per transport in the process packs the frames of every
+// limiter on it into datagrams and hands each arriving frame to the
+// limiter it names; in a cluster of GroupsFrom nodes or more it sends to
+// the node's group only and relays frames between groups (groups.go,
+// relay.go), with running totals passed on as digest entries
+// (own_entries.go). It knows frames only by their wire format (package
+// wire), and limiters only by the Limiter interface.
+package datagram
 
 import (
 	"log/slog"
 	"reflect"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -11,22 +20,22 @@ import (
 	"github.com/pedreviljoen/gopherpace/core/transportkit"
 )
 
-// A hub is a transport's one subscriber in this process, shared by every
+// A Hub is a transport's one subscriber in this process, shared by every
 // limiter on that transport. It hands each arriving frame to the limiter
 // the frame names, and packs the frames its limiters send within
 // bundleDelay of one another into one datagram per peer (wire.Next splits
-// them again): limiters that share a transport tick together (engine.go),
+// them again): limiters that share a transport tick together (core's engine.go),
 // so five limiters cost one datagram per peer per tick, not five.
 //
 // Frames a limiter must send at once (an early flush, a goodbye) go out at
-// once, taking whatever is pending along. In a cluster of groupsFrom
+// once, taking whatever is pending along. In a cluster of GroupsFrom
 // nodes or more, over a transport that can send to one member, a datagram
 // goes to the members of this node's group only, and the hub relays
 // frames between groups (groups.go, relay.go). The hub's counters are atomic;
 // its other fields are under its own lock, which is never held while a
 // limiter's engine is called (an engine holds its lock while it sends, so
 // the order is always engine, then hub).
-type hub struct {
+type Hub struct {
 	t        Transport
 	uni      Unicaster // the transport, when it can send to one member: groups are possible
 	name     string    // this node's
@@ -35,7 +44,7 @@ type hub struct {
 	log      *slog.Logger
 
 	mu          sync.Mutex
-	engines     map[uint64]*engine // by limiter ID hash
+	limiters    map[uint64]Limiter // by limiter ID hash (wire.NameHash)
 	unsubscribe func()
 	pending     []byte         // frames waiting for the next datagram
 	senders     []pendingFrame // whose they are, to count them sent or refused
@@ -58,7 +67,7 @@ type hub struct {
 
 // pendingFrame is one frame of the next datagram: n bytes of s's.
 type pendingFrame struct {
-	s *senderStats
+	s *Sent
 	n int
 }
 
@@ -75,6 +84,44 @@ type hubStats struct {
 	notMember, untagged atomic.Uint64
 }
 
+// WarnEvery spaces the WARN records of a transport that keeps refusing
+// datagrams and of peers of another release (ns).
+const WarnEvery = int64(30 * time.Second)
+
+// Mates are the members of this node's group, as the hub last read the
+// member list; none while the cluster is not grouped.
+func (h *Hub) Mates() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.rel.view.grouped() {
+		return nil
+	}
+	return slices.Clone(h.rel.view.mates)
+}
+
+// Counts are a hub's counters, read at one instant: the frames it dropped
+// (not parsed, of no limiter here, of another wire version, digest entries
+// of no member or of an incarnation not heard), the datagrams it sent (and
+// each counted per peer it went to, with its bytes), and frames of others
+// it passed on or dropped for want of room.
+type Counts struct {
+	Malformed, OtherLimiter, OtherVersion, NotMember, Untagged uint64
+	DatagramsSent, SendFailures, PeerDatagrams, PeerBytes      uint64
+	Relayed, RelayDropped                                      uint64
+}
+
+// Counts reads the hub's counters.
+func (h *Hub) Counts() Counts {
+	s := &h.stats
+	return Counts{
+		Malformed: s.malformed.Load(), OtherLimiter: s.otherLimiter.Load(), OtherVersion: s.ofVersion.Load(),
+		NotMember: s.notMember.Load(), Untagged: s.untagged.Load(),
+		DatagramsSent: s.datagramsSent.Load(), SendFailures: s.sendFailures.Load(),
+		PeerDatagrams: s.peerDatagrams.Load(), PeerBytes: s.peerBytes.Load(),
+		Relayed: s.relayed.Load(), RelayDropped: s.relayDropped.Load(),
+	}
+}
+
 // bundleDelay is how long a frame that need not go at once waits for the
 // frames of the other limiters on its transport. Ticks of limiters on one
 // transport fall on the same instants, so their heartbeats meet well
@@ -85,33 +132,38 @@ const bundleDelay = time.Millisecond
 // key gets a hub per limiter.
 var hubs = struct {
 	mu sync.Mutex
-	m  map[Transport]*hub
-}{m: map[Transport]*hub{}}
+	m  map[Transport]*Hub
+}{m: map[Transport]*Hub{}}
 
-// joinHub hands e the hub of its transport, subscribing the transport's
-// one hub on the first join.
-func joinHub(e *engine) *hub {
-	shared := reflect.ValueOf(e.t).Comparable()
+// Join hands the limiter l (of ID hash id, ticking every tick) the hub of
+// its transport t, subscribing the transport's one hub on the first join.
+// clock and log are the hub's if it is new.
+func Join(t Transport, id uint64, l Limiter, tick int64, clock transportkit.Clock, log *slog.Logger) *Hub {
+	shared := reflect.ValueOf(t).Comparable()
 	hubs.mu.Lock()
 	defer hubs.mu.Unlock()
-	var h *hub
+	var h *Hub
 	if shared {
-		h = hubs.m[e.t]
+		h = hubs.m[t]
 	}
 	if h == nil {
-		h = &hub{t: e.t, name: e.t.Name(), clock: e.clock, maxFrame: e.t.MaxFrameSize(), log: e.log, engines: map[uint64]*engine{}, began: e.clock.Now(), tick: e.tick}
-		h.uni = unicaster(e.t)
+		h = &Hub{t: t, name: t.Name(), clock: clock, maxFrame: t.MaxFrameSize(), log: log, limiters: map[uint64]Limiter{}, began: clock.Now(), tick: tick}
+		h.uni = unicaster(t)
 		if shared {
-			hubs.m[e.t] = h
+			hubs.m[t] = h
 		}
-		h.unsubscribe = e.t.Subscribe(h.receive)
+		h.unsubscribe = t.Subscribe(h.receive)
 	}
 	h.mu.Lock()
-	h.engines[e.id] = e
-	h.tick = min(h.tick, e.tick)
+	h.limiters[id] = l
+	h.tick = min(h.tick, tick)
 	h.mu.Unlock()
 	return h
 }
+
+// Began is when the hub began: limiters on one transport tick on a grid
+// from it.
+func (h *Hub) Began() time.Time { return h.began }
 
 // unicaster is t as a Unicaster, when it is one with room in its
 // datagrams for a relay envelope around a frame.
@@ -123,24 +175,24 @@ func unicaster(t Transport) Unicaster {
 	return u
 }
 
-// frameRoom is the largest frame a limiter on t may send: the transport's
+// FrameRoom is the largest frame a limiter on t may send: the transport's
 // datagram, less the room a relay envelope needs where frames may be
 // relayed.
-func frameRoom(t Transport) int {
+func FrameRoom(t Transport) int {
 	if unicaster(t) != nil {
 		return t.MaxFrameSize() - relayReserve
 	}
 	return t.MaxFrameSize()
 }
 
-// leave takes e off the hub; the last limiter to leave sends what is
-// pending and unsubscribes the hub from its transport.
-func (h *hub) leave(e *engine) {
+// Leave takes the limiter of ID hash id off the hub; the last limiter to
+// leave sends what is pending and unsubscribes the hub from its transport.
+func (h *Hub) Leave(id uint64) {
 	hubs.mu.Lock()
 	defer hubs.mu.Unlock()
 	h.mu.Lock()
-	delete(h.engines, e.id)
-	last := len(h.engines) == 0
+	delete(h.limiters, id)
+	last := len(h.limiters) == 0
 	if last {
 		h.flushLocked()
 		if h.stopRelay != nil { // frames of others kept for later: no one will send them now
@@ -159,10 +211,10 @@ func (h *hub) leave(e *engine) {
 	h.unsubscribe()
 }
 
-// send queues frame for every peer: at once when now is set, within
+// Send queues frame for every peer: at once when now is set, within
 // bundleDelay otherwise. The frame counts in st as sent, or as refused,
 // once its datagram has gone.
-func (h *hub) send(st *senderStats, frame []byte, now bool) {
+func (h *Hub) Send(st *Sent, frame []byte, now bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if len(h.pending)+len(frame) > h.maxFrame {
@@ -170,21 +222,21 @@ func (h *hub) send(st *senderStats, frame []byte, now bool) {
 	}
 	h.pending = append(h.pending, frame...)
 	h.senders = append(h.senders, pendingFrame{st, len(frame)})
-	if now || len(h.engines) < 2 {
+	if now || len(h.limiters) < 2 {
 		// Alone on its transport a limiter has no one to share with: its
 		// frames go at once, as they did before the hub.
 		h.flushLocked()
 		return
 	}
 	if h.stopTimer == nil {
-		h.stopTimer = h.clock.AfterFunc(bundleDelay, h.flush)
+		h.stopTimer = h.clock.AfterFunc(bundleDelay, h.Flush)
 	}
 }
 
-// sendAll is send for frames made together (a tick's resends and its
+// SendAll is Send for frames made together (a tick's resends and its
 // heartbeat or report): they share datagrams even for a limiter alone on
 // its transport, which otherwise sends each at once.
-func (h *hub) sendAll(st *senderStats, frames [][]byte) {
+func (h *Hub) SendAll(st *Sent, frames [][]byte) {
 	if len(frames) == 0 {
 		return
 	}
@@ -197,16 +249,17 @@ func (h *hub) sendAll(st *senderStats, frames [][]byte) {
 		h.pending = append(h.pending, frame...)
 		h.senders = append(h.senders, pendingFrame{st, len(frame)})
 	}
-	if len(h.engines) < 2 {
+	if len(h.limiters) < 2 {
 		h.flushLocked()
 		return
 	}
 	if h.stopTimer == nil {
-		h.stopTimer = h.clock.AfterFunc(bundleDelay, h.flush)
+		h.stopTimer = h.clock.AfterFunc(bundleDelay, h.Flush)
 	}
 }
 
-func (h *hub) flush() {
+// Flush sends what is pending now.
+func (h *Hub) Flush() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.flushLocked()
@@ -217,8 +270,8 @@ func (h *hub) flush() {
 // them, and the group's envelopes to one member of each covered group.
 // Each frame counts in its limiter's stats as sent or refused. A
 // transport that keeps refusing loses the cluster its limit, so that is
-// logged, at most every degradedLogEvery.
-func (h *hub) flushLocked() {
+// logged, at most every WarnEvery.
+func (h *Hub) flushLocked() {
 	if h.stopTimer != nil {
 		h.stopTimer()
 		h.stopTimer = nil
@@ -244,14 +297,14 @@ func (h *hub) flushLocked() {
 		}
 	}
 	for _, p := range h.senders {
-		p.s.sent(p.n, err == nil)
+		p.s.count(p.n, err == nil)
 	}
 	h.pending, h.senders = h.pending[:0], h.senders[:0]
 	if err == nil {
 		return
 	}
 	h.stats.sendFailures.Add(1)
-	if h.lastSendWarn == 0 || now-h.lastSendWarn >= degradedLogEvery {
+	if h.lastSendWarn == 0 || now-h.lastSendWarn >= WarnEvery {
 		h.lastSendWarn = now
 		h.log.Warn("the transport refused a datagram; peers will not hear these limiters' admits until it sends again",
 			"err", err, "refused so far", h.stats.sendFailures.Load())
@@ -259,13 +312,13 @@ func (h *hub) flushLocked() {
 }
 
 // sinceBegan is the hub's clock: ns since it began.
-func (h *hub) sinceBegan() int64 { return int64(h.clock.Now().Sub(h.began)) }
+func (h *Hub) sinceBegan() int64 { return int64(h.clock.Now().Sub(h.began)) }
 
 // sendGrouped sends this flush in a grouped cluster: the pending frames
 // and the envelopes from other groups to every mate, and the group's
 // envelopes (the pending frames among them) to the covered groups. It
 // returns the first error, if any.
-func (h *hub) sendGrouped(now int64) error {
+func (h *Hub) sendGrouped(now int64) error {
 	h.rel.redeal(h.name, now, h.tick)
 	if len(h.pending) > 0 {
 		_, dropped := h.rel.forGroups(h.name, h.pending, now, h.tick, h.maxFrame)
@@ -304,7 +357,7 @@ func (h *hub) sendGrouped(now int64) error {
 
 // sendPieces sends head (frames that fit one datagram) and the envelopes
 // of pieces to one member, in as few datagrams as fit.
-func (h *hub) sendPieces(to string, head, pieces []byte) error {
+func (h *Hub) sendPieces(to string, head, pieces []byte) error {
 	var first error
 	d := append(h.dgram[:0], head...)
 	send := func() {
@@ -346,9 +399,9 @@ func (h *hub) sendPieces(to string, head, pieces []byte) error {
 // frame to the limiter it names; in a grouped cluster it queues what it
 // must pass on. A datagram that cannot be split is dropped from the first
 // bad piece on, and counted; one of another wire version is logged, at
-// most every degradedLogEvery, since it means a node of another release,
+// most every WarnEvery, since it means a node of another release,
 // not noise.
-func (h *hub) receive(from string, b []byte) {
+func (h *Hub) receive(from string, b []byte) {
 	if len(b) == 0 {
 		h.stats.malformed.Add(1)
 		return
@@ -388,7 +441,7 @@ func (h *hub) receive(from string, b []byte) {
 // queueForGroupsLocked queues a mate's frames (the envelopes among them
 // are skipped) for the covered groups, and makes sure a datagram takes
 // them within relayDelay.
-func (h *hub) queueForGroupsLocked(from string, b []byte) {
+func (h *Hub) queueForGroupsLocked(from string, b []byte) {
 	queued, dropped := h.rel.forGroups(from, b, h.sinceBegan(), h.tick, h.maxFrame)
 	h.stats.relayed.Add(queued)
 	h.stats.relayDropped.Add(dropped)
@@ -398,7 +451,7 @@ func (h *hub) queueForGroupsLocked(from string, b []byte) {
 // receiveRelay opens an envelope, hands its frames to their limiters as
 // the origin's, and queues it for this node's mates unless it is on its
 // last hop. A node's own frames relayed back to it are dropped.
-func (h *hub) receiveRelay(from string, env []byte) {
+func (h *Hub) receiveRelay(from string, env []byte) {
 	if wire.IsDigest(env) {
 		h.receiveDigest(from, env)
 		return
@@ -454,11 +507,11 @@ func (h *hub) receiveRelay(from string, env []byte) {
 // whose tag matches no incarnation of its origin's that the limiter has
 // heard (counted as stale): a whole entry comes within wholeEvery; and so
 // is one whose truncated totals this node cannot widen, having heard the
-// stream last over totalsHorizon ago. A node's own entries are dropped.
+// stream last over TotalsHorizon ago. A node's own entries are dropped.
 // An entry of the sender's own (from) in a digest on its last hop is a
 // frame from it, not relayed: a mate's running totals (own_entries.go),
 // which this node passes on to the groups it covers.
-func (h *hub) receiveDigest(from string, piece []byte) {
+func (h *Hub) receiveDigest(from string, piece []byte) {
 	d, err := wire.OpenDigest(piece)
 	if err != nil {
 		h.stats.malformed.Add(1)
@@ -483,7 +536,7 @@ func (h *hub) receiveDigest(from string, piece []byte) {
 		if known && name != h.name && h.rel.view.grouped() {
 			h.rel.heardFrom(name, now)
 		}
-		eng := h.engines[d.Limiter]
+		eng := h.limiters[d.Limiter]
 		h.mu.Unlock()
 		switch {
 		case !known:
@@ -495,22 +548,22 @@ func (h *hub) receiveDigest(from string, piece []byte) {
 			h.stats.otherLimiter.Add(1)
 			continue
 		case e.Tagged:
-			s, ok := eng.taggedStream(name, e.Tag, totalsHorizon(h.tick))
+			s, ok := eng.TaggedStream(name, e.Tag, TotalsHorizon(h.tick))
 			if ok && (e.GlobalBits != 0 || e.DemandBits != 0) {
-				ok = s.recent && widen(&f.GlobalSum, e.GlobalBits, s.global) && widen(&f.DemandSum, e.DemandBits, s.demand)
+				ok = s.Recent && widen(&f.GlobalSum, e.GlobalBits, s.Global) && widen(&f.DemandSum, e.DemandBits, s.Demand)
 			}
 			if !ok || uint64(f.Global) > f.GlobalSum {
 				h.stats.untagged.Add(1)
 				continue
 			}
-			f.Incarnation = s.incarnation
+			f.Incarnation = s.Incarnation
 		}
 		// The sender's own entries in a digest on its last hop: a mate's
 		// (own_entries.go). A relay's own in the digests it sends other
 		// groups are relayed: it turns through their members, so each
 		// hears it directly only now and then.
 		direct := d.Spread && name == from
-		eng.receive(name, wire.Encode(buf[:0], &f), !direct)
+		eng.Deliver(name, wire.Encode(buf[:0], &f), !direct)
 		if direct && h.uni != nil {
 			h.mu.Lock()
 			if h.rel.view.grouped() && h.rel.view.isMate(from) && len(h.rel.view.covered) > 0 {
@@ -549,30 +602,30 @@ func widen(total *uint64, bits uint8, last uint64) bool {
 }
 
 // deliver hands one frame to the limiter it names.
-func (h *hub) deliver(from string, f []byte, relayed bool) {
+func (h *Hub) deliver(from string, f []byte, relayed bool) {
 	h.mu.Lock()
-	e := h.engines[frameLimiter(f)]
+	l := h.limiters[frameLimiter(f)]
 	h.mu.Unlock()
-	if e == nil {
+	if l == nil {
 		h.stats.otherLimiter.Add(1)
 		return
 	}
-	e.receive(from, f, relayed)
+	l.Deliver(from, f, relayed)
 }
 
 // armRelayLocked makes sure the envelopes and frames waiting go out
 // within relayDelay, with the next datagram this node sends or on their
 // own.
-func (h *hub) armRelayLocked() {
+func (h *Hub) armRelayLocked() {
 	if h.stopRelay == nil && (h.rel.pending() || h.rel.latestWaiting()) {
-		h.stopRelay = h.clock.AfterFunc(time.Duration(relayDelay(h.tick, len(h.rel.view.mates))), h.flush)
+		h.stopRelay = h.clock.AfterFunc(time.Duration(relayDelay(h.tick, len(h.rel.view.mates))), h.Flush)
 	}
 }
 
-func (h *hub) warnVersion(from string, version byte) {
+func (h *Hub) warnVersion(from string, version byte) {
 	now := h.sinceBegan()
 	h.mu.Lock()
-	due := h.lastVersionWarn == 0 || now-h.lastVersionWarn >= degradedLogEvery
+	due := h.lastVersionWarn == 0 || now-h.lastVersionWarn >= WarnEvery
 	if due {
 		h.lastVersionWarn = now
 	}

@@ -1,4 +1,4 @@
-package gopherpace
+package datagram
 
 import (
 	"encoding/binary"
@@ -45,7 +45,7 @@ type relays struct {
 	// heard is when each member's frames last arrived, a mate's from it,
 	// another's through relays: a mate silent for longer than mateSilence
 	// covers no group (groupView.cover), and a member of another group
-	// silent for longer than relaySlack is no relay target.
+	// silent for longer than RelaySlack is no relay target.
 	heard map[string]int64
 }
 
@@ -88,7 +88,7 @@ func (r *relays) wholeAgain(now int64) {
 // group's envelopes to, heard lately; each call takes the next in turn.
 func (r *relays) targets(dst []string, now, tick int64) []string {
 	dst = r.view.relayTargets(dst, r.turn, func(m string) bool {
-		return r.heardWithin(m, now, relaySlack(tick)+mateSilence(tick))
+		return r.heardWithin(m, now, RelaySlack(tick)+mateSilence(tick))
 	})
 	r.turn++
 	return dst
@@ -118,14 +118,14 @@ const (
 // quietEvery is how often one origin's frames of running totals go to
 // other groups, for limiters that tick every tick: eight ticks. At four,
 // these heartbeats were a third of a node's bytes at N = 300 and half at
-// 1,000. The peers heard through relays are given relaySlack longer
+// 1,000. The peers heard through relays are given RelaySlack longer
 // before their silence counts.
 func quietEvery(tick int64) int64 { return 8 * tick }
 
 // wholeEvery is how often a relay sends each stream's entry whole, its
 // incarnation and totals in full, for receivers that have not heard it
 // or lost track of it (one that lost the whole entries after a change,
-// or missed the stream for over totalsHorizon); between, entries go
+// or missed the stream for over TotalsHorizon); between, entries go
 // tagged and their totals truncated, 6 to 12 bytes shorter. Four quiet
 // periods, but at most 4 s (and at least one quiet period): a newcomer
 // is served by wholeAgain, so this is the repair of last resort. At one
@@ -170,11 +170,11 @@ func relayDelay(tick int64, mates int) int64 {
 // N = 500 without zones.
 const ridingMates = 20
 
-// relaySlack is how much later than a peer of its own group a node may
+// RelaySlack is how much later than a peer of its own group a node may
 // hear a peer of another group: a frame of running totals waits up to
 // quietEvery to be passed on, and each of its two relays up to a tick
 // (relayDelay: in a large group, for the relay's next tick).
-func relaySlack(tick int64) int64 { return quietEvery(tick) + 2*tick }
+func RelaySlack(tick int64) int64 { return quietEvery(tick) + 2*tick }
 
 // refresh reads the transport's member list again when the last read is
 // older than viewEvery, and makes the group view from it (and from the
@@ -345,21 +345,21 @@ type totalsMark struct {
 	set            bool
 }
 
-// totalsHorizon is how recently a receiver must have heard a stream for a
+// TotalsHorizon is how recently a receiver must have heard a stream for a
 // truncated total of it to be widened from its last one
-// (hub.receiveDigest): twice relaySlack, the longest a peer of another
+// (hub.receiveDigest): twice RelaySlack, the longest a peer of another
 // group may go unheard and still count as heard, so that a heartbeat
-// that comes late, or after one lost, is still widened (at relaySlack,
+// that comes late, or after one lost, is still widened (at RelaySlack,
 // receivers dropped enough of them at N = 300 for a node to count peers
 // as gone and admit 0.89 of the cluster's ratio). A total that reaches
-// the receiver is itself up to relaySlack old, so the receiver's last
+// the receiver is itself up to RelaySlack old, so the receiver's last
 // total is at most two horizons older than the entry's.
-func totalsHorizon(tick int64) int64 { return 2 * relaySlack(tick) }
+func TotalsHorizon(tick int64) int64 { return 2 * RelaySlack(tick) }
 
 // totalsEvery is how far apart a relay keeps a stream's marks: two
 // horizons, so that marks[0] is at least as old as any total a receiver
 // may widen from.
-func totalsEvery(tick int64) int64 { return 2 * totalsHorizon(tick) }
+func totalsEvery(tick int64) int64 { return 2 * TotalsHorizon(tick) }
 
 // mark notes the totals of f as a mark when the newer mark is at least
 // totalsEvery old.

@@ -1,4 +1,4 @@
-package gopherpace
+package wire
 
 import "math/bits"
 
@@ -10,12 +10,12 @@ const (
 	prime5 uint64 = 0x27D4EB2F165667C5
 )
 
-// nameHash hashes names the cluster agrees on and nobody chooses to
+// NameHash hashes names the cluster agrees on and nobody chooses to
 // attack: limiter IDs (their hash names a limiter in frames), node names
 // (groups, phases). It is fast and fixed, a single-lane variant of the
-// xxHash64 round and avalanche, and not secret: client keys use the keyed
+// xxHash64 round and avalanche, and not secret: client keys use core's keyed
 // hash (keyhash.go). salt keeps one use's values apart from another's.
-func nameHash(salt uint64, s string) uint64 {
+func NameHash(salt uint64, s string) uint64 {
 	h := salt + prime5 + uint64(len(s))
 	i := 0
 	for ; i+8 <= len(s); i += 8 {

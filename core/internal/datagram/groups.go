@@ -1,4 +1,4 @@
-package gopherpace
+package datagram
 
 import (
 	"math"
@@ -10,7 +10,7 @@ import (
 // Groups: how a large cluster spreads frames without every node sending
 // every frame to every peer (docs/design.md, "Groups").
 //
-// From groupsFrom nodes on, over a transport that can send to one member
+// From GroupsFrom nodes on, over a transport that can send to one member
 // (Unicaster), the nodes fall into about √N groups by a hash of their
 // names; over a transport that knows its members' zones (Zoner), a
 // cluster that spans zones is grouped by zone. A node sends its frames to
@@ -23,25 +23,25 @@ import (
 // frame of running totals only (no keyed counts, no flag) waits up to
 // quietEvery to be passed on, replaced by its origin's next, so that the
 // bytes a node sends shrink too; peers heard only through relays are
-// given relaySlack longer before their silence counts (peerView).
+// given RelaySlack longer before their silence counts (peerView).
 //
 // Every frame still reaches the engines exactly as its origin sent it, so
 // nothing a relay does can make a frame count twice: running totals and
 // sequence numbers make a duplicate or a re-routed copy harmless, and a
 // lost one is repaired by the origin's next frame. A relay that lies
 // about another node is bounded as that node lying itself would be
-// (receiver.go, docs/security.md).
+// (core's receiver.go, docs/security.md).
 
-// groupsFrom is the cluster size, this node included, from which a
+// GroupsFrom is the cluster size, this node included, from which a
 // transport's limiters send through groups. Below it every frame goes to
 // every peer. With every frame to every peer, a node of the scale
 // scenario (R = 1000, offered 10×R) sent 992 datagrams a second at 10
 // nodes, 1,016 at 11, 1,462 at 30 and 1,888 at 50 (the bound: 1,000 at
 // any N); grouped, 327 to 755 from 11 to 63 nodes, the totals within
 // 0.03% (docs/accuracy.md#scale).
-const groupsFrom = 11
+const GroupsFrom = 11
 
-// relayReserve is the room an engine leaves in each frame for the relay
+// relayReserve is the room a limiter leaves in each frame for the relay
 // envelope around it: the envelope's fixed part, the longest origin name
 // and the frames' length.
 const relayReserve = 5 + wire.MaxOrigin + 3
@@ -64,12 +64,12 @@ type groupView struct {
 func groupCount(n int) int { return max(1, int(math.Round(math.Sqrt(float64(n))))) }
 
 // groupOf is the group of the node named name among count groups.
-func groupOf(name string, count int) int { return int(nameHash(groupSalt, name) % uint64(count)) }
+func groupOf(name string, count int) int { return int(wire.NameHash(groupSalt, name) % uint64(count)) }
 
 // hashGroups groups n nodes of one zone by a hash of their names: about
-// √n groups from groupsFrom nodes on, none below.
+// √n groups from GroupsFrom nodes on, none below.
 func hashGroups(n int) (func(string) int, int) {
-	if n < groupsFrom {
+	if n < GroupsFrom {
 		return nil, 0
 	}
 	count := groupCount(n)
@@ -117,9 +117,13 @@ const zoneSplitFrom = 64
 // groupSalt keeps the groups' hash apart from keys' and limiter IDs'.
 const groupSalt = 0x67726f7570 // "group"
 
+// GroupOf is the group of the node named name in a cluster of n nodes
+// without zones.
+func GroupOf(name string, n int) int { return groupOf(name, groupCount(n)) }
+
 // newGroupView splits self and members into groups, or returns the
 // ungrouped view when a name (any node's) is too long to carry in a relay
-// envelope, or when there are fewer than groupsFrom nodes in one zone.
+// envelope, or when there are fewer than GroupsFrom nodes in one zone.
 // zone, when not nil, is each node's zone (Zoner): with two zones or
 // more, the groups follow them, whatever N.
 func newGroupView(self string, members []string, zone func(string) string) groupView {

@@ -1,4 +1,4 @@
-package gopherpace
+package datagram
 
 import (
 	"slices"
