@@ -518,7 +518,8 @@ func (h *Hub) receiveDigest(from string, piece []byte) {
 		return
 	}
 	var f wire.Frame
-	var buf [wire.HeaderMax]byte
+	buf := frameBufs.Get().(*[wire.HeaderMax]byte)
+	defer frameBufs.Put(buf)
 	now, entries := h.sinceBegan(), uint64(0)
 	fromHash := wire.OriginHash(from)
 	for b := d.Entries; len(b) > 0; entries++ {
@@ -588,6 +589,11 @@ func (h *Hub) receiveDigest(from string, piece []byte) {
 		h.stats.relayDropped.Add(entries)
 	}
 }
+
+// frameBufs hold the frames a digest's entries are turned back into: a
+// buffer on the stack would escape through the Limiter interface and cost
+// an allocation per digest.
+var frameBufs = sync.Pool{New: func() any { return new([wire.HeaderMax]byte) }}
 
 // widen makes a truncated running total whole from the receiver's last
 // total of its stream (wire.Widen); a total in full (bits 0) is left as
