@@ -34,7 +34,7 @@ func check(f *rlsFixture, t *testing.T, hits uint64, kv ...string) *rlspb.RateLi
 	return f.ask(t, &rlspb.RateLimitRequest{Domain: "ai", Descriptors: []*rlv3.RateLimitDescriptor{d}})
 }
 
-// The 0-hit check is OVER_LIMIT while the budget is empty or in debt; a
+// The 0-hit check is OVER_LIMIT while the budget is in debt; a
 // report spends whatever the bucket holds, into debt, so usage measured
 // after the response is never lost.
 func TestTokenQuotaChecksThenCharges(t *testing.T) {

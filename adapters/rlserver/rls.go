@@ -331,8 +331,10 @@ func (s *rlsService) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitRe
 // ErrRefundExceedsSpent): the request is an error, and what the
 // descriptors before it took is given back.
 //
-// A check of zero hits spends nothing and is over while its bucket is
-// empty or in debt. Quota rules (quota_mode, or -quota-mode for all) are
+// A check of zero hits spends nothing. It is over, for a rate rule, while
+// its bucket is empty; for a quota rule, while its bucket is in debt (the
+// peer's counter past its limit), so the request that spends a budget's
+// last token passes and its usage, reported after it, overdraws. Quota rules (quota_mode, or -quota-mode for all) are
 // budgets, as envoyproxy/ratelimit's are: every hit spends, whatever the
 // answer, into debt where the bucket lacks it (Envoy's token quotas
 // report a response's usage after it), and they deny the request only
@@ -403,7 +405,7 @@ func (s *rlsService) quota(r *rule) bool { return r.quota || s.quotaAll }
 
 // spendQuota spends a quota rule's hits whatever the answer (a check of
 // zero reads the bucket), and marks the descriptor over while its bucket
-// is in debt after them, or for a check, empty or in debt. Debt stops at
+// is in debt after them, or for a check, in debt. Debt stops at
 // one bucket beyond empty (gopherpace's Charge).
 func (c *checked) spendQuota() error {
 	switch {
@@ -413,8 +415,12 @@ func (c *checked) spendQuota() error {
 		}
 		c.d = c.l.Peek(c.key)
 	case c.hits == 0:
+		// Over only while overdrawn, as the peer's counter is only once
+		// past its limit: a check on a budget spent to the last token
+		// passes, and the usage reported after it goes into debt.
 		c.d = c.l.Peek(c.key)
-		c.over = !c.d.Allowed
+		owed, err := c.l.Charge(c.key, 0)
+		c.over = owed > 0 || err != nil && !c.d.Allowed
 	default:
 		owed, err := c.l.Charge(c.key, c.hits)
 		if errors.Is(err, gopherpace.ErrChargeDropped) {

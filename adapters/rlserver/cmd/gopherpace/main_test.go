@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"io"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -46,10 +47,19 @@ func build(t *testing.T) string {
 // (and, clustered, where it gossips).
 func start(t *testing.T, bin string, args ...string) *proc {
 	t.Helper()
+	return startWith(t, bin, nil, args...)
+}
+
+// startWith is start with env added to this process's environment.
+func startWith(t *testing.T, bin string, env []string, args ...string) *proc {
+	t.Helper()
 	if !slices.Contains(args, "-grpc-addr") {
 		args = append(args, "-grpc-addr", "127.0.0.1:0")
 	}
 	p := &proc{cmd: exec.Command(bin, append([]string{"serve"}, args...)...), exited: make(chan error, 1), logs: &syncBuffer{}}
+	if env != nil {
+		p.cmd.Env = append(os.Environ(), env...)
+	}
 	stderr, err := p.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
