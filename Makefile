@@ -48,8 +48,8 @@ test:
 	fi; \
 	if [ $$status -eq 0 ]; then \
 		echo "== go test core (no race detector: the per-processor counters' plain adds)"; \
-		(cd core && GOWORK=off $(GO) test -count=1 -run 'ProcCounter|Counts|Stats|Shadow' . && \
-			GOWORK=off $(GO) test -tags gopherpace_atomic_counters -count=1 -run 'ProcCounter|Counts' .) || status=1; \
+		(cd core && GOWORK=off $(GO) test -count=1 -run 'ProcCounter|Counts|Stats|Shadow' . ./internal/bucket && \
+			GOWORK=off $(GO) test -tags gopherpace_atomic_counters -count=1 -run 'ProcCounter|Counts' . ./internal/bucket) || status=1; \
 		echo "core without the race detector $$(( $$(date +%s) - t ))s" >> $(TIMES); \
 	fi; \
 	echo; echo "== time taken"; cat $(TIMES); rm -f $(TIMES); \
@@ -194,7 +194,7 @@ accuracy:
 
 ## fuzz: run each fuzz target for a while
 fuzz:
-	cd core && GOWORK=off $(GO) test -run '^$$' -fuzz FuzzBucketNeverExceedsRate -fuzztime 30s .
+	cd core && GOWORK=off $(GO) test -run '^$$' -fuzz FuzzBucketNeverExceedsRate -fuzztime 30s ./internal/bucket
 	cd core && GOWORK=off $(GO) test -run '^$$' -fuzz FuzzDecodeFrame -fuzztime 30s ./internal/wire
 	cd core && GOWORK=off $(GO) test -run '^$$' -fuzz FuzzOpenRelay -fuzztime 30s ./internal/wire
 	cd core && GOWORK=off $(GO) test -run '^$$' -fuzz FuzzOpenDigest -fuzztime 30s ./internal/wire

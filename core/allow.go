@@ -1,6 +1,10 @@
 package gopherpace
 
-import "time"
+import (
+	"time"
+
+	"github.com/pedreviljoen/gopherpace/core/internal/bucket"
+)
 
 // The paths of a one-token Allow. Allow is the hot path, so it has a few
 // variants; each has a test that fails if it admits what it should not:
@@ -35,7 +39,7 @@ func (l *Limiter) Allow() (bool, time.Duration) {
 	if !ok {
 		return l.refused(retry)
 	}
-	l.counts.allowOne.add(1) // the admit path pays one add
+	l.counts.allowOne.Add(1) // the admit path pays one add
 	return true, 0
 }
 
@@ -45,7 +49,7 @@ func (l *Limiter) AllowAt(now time.Time) (bool, time.Duration) {
 	if !ok {
 		return l.refused(retry)
 	}
-	l.counts.allowOne.add(1)
+	l.counts.allowOne.Add(1)
 	return true, 0
 }
 
@@ -56,15 +60,15 @@ func (l *Limiter) refused(retry time.Duration) (bool, time.Duration) {
 		l.noteShadowDenial()
 		return true, 0
 	}
-	l.counts.denied.add(1)
+	l.counts.denied.Add(1)
 	return false, retry
 }
 
 // stealOr answers a one-token request that the global bucket denied: with
 // a token from any processor's fresh lease if there is one, otherwise with
 // the denial.
-func stealOr(lz *leases, at bucketTime, retry time.Duration) (bool, time.Duration) {
-	if lz != nil && lz.steal(at) {
+func stealOr(lz *bucket.Leases, at bucket.Time, retry time.Duration) (bool, time.Duration) {
+	if lz != nil && lz.Steal(at) {
 		return true, 0
 	}
 	return false, retry
@@ -72,7 +76,7 @@ func stealOr(lz *leases, at bucketTime, retry time.Duration) (bool, time.Duratio
 
 // stealInto is stealOr for a Decision of n tokens: only a one-token
 // denial can be turned into an admit.
-func stealInto(lz *leases, d *Decision, at bucketTime, n int64) {
+func stealInto(lz *bucket.Leases, d *Decision, at bucket.Time, n int64) {
 	if d.Allowed || n != 1 {
 		return
 	}

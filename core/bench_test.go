@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pedreviljoen/gopherpace/core/internal/bucket"
 	"github.com/pedreviljoen/gopherpace/core/internal/datagram"
 	"github.com/pedreviljoen/gopherpace/core/internal/wire"
 )
@@ -81,10 +82,10 @@ func BenchmarkTopKeys(b *testing.B) {
 // BenchmarkHashKey is the keyed hash of an address key (keyhash.go).
 func BenchmarkHashKey(b *testing.B) {
 	b.ReportAllocs()
-	kh := randomKeyHasher()
+	kh := bucket.RandomKeyHasher()
 	var h uint64
 	for b.Loop() {
-		h += kh.sum("203.0.113.195")
+		h += kh.Sum("203.0.113.195")
 	}
 	_ = h
 }
@@ -158,7 +159,7 @@ func drainCounts(b *testing.B, l *Limiter) {
 	e.mu.Unlock()
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		flying := false
-		e.keys.each(func(_ uint64, ent *clusterEntry) { flying = flying || ent.busy() })
+		e.keys.Each(func(_ uint64, ent *clusterEntry) { flying = flying || ent.Busy() })
 		if !flying {
 			return
 		}

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/pedreviljoen/gopherpace/core/internal/bucket"
 )
 
 var (
@@ -73,11 +75,11 @@ func (l *Limiter) charge(now int64, key string, n int64) (time.Duration, error) 
 	)
 	if n == 0 {
 		var tat int64
-		var at bucketTime
+		var at bucket.Time
 		if key == "" {
 			tat, at, _ = l.dec.peekGlobal(now)
 		} else {
-			h := l.hasher.sum(key)
+			h := l.hasher.Sum(key)
 			rule = l.keyRule(h, key, now)
 			tat, at = l.dec.peekKeyed(h, now)
 		}
@@ -85,14 +87,14 @@ func (l *Limiter) charge(now int64, key string, n int64) (time.Duration, error) 
 	} else if key == "" {
 		charged, ahead = l.dec.chargeGlobal(now, n)
 	} else {
-		h := l.hasher.sum(key)
+		h := l.hasher.Sum(key)
 		rule = l.keyRule(h, key, now)
 		charged, ahead, ok = l.dec.chargeKeyed(h, rule, now, n)
 	}
 	if !ok {
 		return 0, ErrChargeDropped
 	}
-	owed := time.Duration(max(ahead-rule.tolerance, 0))
+	owed := time.Duration(max(ahead-rule.Tolerance, 0))
 	if charged < n {
 		return owed, &CappedChargeError{Spent: charged, Asked: n}
 	}
@@ -101,7 +103,7 @@ func (l *Limiter) charge(now int64, key string, n int64) (time.Duration, error) 
 
 // chargeDebt is how far beyond empty a charge may take a bucket of rule, in
 // ns.
-func chargeDebt(rule *rule) int64 { return maxChargeDebt * rule.tolerance }
+func chargeDebt(rule *bucket.Rule) int64 { return maxChargeDebt * rule.Tolerance }
 
 // chargeGlobal and chargeKeyed spend n tokens whether or not the bucket
 // holds them (Charge), and return the tokens spent (fewer than n where the
@@ -114,7 +116,7 @@ func (d *decider) chargeGlobal(now, n int64) (charged, ahead int64) {
 	return d.solo.chargeGlobal(now, n)
 }
 
-func (d *decider) chargeKeyed(h uint64, rule *rule, now, n int64) (charged, ahead int64, ok bool) {
+func (d *decider) chargeKeyed(h uint64, rule *bucket.Rule, now, n int64) (charged, ahead int64, ok bool) {
 	if d.eng != nil {
 		return d.eng.chargeKeyed(h, rule, now, n)
 	}
@@ -123,11 +125,11 @@ func (d *decider) chargeKeyed(h uint64, rule *rule, now, n int64) (charged, ahea
 
 func (s *standalone) chargeGlobal(now, n int64) (int64, int64) {
 	rule := s.rules.dflt()
-	return debit(&s.global.tat, rule, standaloneTime(now), n, chargeDebt(rule))
+	return bucket.Debit(&s.global.TAT, rule, standaloneTime(now), n, chargeDebt(rule))
 }
 
-func (s *standalone) chargeKeyed(h uint64, rule *rule, now, n int64) (int64, int64, bool) {
-	e, charged, ahead := s.keys.debit(h, rule, standaloneTime(now), n, chargeDebt(rule))
+func (s *standalone) chargeKeyed(h uint64, rule *bucket.Rule, now, n int64) (int64, int64, bool) {
+	e, charged, ahead := s.keys.Debit(h, rule, standaloneTime(now), n, chargeDebt(rule))
 	return charged, ahead, e != nil
 }
 
@@ -137,7 +139,7 @@ func (e *engine) chargeGlobal(now, n int64) (int64, int64) {
 	rule, at := e.rules.dflt(), e.bucketTime(now)
 	charged, count, ahead, ok := e.word.charge(rule, at, n, chargeDebt(rule))
 	if !ok {
-		return debit(e.standalone, rule, standaloneTime(now), n, chargeDebt(rule))
+		return bucket.Debit(e.standalone, rule, standaloneTime(now), n, chargeDebt(rule))
 	}
 	if charged > 0 && e.mode.get() != modeStopped {
 		e.send.counted(count, charged, rule)
@@ -145,8 +147,8 @@ func (e *engine) chargeGlobal(now, n int64) (int64, int64) {
 	return charged, ahead
 }
 
-func (e *engine) chargeKeyed(h uint64, rule *rule, now, n int64) (int64, int64, bool) {
-	ent, charged, ahead := e.keys.debit(h, rule, e.bucketTime(now), n, chargeDebt(rule))
+func (e *engine) chargeKeyed(h uint64, rule *bucket.Rule, now, n int64) (int64, int64, bool) {
+	ent, charged, ahead := e.keys.Debit(h, rule, e.bucketTime(now), n, chargeDebt(rule))
 	if ent == nil {
 		return 0, 0, false
 	}

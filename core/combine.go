@@ -3,6 +3,8 @@ package gopherpace
 import (
 	"errors"
 	"time"
+
+	"github.com/pedreviljoen/gopherpace/core/internal/bucket"
 )
 
 // Limits are several limits a request must pass together, such as 10 a
@@ -129,7 +131,7 @@ func (ls *Limits) take(d *Decision, now time.Time, keys []string, n int64, all [
 	}
 	// Costs first: a cost one limit can never grant must spend nothing.
 	for i, l := range ls.parts {
-		if err := l.ruleFor(keys[i], l.nanos(now)).checkCost(n); err != nil {
+		if err := checkCost(l.ruleFor(keys[i], l.nanos(now)), n); err != nil {
 			return false, -1, err
 		}
 	}
@@ -186,9 +188,9 @@ func closer(a, b *Decision) bool {
 }
 
 // ruleFor is the rule of key's bucket at now.
-func (l *Limiter) ruleFor(key string, now int64) *rule {
+func (l *Limiter) ruleFor(key string, now int64) *bucket.Rule {
 	if key == "" || !l.rules.hasOverrides() {
 		return l.rules.dflt()
 	}
-	return l.keyRule(l.hasher.sum(key), key, now)
+	return l.keyRule(l.hasher.Sum(key), key, now)
 }

@@ -3,6 +3,8 @@ package gopherpace
 import (
 	"sync/atomic"
 	"time"
+
+	"github.com/pedreviljoen/gopherpace/core/internal/bucket"
 )
 
 // This file holds every operation on a counted word, the clustered global
@@ -78,21 +80,21 @@ func (c *countedWord) unreportedAfter(keep, moved int64) int64 {
 }
 
 // ahead reads a word's time back as its distance ahead of now.
-func ahead(w uint64, at bucketTime) int64 { return int64(w-uint64(at)<<countBits) >> countBits }
+func ahead(w uint64, at bucket.Time) int64 { return int64(w-uint64(at)<<countBits) >> countBits }
 
 // readAhead is ahead, except that a time that cannot be read (see
 // staleAhead) reads as a whole window ahead: an empty bucket.
-func readAhead(w uint64, at bucketTime, rule *rule) int64 {
+func readAhead(w uint64, at bucket.Time, rule *bucket.Rule) int64 {
 	if a := ahead(w, at); a >= staleAhead {
 		return a
 	}
-	return rule.tolerance
+	return rule.Tolerance
 }
 
 // spent is how far ahead of now the bucket's time is, 0 for a full bucket.
-func spent(w uint64, at bucketTime, rule *rule) int64 { return max(readAhead(w, at, rule), 0) }
+func spent(w uint64, at bucket.Time, rule *bucket.Rule) int64 { return max(readAhead(w, at, rule), 0) }
 
-func (c *countedWord) init(at bucketTime) {
+func (c *countedWord) init(at bucket.Time) {
 	now := int64(at)
 	// Full at any time a caller may pass, even a little before the limiter
 	// was created.
@@ -124,15 +126,15 @@ func (c *countedWord) unheard() int64 { return c.pending() + c.inflight.Load() }
 //
 // While the bucket is contended, an admit that leaves the replica below the
 // gate also spends this node's share q (fairness.go).
-func (c *countedWord) allow(rule *rule, at bucketTime, q *shareBucket) (ok bool, retry time.Duration, count int64, fast, contended bool) {
+func (c *countedWord) allow(rule *bucket.Rule, at bucket.Time, q *shareBucket) (ok bool, retry time.Duration, count int64, fast, contended bool) {
 	now := int64(at)
 	w := c.word.Load()
 	spill := c.spill.Load()
-	cost := rule.interval
+	cost := rule.Interval
 	quotaHeld := false
 	for {
 		n := int64(w & countMask)
-		if n == handedBack || n+spill+c.inflight.Load() >= rule.localCap.Load() {
+		if n == handedBack || n+spill+c.inflight.Load() >= rule.LocalCap.Load() {
 			if quotaHeld {
 				q.giveBack(1, now)
 			}
@@ -140,12 +142,12 @@ func (c *countedWord) allow(rule *rule, at bucketTime, q *shareBucket) (ok bool,
 		}
 		base := spent(w, at, rule)
 		next := base + cost
-		if next > rule.tolerance {
+		if next > rule.Tolerance {
 			q.forfeit(1, now, quotaHeld)
 			c.settle(w, rule, base, at)
-			return false, time.Duration(next - rule.tolerance), 0, true, contended
+			return false, time.Duration(next - rule.Tolerance), 0, true, contended
 		}
-		if !quotaHeld && q.needed(next, rule.tolerance) {
+		if !quotaHeld && q.needed(next, rule.Tolerance) {
 			q.asked(now)
 			if ok, wait := q.take(1, now); !ok {
 				return false, wait, 0, true, contended
@@ -160,16 +162,16 @@ func (c *countedWord) allow(rule *rule, at bucketTime, q *shareBucket) (ok bool,
 			return true, 0, keep + spill, true, contended
 		}
 		contended = true
-		w = rereadCounted(&c.word)
+		w = bucket.RereadCounted(&c.word)
 	}
 }
 
 // take spends n tokens at now and counts them, deciding into d. It returns,
 // on an admit, the unreported count after it; ok is false when the word was
 // handed back. q is the share, as for allow.
-func (c *countedWord) take(d *Decision, rule *rule, at bucketTime, n int64, q *shareBucket) (count int64, ok bool) {
+func (c *countedWord) take(d *Decision, rule *bucket.Rule, at bucket.Time, n int64, q *shareBucket) (count int64, ok bool) {
 	now := int64(at)
-	unit := rule.interval
+	unit := rule.Interval
 	cost := n * unit
 	w := c.word.Load()
 	quotaHeld := false
@@ -183,16 +185,16 @@ func (c *countedWord) take(d *Decision, rule *rule, at bucketTime, n int64, q *s
 		}
 		base := spent(w, at, rule)
 		next := base + cost
-		if next > rule.tolerance {
+		if next > rule.Tolerance {
 			q.forfeit(n, now, quotaHeld)
-			rule.fillDenied(d, now+base, now, now+next, unit)
+			rule.FillDenied(d.raw(), now+base, now, now+next, unit)
 			c.settle(w, rule, base, at)
 			return 0, true
 		}
-		if !quotaHeld && q.needed(next, rule.tolerance) {
+		if !quotaHeld && q.needed(next, rule.Tolerance) {
 			q.asked(now)
 			if ok, wait := q.take(n, now); !ok {
-				rule.fillDenied(d, now+base, now, now+next, unit)
+				rule.FillDenied(d.raw(), now+base, now, now+next, unit)
 				d.RetryAfter = max(d.RetryAfter, wait)
 				return 0, true
 			}
@@ -200,19 +202,19 @@ func (c *countedWord) take(d *Decision, rule *rule, at bucketTime, n int64, q *s
 		}
 		keep, moved := addCount(unsent, n)
 		if c.word.CompareAndSwap(w, packCounted(now+next, keep)) {
-			rule.fillAllowed(d, now+next, now, unit)
+			rule.FillAllowed(d.raw(), now+next, now, unit)
 			return c.unreportedAfter(keep, moved), true
 		}
-		w = rereadCounted(&c.word)
+		w = bucket.RereadCounted(&c.word)
 	}
 }
 
 // settle is settle in bucket.go for the counted word w, whose time is
 // ahead ahead of now.
-func (c *countedWord) settle(w uint64, rule *rule, ahead int64, at bucketTime) {
+func (c *countedWord) settle(w uint64, rule *bucket.Rule, ahead int64, at bucket.Time) {
 	now := int64(at)
-	if ahead > rule.ceiling+rule.tolerance {
-		c.word.CompareAndSwap(w, packCounted(now+rule.ceiling, int64(w&countMask)))
+	if ahead > rule.Ceiling+rule.Tolerance {
+		c.word.CompareAndSwap(w, packCounted(now+rule.Ceiling, int64(w&countMask)))
 	}
 }
 
@@ -221,9 +223,9 @@ func (c *countedWord) settle(w uint64, rule *rule, ahead int64, at bucketTime) {
 // a denial (got 0) retry is the wait for one token; ok is false when the
 // word was handed back. q is the share, as for allow: while it applies, a
 // lease takes no more than the share left.
-func (c *countedWord) takeUpTo(rule *rule, at bucketTime, n, room int64, q *shareBucket) (got, count int64, retry time.Duration, contended, ok bool) {
+func (c *countedWord) takeUpTo(rule *bucket.Rule, at bucket.Time, n, room int64, q *shareBucket) (got, count int64, retry time.Duration, contended, ok bool) {
 	now := int64(at)
-	unit := rule.interval
+	unit := rule.Interval
 	w := c.word.Load()
 	for {
 		unsent := int64(w & countMask)
@@ -231,12 +233,12 @@ func (c *countedWord) takeUpTo(rule *rule, at bucketTime, n, room int64, q *shar
 			return 0, 0, 0, contended, false
 		}
 		base := spent(w, at, rule)
-		got = min(n, room, (rule.tolerance-base)/unit)
+		got = min(n, room, (rule.Tolerance-base)/unit)
 		if got < 1 {
-			return 0, 0, time.Duration(base + unit - rule.tolerance), contended, true
+			return 0, 0, time.Duration(base + unit - rule.Tolerance), contended, true
 		}
 		quotaHeld := int64(0)
-		if q.needed(base+got*unit, rule.tolerance) {
+		if q.needed(base+got*unit, rule.Tolerance) {
 			q.asked(now)
 			got = min(got, q.room(now))
 			if got < 1 {
@@ -256,7 +258,7 @@ func (c *countedWord) takeUpTo(rule *rule, at bucketTime, n, room int64, q *shar
 			q.giveBack(quotaHeld, now)
 		}
 		contended = true
-		w = rereadCounted(&c.word)
+		w = bucket.RereadCounted(&c.word)
 	}
 }
 
@@ -265,7 +267,7 @@ func (c *countedWord) takeUpTo(rule *rule, at bucketTime, n, room int64, q *shar
 // handed back. Like the plain word's operations, f leaves a full bucket's
 // time alone unless it spends: a caller whose time runs a little behind
 // must still find the bucket full.
-func (c *countedWord) update(at bucketTime, rule *rule, f func(ahead, count int64) (int64, int64)) (applied bool) {
+func (c *countedWord) update(at bucket.Time, rule *bucket.Rule, f func(ahead, count int64) (int64, int64)) (applied bool) {
 	now := int64(at)
 	for {
 		w := c.word.Load()
@@ -281,16 +283,16 @@ func (c *countedWord) update(at bucketTime, rule *rule, f func(ahead, count int6
 }
 
 // debit charges n tokens that a peer admitted, as debit in bucket.go does.
-func (c *countedWord) debit(rule *rule, at bucketTime, n, maxDebt int64) {
+func (c *countedWord) debit(rule *bucket.Rule, at bucket.Time, n, maxDebt int64) {
 	if n < 1 {
 		return
 	}
-	cost := costOf(n, rule.interval, rule.tolerance+maxDebt)
+	cost := bucket.CostOf(n, rule.Interval, rule.Tolerance+maxDebt)
 	c.update(at, rule, func(a, count int64) (int64, int64) {
-		if a >= rule.tolerance+maxDebt {
+		if a >= rule.Tolerance+maxDebt {
 			return a, count
 		}
-		return min(max(a, 0)+cost, rule.tolerance+maxDebt), count
+		return min(max(a, 0)+cost, rule.Tolerance+maxDebt), count
 	})
 }
 
@@ -298,9 +300,9 @@ func (c *countedWord) debit(rule *rule, at bucketTime, n, maxDebt int64) {
 // spends for gossip in the same compare-and-swap: it returns the
 // unreported count after an admit; alive is false when the word was
 // handed back.
-func (c *countedWord) reserve(rule *rule, at bucketTime, n, within int64) (wait, count int64, ok, alive bool) {
+func (c *countedWord) reserve(rule *bucket.Rule, at bucket.Time, n, within int64) (wait, count int64, ok, alive bool) {
 	now := int64(at)
-	cost := n * rule.interval
+	cost := n * rule.Interval
 	w := c.word.Load()
 	for {
 		unsent := int64(w & countMask)
@@ -309,15 +311,15 @@ func (c *countedWord) reserve(rule *rule, at bucketTime, n, within int64) (wait,
 		}
 		base := spent(w, at, rule)
 		next := base + cost
-		if next > rule.tolerance+within {
+		if next > rule.Tolerance+within {
 			c.settle(w, rule, base, at)
-			return next - rule.tolerance, 0, false, true
+			return next - rule.Tolerance, 0, false, true
 		}
 		keep, moved := addCount(unsent, n)
 		if c.word.CompareAndSwap(w, packCounted(now+next, keep)) {
-			return max(next-rule.tolerance, 0), c.unreportedAfter(keep, moved), true, true
+			return max(next-rule.Tolerance, 0), c.unreportedAfter(keep, moved), true, true
 		}
-		w = rereadCounted(&c.word)
+		w = bucket.RereadCounted(&c.word)
 	}
 }
 
@@ -326,10 +328,10 @@ func (c *countedWord) reserve(rule *rule, at bucketTime, n, within int64) (wait,
 // in the same compare-and-swap. It returns the tokens spent, the
 // unreported count after them and how far ahead of now the bucket's time
 // is; ok is false when the word was handed back.
-func (c *countedWord) charge(rule *rule, at bucketTime, n, maxDebt int64) (charged, count, ahead int64, ok bool) {
+func (c *countedWord) charge(rule *bucket.Rule, at bucket.Time, n, maxDebt int64) (charged, count, ahead int64, ok bool) {
 	now := int64(at)
-	limit := rule.tolerance + maxDebt
-	cost := costOf(n, rule.interval, limit)
+	limit := rule.Tolerance + maxDebt
+	cost := bucket.CostOf(n, rule.Interval, limit)
 	for {
 		w := c.word.Load()
 		unsent := int64(w & countMask)
@@ -342,7 +344,7 @@ func (c *countedWord) charge(rule *rule, at bucketTime, n, maxDebt int64) (charg
 		}
 		base := max(a, 0)
 		next := min(base+cost, limit)
-		charged = chargedOf(n, next-base, cost, rule.interval)
+		charged = bucket.ChargedOf(n, next-base, cost, rule.Interval)
 		keep, moved := addCount(unsent, charged)
 		if c.word.CompareAndSwap(w, packCounted(now+next, keep)) {
 			return charged, c.unreportedAfter(keep, moved), next, true
@@ -352,7 +354,7 @@ func (c *countedWord) charge(rule *rule, at bucketTime, n, maxDebt int64) (charg
 
 // reset makes the bucket full at now, keeping the unreported count; false
 // when the word was handed back (the limiter is closing).
-func (c *countedWord) reset(rule *rule, at bucketTime) bool {
+func (c *countedWord) reset(rule *bucket.Rule, at bucket.Time) bool {
 	if c.word.Load()&countMask == handedBack {
 		return false
 	}
@@ -362,7 +364,7 @@ func (c *countedWord) reset(rule *rule, at bucketTime) bool {
 
 // reprice moves the bucket from one rule to another at now, keeping the
 // tokens it has spent (setrate.go).
-func (c *countedWord) reprice(from, to *rule, at bucketTime) {
+func (c *countedWord) reprice(from, to *bucket.Rule, at bucket.Time) {
 	c.update(at, from, func(a, count int64) (int64, int64) {
 		if a <= 0 {
 			return a, count
@@ -371,10 +373,10 @@ func (c *countedWord) reprice(from, to *rule, at bucketTime) {
 	})
 }
 
-// lowerTo spends the tokens above level (0..B), for a node that joined a
+// bucket.LowerTo spends the tokens above level (0..B), for a node that joined a
 // running cluster whose replicas hold level tokens.
-func (c *countedWord) lowerTo(rule *rule, at bucketTime, level int64) {
-	target := rule.tolerance - min(max(level, 0), rule.bucketSize)*rule.interval
+func (c *countedWord) lowerTo(rule *bucket.Rule, at bucket.Time, level int64) {
+	target := rule.Tolerance - min(max(level, 0), rule.BucketSize)*rule.Interval
 	c.update(at, rule, func(a, count int64) (int64, int64) { return max(a, target), count })
 }
 
@@ -384,14 +386,14 @@ func (c *countedWord) lowerTo(rule *rule, at bucketTime, level int64) {
 // it. applied is false when the word was handed back (the limiter closed
 // meanwhile): the caller refunds the standalone word instead, which holds
 // the bucket now.
-func (c *countedWord) refund(rule *rule, at bucketTime, n int64) (applied, refused bool) {
+func (c *countedWord) refund(rule *bucket.Rule, at bucket.Time, n int64) (applied, refused bool) {
 	if n < 1 {
 		return true, false
 	}
-	cost := costOf(n, rule.interval, rule.ceiling)
+	cost := bucket.CostOf(n, rule.Interval, rule.Ceiling)
 	fromWord := int64(0)
 	applied = c.update(at, rule, func(a, count int64) (int64, int64) {
-		fromWord, refused = 0, !refundable(rule, max(a, 0), n)
+		fromWord, refused = 0, !bucket.Refundable(rule, max(a, 0), n)
 		if refused {
 			return a, count
 		}
@@ -409,7 +411,7 @@ func (c *countedWord) refund(rule *rule, at bucketTime, n int64) (applied, refus
 
 // drain takes the unreported count for a report, and moves an idle
 // bucket's time up to idleAhead so that the word's time stays readable.
-func (c *countedWord) drain(rule *rule, at bucketTime) int64 {
+func (c *countedWord) drain(rule *bucket.Rule, at bucket.Time) int64 {
 	var unsent int64
 	c.update(at, rule, func(a, count int64) (int64, int64) {
 		unsent = count
@@ -423,7 +425,7 @@ func (c *countedWord) drain(rule *rule, at bucketTime) int64 {
 // limiter that closed; it marks the word so that a taker still on the
 // clustered path moves over too. The count left unreported moves to spill,
 // for the last drain.
-func (c *countedWord) handBack(tat *atomic.Int64, rule *rule, at bucketTime, real int64) {
+func (c *countedWord) handBack(tat *atomic.Int64, rule *bucket.Rule, at bucket.Time, real int64) {
 	for {
 		w := c.word.Load()
 		unsent := int64(w & countMask)
@@ -445,7 +447,7 @@ func (c *countedWord) handBack(tat *atomic.Int64, rule *rule, at bucketTime, rea
 }
 
 // tat is the bucket's time, for statistics; ok is false once handed back.
-func (c *countedWord) tat(rule *rule, at bucketTime) (int64, bool) {
+func (c *countedWord) tat(rule *bucket.Rule, at bucket.Time) (int64, bool) {
 	now := int64(at)
 	w := c.word.Load()
 	if w&countMask == handedBack {

@@ -7,13 +7,15 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/pedreviljoen/gopherpace/core/internal/bucket"
 )
 
 // The word keeps 58 bits of time and reads them back relative to now: exact
 // on both sides of every wrap point, and the count beside it untouched.
 func TestCountedWordReadsTimeAcrossWrap(t *testing.T) {
-	const wrap = bucketTime(1) << 58
-	nows := []bucketTime{0, -1, 1, wrap - 3, wrap + 3, -wrap + 7, 3*wrap - 1, math.MaxInt64 / 2, math.MinInt64 / 2, bucketTime(math.MaxInt64 - maxClusteredTolerance*3)}
+	const wrap = bucket.Time(1) << 58
+	nows := []bucket.Time{0, -1, 1, wrap - 3, wrap + 3, -wrap + 7, 3*wrap - 1, math.MaxInt64 / 2, math.MinInt64 / 2, bucket.Time(math.MaxInt64 - maxClusteredTolerance*3)}
 	aheads := []int64{staleAhead + 1, -int64(time.Hour), -1, 0, 1, maxClusteredTolerance, 2*maxClusteredTolerance + maxClusteredTolerance/2}
 	for _, now := range nows {
 		for _, a := range aheads {
@@ -35,24 +37,24 @@ func TestCountedWordReadsTimeAcrossWrap(t *testing.T) {
 func TestCountedDecidesLikeBucket(t *testing.T) {
 	for _, tc := range []struct{ rate, bucketSize int64 }{{3, 5}, {1000, 1000}, {7, 200}, {1_000_000, 10}} {
 		rule := mustRule(t, tc.rate, tc.bucketSize)
-		rule.ceiling = 2 * rule.tolerance // clustered: peers' debits may add a bucket of debt
+		rule.Ceiling = 2 * rule.Tolerance // clustered: peers' debits may add a bucket of debt
 		var plain atomic.Int64
-		plain.Store(neverUsed)
+		plain.Store(bucket.NeverUsed)
 		var c countedWord
-		now := bucketTime(1) << 40
+		now := bucket.Time(1) << 40
 		c.init(now)
 		rng := rand.New(rand.NewPCG(uint64(tc.rate), uint64(tc.bucketSize)))
 		admitted, drained := int64(0), int64(0)
 		for i := range 20_000 {
-			now += bucketTime(rng.Int64N(3 * rule.interval))
+			now += bucket.Time(rng.Int64N(3 * rule.Interval))
 			switch op := rng.IntN(20); {
 			case op == 0:
 				n := 1 + rng.Int64N(tc.bucketSize)
-				debit(&plain, rule, now, n, rule.tolerance)
-				c.debit(rule, now, n, rule.tolerance)
+				bucket.Debit(&plain, rule, now, n, rule.Tolerance)
+				c.debit(rule, now, n, rule.Tolerance)
 			case op == 1:
 				n := 1 + rng.Int64N(tc.bucketSize)
-				refund(&plain, rule, now, n)
+				bucket.Refund(&plain, rule, now, n)
 				before := c.unreported(c.word.Load())
 				c.refund(rule, now, n)
 				admitted -= before - c.unreported(c.word.Load())
@@ -70,7 +72,7 @@ func TestCountedDecidesLikeBucket(t *testing.T) {
 					admitted += n
 				}
 			default:
-				wantOK, wantRetry, _ := allow(&plain, rule, now, 1)
+				wantOK, wantRetry, _ := bucket.Allow(&plain, rule, now, 1)
 				ok, retry, _, fast, _ := c.allow(rule, now, noShare)
 				if !fast {
 					var d Decision
@@ -104,7 +106,7 @@ func TestCountedConcurrentDrain(t *testing.T) {
 	for g := range 4 {
 		wg.Go(func() {
 			for i := range 20_000 {
-				now := bucketTime(i)
+				now := bucket.Time(i)
 				if g%2 == 0 {
 					if ok, _, _, fast, _ := c.allow(rule, now, noShare); fast {
 						if ok {
@@ -142,7 +144,7 @@ func TestCountedConcurrentDrain(t *testing.T) {
 // from there.
 func TestCountedFarTimesNeverAdmitExtra(t *testing.T) {
 	rule := mustRule(t, 10, 10)
-	rule.ceiling = 2 * rule.tolerance
+	rule.Ceiling = 2 * rule.Tolerance
 	emptied := func() *countedWord {
 		var c countedWord
 		c.init(0)
@@ -153,8 +155,8 @@ func TestCountedFarTimesNeverAdmitExtra(t *testing.T) {
 		}
 		return &c
 	}
-	year := bucketTime(365 * 24 * time.Hour)
-	for _, at := range []bucketTime{-3 * year, -5 * year, 3 * year, 5 * year} {
+	year := bucket.Time(365 * 24 * time.Hour)
+	for _, at := range []bucket.Time{-3 * year, -5 * year, 3 * year, 5 * year} {
 		if ok, _, _, _, _ := emptied().allow(rule, at, noShare); ok {
 			t.Fatalf("an empty bucket admitted at %v from its time", time.Duration(at))
 		}
@@ -165,7 +167,7 @@ func TestCountedFarTimesNeverAdmitExtra(t *testing.T) {
 	if d := c.decide(rule, later, 1); d.Allowed {
 		t.Fatal("admitted at once after an unreadable time")
 	}
-	if d := c.decide(rule, later+bucketTime(rule.tolerance), 10); !d.Allowed {
+	if d := c.decide(rule, later+bucket.Time(rule.Tolerance), 10); !d.Allowed {
 		t.Fatalf("not full a window later: %+v", d)
 	}
 }
@@ -216,26 +218,26 @@ func FuzzCountedDecidesLikeBucket(f *testing.F) {
 	f.Add(int64(1000), int64(1_000_000), int64(100), []byte{255, 255, 0, 0, 77, 3, 200, 1})
 	f.Add(int64(100), int64(3_600_000_000), int64(100), []byte{127, 0, 9, 127, 2, 50, 1, 1, 1})
 	f.Fuzz(func(t *testing.T, tokens, perMicros, bucketSize int64, ops []byte) {
-		rule, err := newRule(tokens, time.Duration(perMicros)*time.Microsecond, bucketSize)
-		if err != nil || rule.tolerance > maxClusteredTolerance {
+		rule, err := bucket.NewRule(tokens, time.Duration(perMicros)*time.Microsecond, bucketSize)
+		if err != nil || rule.Tolerance > maxClusteredTolerance {
 			return
 		}
-		rule.ceiling = 2 * rule.tolerance
+		rule.Ceiling = 2 * rule.Tolerance
 		var plain atomic.Int64
-		plain.Store(neverUsed)
+		plain.Store(bucket.NeverUsed)
 		var c countedWord
-		now := bucketTime(0)
+		now := bucket.Time(0)
 		c.init(now)
 		admitted, drained := int64(0), int64(0)
 		for i := 0; i+2 < len(ops); i += 3 {
-			now += bucketTime(int64(int8(ops[i])) * max(1, rule.interval/8)) // back in time too
-			n := int64(ops[i+2])%min(rule.bucketSize, 70) + 1                // some past the count field
+			now += bucket.Time(int64(int8(ops[i])) * max(1, rule.Interval/8)) // back in time too
+			n := int64(ops[i+2])%min(rule.BucketSize, 70) + 1                 // some past the count field
 			switch ops[i+1] % 8 {
 			case 0:
-				debit(&plain, rule, now, n, rule.tolerance)
-				c.debit(rule, now, n, rule.tolerance)
+				bucket.Debit(&plain, rule, now, n, rule.Tolerance)
+				c.debit(rule, now, n, rule.Tolerance)
 			case 1:
-				refund(&plain, rule, now, n)
+				bucket.Refund(&plain, rule, now, n)
 				before := c.unreported(c.word.Load())
 				c.refund(rule, now, n)
 				admitted -= before - c.unreported(c.word.Load())

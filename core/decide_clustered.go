@@ -2,6 +2,8 @@ package gopherpace
 
 import (
 	"time"
+
+	"github.com/pedreviljoen/gopherpace/core/internal/bucket"
 )
 
 // The engine's request path: deciding clustered requests, counting admits
@@ -30,13 +32,13 @@ func (e *engine) allow(now int64) (ok bool, retry time.Duration, waits bool) {
 	}
 	if e.mode.get() == modeNormal {
 		b := e.bucketTime(now)
-		if lz != nil && lz.hot(b) {
-			ok, retry := lz.allow(countedSource{e}, rule, b)
+		if lz != nil && lz.Hot(b) {
+			ok, retry := lz.Allow(countedSource{e}, rule, b)
 			switch {
 			case ok:
 				return true, 0, false
 			case e.mode.get() == modeNormal:
-				waits := e.word.unheard()+1 > rule.localCap.Load()
+				waits := e.word.unheard()+1 > rule.LocalCap.Load()
 				e.fair.deniedDemand(1, waits)
 				return false, retry, waits
 			}
@@ -47,11 +49,11 @@ func (e *engine) allow(now int64) (ok bool, retry time.Duration, waits bool) {
 			// Only the first unreported token and the threshold
 			// schedule a flush: checked here, the common case makes
 			// no call.
-			if ok && (count == 1 || count == rule.flushAt.Load()) {
+			if ok && (count == 1 || count == rule.FlushAt.Load()) {
 				e.send.counted(count, 1, rule)
 			}
 			if contended && lz != nil {
-				lz.lost(b)
+				lz.Lost(b)
 			}
 			if ok {
 				return true, 0, false
@@ -79,7 +81,7 @@ func (e *engine) allowSlow(now int64) (ok bool, retry time.Duration, waits bool)
 // on the buckets' clock, except that a node cut off under fail-closed
 // spends no leased token; a denial is counted as offered load unless it
 // only waits for the report (see fairShares.deniedDemand).
-func (e *engine) stealOr(at bucketTime, retry time.Duration, waits bool) (bool, time.Duration) {
+func (e *engine) stealOr(at bucket.Time, retry time.Duration, waits bool) (bool, time.Duration) {
 	if e.mode.get() != modeFailClosed {
 		if ok, _ := stealOr(e.leases, at, retry); ok {
 			return true, 0
@@ -133,7 +135,7 @@ func (e *engine) takeCounted(d *Decision, now, n int64) (waits bool) {
 	}
 	count, ok := c.take(d, rule, e.bucketTime(now), n, &e.fair.share)
 	if !ok { // handed back: the limiter has closed
-		takeInto(d, e.standalone, rule, standaloneTime(now), n)
+		bucket.TakeInto(d.raw(), e.standalone, rule, standaloneTime(now), n)
 		return false
 	}
 	if d.Allowed {
@@ -146,17 +148,17 @@ func (e *engine) takeCounted(d *Decision, now, n int64) (waits bool) {
 
 // takeKeyed decides n tokens of key hash h's bucket into d and counts an
 // admit for gossip. It reports a wait for the report as takeGlobal does.
-func (e *engine) takeKeyed(d *Decision, h uint64, rule *rule, now, n int64) (waits bool) {
+func (e *engine) takeKeyed(d *Decision, h uint64, rule *bucket.Rule, now, n int64) (waits bool) {
 	if e.mode.get() == modeFailClosed {
 		*d = closedDecision(rule)
 		return false
 	}
 	at := e.bucketTime(now)
 	for {
-		ent := e.keys.get(h, at)
+		ent := e.keys.Get(h, at)
 		if ent == nil {
 			// No room before the next flush clears some buckets' counts.
-			*d = noRoomDecision(rule, e.tick)
+			*d = Decision(bucket.NoRoom(rule, e.tick))
 			return false
 		}
 		if wait, capped := e.overCap(ent.pending.Load()+ent.inflight.Load(), rule, n); capped {
@@ -168,7 +170,7 @@ func (e *engine) takeKeyed(d *Decision, h uint64, rule *rule, now, n int64) (wai
 		if k != nil && k.share.on.Load() {
 			ok = takeShared(d, &ent.tat, rule, at, n, &k.share)
 		} else {
-			ok = takeInto(d, &ent.tat, rule, at, n)
+			ok = bucket.TakeInto(d.raw(), &ent.tat, rule, at, n)
 		}
 		if ok {
 			if d.Allowed {
@@ -188,19 +190,19 @@ func (e *engine) takeKeyed(d *Decision, h uint64, rule *rule, now, n int64) (wai
 func (e *engine) refundGlobal(now, n int64) bool {
 	applied, refused := e.word.refund(e.rules.dflt(), e.bucketTime(now), n)
 	if !applied {
-		return refund(e.standalone, e.rules.dflt(), standaloneTime(now), n)
+		return bucket.Refund(e.standalone, e.rules.dflt(), standaloneTime(now), n)
 	}
 	return !refused
 }
 
 // refundKeyed gives back n tokens of key hash h's bucket, taking them out
 // of the count not yet sent. It reports false for a refund refused.
-func (e *engine) refundKeyed(h uint64, rule *rule, now, n int64) bool {
-	ent := e.keys.lookup(h)
+func (e *engine) refundKeyed(h uint64, rule *bucket.Rule, now, n int64) bool {
+	ent := e.keys.Lookup(h)
 	if ent == nil {
-		return refundable(rule, 0, n) // a full bucket: nothing to give back
+		return bucket.Refundable(rule, 0, n) // a full bucket: nothing to give back
 	}
-	if !refund(&ent.tat, rule, e.bucketTime(now), n) {
+	if !bucket.Refund(&ent.tat, rule, e.bucketTime(now), n) {
 		return false
 	}
 	unreport(&ent.pending, n)
@@ -212,9 +214,9 @@ func (e *engine) refundKeyed(h uint64, rule *rule, now, n int64) bool {
 // within the node's cap of unreported tokens.
 type countedSource struct{ e *engine }
 
-func (s countedSource) takeUpTo(rule *rule, at bucketTime, n int64) (int64, time.Duration, bool) {
+func (s countedSource) TakeUpTo(rule *bucket.Rule, at bucket.Time, n int64) (int64, time.Duration, bool) {
 	e, c := s.e, &s.e.word
-	room := rule.localCap.Load() - c.unheard()
+	room := rule.LocalCap.Load() - c.unheard()
 	if room < 1 {
 		e.send.kick()
 		return 0, reportRetry, false
@@ -232,9 +234,9 @@ func (s countedSource) takeUpTo(rule *rule, at bucketTime, n int64) (int64, time
 // giveBack returns a lease's tokens; if the limiter closed since they were
 // taken, to the standalone word that holds the bucket now, whose clock is
 // the limiter's: at plus the lag.
-func (s countedSource) giveBack(rule *rule, at bucketTime, n int64) {
+func (s countedSource) GiveBack(rule *bucket.Rule, at bucket.Time, n int64) {
 	if applied, _ := s.e.word.refund(rule, at, n); !applied {
-		_ = refund(s.e.standalone, rule, standaloneTime(int64(at)+s.e.view.lag.Load()), n)
+		_ = bucket.Refund(s.e.standalone, rule, standaloneTime(int64(at)+s.e.view.lag.Load()), n)
 	}
 }
 
@@ -246,8 +248,8 @@ func (s countedSource) giveBack(rule *rule, at bucketTime, n int64) {
 // arrived: by then its replica knows the bucket is spent. A lone node
 // waits for nothing but its own report, a few milliseconds, and the
 // real-clock forms of Allow and Take wait that out instead of refusing.
-func (e *engine) overCap(unheard int64, rule *rule, n int64) (Decision, bool) {
-	if unheard+n <= rule.localCap.Load() || e.mode.get() == modeStopped {
+func (e *engine) overCap(unheard int64, rule *bucket.Rule, n int64) (Decision, bool) {
+	if unheard+n <= rule.LocalCap.Load() || e.mode.get() == modeStopped {
 		return Decision{}, false
 	}
 	e.send.kick()
@@ -256,15 +258,15 @@ func (e *engine) overCap(unheard int64, rule *rule, n int64) (Decision, bool) {
 
 // countKeyed counts an admit of key hash h for gossip, unless the limiter
 // has closed.
-func (e *engine) countKeyed(h uint64, ent *clusterEntry, rule *rule, n int64) {
+func (e *engine) countKeyed(h uint64, ent *clusterEntry, rule *bucket.Rule, n int64) {
 	if e.mode.get() == modeStopped {
 		return
 	}
 	e.send.countKeyed(h, ent, rule, n)
 }
 
-func closedDecision(rule *rule) Decision {
-	return Decision{BucketSize: rule.bucketSize, RetryAfter: time.Second, ResetAfter: time.Second, Window: rule.window()}
+func closedDecision(rule *bucket.Rule) Decision {
+	return Decision{BucketSize: rule.BucketSize, RetryAfter: time.Second, ResetAfter: time.Second, Window: rule.Window()}
 }
 
 // reportRetry is how long a request that waits for the report (overCap, or the
@@ -272,6 +274,6 @@ func closedDecision(rule *rule) Decision {
 // flush, and its flight to the peers.
 const reportRetry = time.Duration(minFlushGap + reportFlight)
 
-func waitDecision(rule *rule) Decision {
-	return Decision{BucketSize: rule.bucketSize, RetryAfter: reportRetry, ResetAfter: reportRetry, Window: rule.window()}
+func waitDecision(rule *bucket.Rule) Decision {
+	return Decision{BucketSize: rule.BucketSize, RetryAfter: reportRetry, ResetAfter: reportRetry, Window: rule.Window()}
 }

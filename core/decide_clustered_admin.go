@@ -1,11 +1,14 @@
 package gopherpace
 
-import "fmt"
+import (
+	"fmt"
+	"github.com/pedreviljoen/gopherpace/core/internal/bucket"
+)
 
 // The rest of the clustered decider (decider.go): reading, resetting and
 // repricing the replicas, the engine's part of Stats, and its peers.
 
-func (e *engine) peekGlobal(now int64) (tat int64, at bucketTime, leased int64) {
+func (e *engine) peekGlobal(now int64) (tat int64, at bucket.Time, leased int64) {
 	at = e.bucketTime(now)
 	if t, ok := e.word.tat(e.rules.dflt(), at); ok {
 		return t, at, 0
@@ -15,10 +18,10 @@ func (e *engine) peekGlobal(now int64) (tat int64, at bucketTime, leased int64) 
 	return e.standalone.Load(), standaloneTime(now), 0
 }
 
-func (e *engine) peekKeyed(h uint64, now int64) (tat int64, at bucketTime) {
-	tat, at = neverUsed, e.bucketTime(now)
-	if ent := e.keys.lookup(h); ent != nil {
-		if t := ent.tat.Load(); t != evicted {
+func (e *engine) peekKeyed(h uint64, now int64) (tat int64, at bucket.Time) {
+	tat, at = bucket.NeverUsed, e.bucketTime(now)
+	if ent := e.keys.Lookup(h); ent != nil {
+		if t := ent.tat.Load(); t != bucket.Evicted {
 			tat = t
 		}
 	}
@@ -30,13 +33,13 @@ func (e *engine) peekKeyed(h uint64, now int64) (tat int64, at bucketTime) {
 // reported.
 func (e *engine) resetGlobal(now int64) {
 	if !e.word.reset(e.rules.dflt(), e.bucketTime(now)) {
-		refill(e.standalone)
+		bucket.Refill(e.standalone)
 	}
 }
 
 func (e *engine) resetKeyed(h uint64) {
-	if ent := e.keys.lookup(h); ent != nil {
-		refill(&ent.tat)
+	if ent := e.keys.Lookup(h); ent != nil {
+		bucket.Refill(&ent.tat)
 	}
 }
 
@@ -45,31 +48,31 @@ func (e *engine) changeTime() int64 { return e.now() }
 // admitRule bounds a clustered rule's refill time (a counted word
 // holds only so many bits of time), lets peers' charges carry its buckets
 // a window into debt, and sizes its caps for the cluster.
-func (e *engine) admitRule(rule *rule) error {
-	if rule.tolerance > maxClusteredTolerance {
+func (e *engine) admitRule(rule *bucket.Rule) error {
+	if rule.Tolerance > maxClusteredTolerance {
 		return fmt.Errorf("a bucket of %d at %d per %v takes %s to refill, over the %s a clustered limiter allows: lower the bucket size or raise the rate",
-			rule.bucketSize, rule.tokens, rule.per, longDuration(rule.tolerance), longDuration(maxClusteredTolerance))
+			rule.BucketSize, rule.Tokens, rule.Per, bucket.LongDuration(rule.Tolerance), bucket.LongDuration(maxClusteredTolerance))
 	}
-	clusteredReach(rule, e.floor)
+	bucket.ClusteredReach(rule, e.floor)
 	e.resize(rule)
 	return nil
 }
 
-func (e *engine) reprice(now int64, pick func(h uint64, global bool) (from, to *rule)) {
+func (e *engine) reprice(now int64, pick func(h uint64, global bool) (from, to *bucket.Rule)) {
 	at := e.bucketTime(now)
 	if from, to := pick(0, true); from != nil {
 		e.fair.share.setGate(to)
 		e.word.reprice(from, to, at)
 	}
-	e.keys.each(func(h uint64, ent *clusterEntry) {
+	e.keys.Each(func(h uint64, ent *clusterEntry) {
 		if from, to := pick(h, false); from != nil {
 			repriceWord(&ent.tat, from, to, at)
 		}
 	})
 }
 
-func (e *engine) repriceKey(now int64, h uint64, from, to *rule) {
-	if ent := e.keys.lookup(h); ent != nil {
+func (e *engine) repriceKey(now int64, h uint64, from, to *bucket.Rule) {
+	if ent := e.keys.Lookup(h); ent != nil {
 		repriceWord(&ent.tat, from, to, e.bucketTime(now))
 	}
 }

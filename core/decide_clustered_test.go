@@ -3,20 +3,22 @@ package gopherpace
 import (
 	"testing"
 	"time"
+
+	"github.com/pedreviljoen/gopherpace/core/internal/bucket"
 )
 
 // racingSource fills every lease slot just after taking a lease, as another
 // processor would if the pool had handed it the same slot: the lease just
 // taken must then go back to the bucket.
 type racingSource struct {
-	leaseSource
-	lz *leases
+	bucket.LeaseSource
+	lz *bucket.Leases
 }
 
-func (r racingSource) takeUpTo(rule *rule, now bucketTime, n int64) (int64, time.Duration, bool) {
-	got, retry, contended := r.leaseSource.takeUpTo(rule, now, n)
-	for i := range r.lz.slots {
-		r.lz.slots[i].word.Store(packLease(int64(now), 5))
+func (r racingSource) TakeUpTo(rule *bucket.Rule, now bucket.Time, n int64) (int64, time.Duration, bool) {
+	got, retry, contended := r.LeaseSource.TakeUpTo(rule, now, n)
+	for i := range r.lz.Slots {
+		r.lz.Slots[i].Word.Store(bucket.PackLease(int64(now), 5))
 	}
 	return got, retry, contended
 }
@@ -35,16 +37,16 @@ func TestLeaseTakenTwiceGoesBack(t *testing.T) {
 			}
 			at := l.epoch.Add(time.Second)
 			rule, now := l.rules.dflt(), l.bucketNanos(at)
-			var src leaseSource = plainSource{&l.global.tat}
+			var src bucket.LeaseSource = bucket.PlainSource{TAT: &l.global.TAT}
 			if clustered {
 				src = countedSource{engineOf(l)}
 			}
-			if ok, _ := l.leases.allow(racingSource{src, l.leases}, rule, now); !ok {
+			if ok, _ := l.leases.Allow(racingSource{src, l.leases}, rule, now); !ok {
 				t.Fatal("denied from a full bucket")
 			}
 			// One token admitted; the rest of the lease went back.
-			for i := range l.leases.slots {
-				l.leases.slots[i].word.Store(0)
+			for i := range l.leases.Slots {
+				l.leases.Slots[i].Word.Store(0)
 			}
 			if clustered {
 				if got := engineOf(l).word.pending(); got != 1 {
@@ -87,8 +89,8 @@ func TestClusteredKeyedRefund(t *testing.T) {
 	t0 := l.epoch.Add(time.Second)
 	l.TakeAt(t0, "k", 10)
 	l.RefundAt(t0, "k", 4)
-	h := l.hasher.sum("k")
-	if got := engineOf(l).keys.lookup(h).pending.Load(); got != 6 {
+	h := l.hasher.Sum("k")
+	if got := engineOf(l).keys.Lookup(h).pending.Load(); got != 6 {
 		t.Fatalf("%d tokens left to report, want 6", got)
 	}
 	if d, _ := l.TakeAt(t0, "k", 1); d.Remaining != 93 {

@@ -1,6 +1,10 @@
 package gopherpace
 
-import "time"
+import (
+	"time"
+
+	"github.com/pedreviljoen/gopherpace/core/internal/bucket"
+)
 
 // A limiter decides in one of two ways, chosen once, in New: on buckets of
 // its own (standalone, below), or on the engine's replicas, counting every
@@ -55,7 +59,7 @@ func (d *decider) takeGlobal(dec *Decision, now, n int64) (waits bool) {
 	return d.solo.takeGlobal(dec, now, n)
 }
 
-func (d *decider) takeKeyed(dec *Decision, h uint64, rule *rule, now, n int64) (waits bool) {
+func (d *decider) takeKeyed(dec *Decision, h uint64, rule *bucket.Rule, now, n int64) (waits bool) {
 	if d.eng != nil {
 		return d.eng.takeKeyed(dec, h, rule, now, n)
 	}
@@ -71,7 +75,7 @@ func (d *decider) refundGlobal(now, n int64) bool {
 	return d.solo.refundGlobal(now, n)
 }
 
-func (d *decider) refundKeyed(h uint64, rule *rule, now, n int64) bool {
+func (d *decider) refundKeyed(h uint64, rule *bucket.Rule, now, n int64) bool {
 	if d.eng != nil {
 		return d.eng.refundKeyed(h, rule, now, n)
 	}
@@ -79,16 +83,16 @@ func (d *decider) refundKeyed(h uint64, rule *rule, now, n int64) bool {
 }
 
 // peekGlobal and peekKeyed read a bucket without spending: its theoretical
-// arrival time (neverUsed for a bucket not held) and now on the buckets'
+// arrival time (bucket.NeverUsed for a bucket not held) and now on the buckets'
 // clock; leased is what leases hold of the global bucket besides.
-func (d *decider) peekGlobal(now int64) (tat int64, at bucketTime, leased int64) {
+func (d *decider) peekGlobal(now int64) (tat int64, at bucket.Time, leased int64) {
 	if d.eng != nil {
 		return d.eng.peekGlobal(now)
 	}
 	return d.solo.peekGlobal(now)
 }
 
-func (d *decider) peekKeyed(h uint64, now int64) (tat int64, at bucketTime) {
+func (d *decider) peekKeyed(h uint64, now int64) (tat int64, at bucket.Time) {
 	if d.eng != nil {
 		return d.eng.peekKeyed(h, now)
 	}
@@ -123,7 +127,7 @@ func (d *decider) changeTime() int64 {
 // admitRule checks a rule built while running (SetRate, SetOverride)
 // and fits it to the decider: a clustered limiter bounds its refill time
 // and sizes its caps for the cluster.
-func (d *decider) admitRule(rule *rule) error {
+func (d *decider) admitRule(rule *bucket.Rule) error {
 	if d.eng != nil {
 		return d.eng.admitRule(rule)
 	}
@@ -133,7 +137,7 @@ func (d *decider) admitRule(rule *rule) error {
 // reprice reprices every bucket whose rule change pick reports (from,
 // to; nil: unchanged): the global bucket (key hash 0, global true) and
 // every live keyed bucket.
-func (d *decider) reprice(now int64, pick func(h uint64, global bool) (from, to *rule)) {
+func (d *decider) reprice(now int64, pick func(h uint64, global bool) (from, to *bucket.Rule)) {
 	if d.eng != nil {
 		d.eng.reprice(now, pick)
 		return
@@ -142,7 +146,7 @@ func (d *decider) reprice(now int64, pick func(h uint64, global bool) (from, to 
 }
 
 // repriceKey reprices key hash h's live bucket from one rule to another.
-func (d *decider) repriceKey(now int64, h uint64, from, to *rule) {
+func (d *decider) repriceKey(now int64, h uint64, from, to *bucket.Rule) {
 	if d.eng != nil {
 		d.eng.repriceKey(now, h, from, to)
 		return
@@ -152,7 +156,7 @@ func (d *decider) repriceKey(now int64, h uint64, from, to *rule) {
 
 // fillStats writes the decider's part of s, and returns the time and the
 // global bucket's TAT it read them at.
-func (d *decider) fillStats(s *Stats, now int64) (at bucketTime, tat int64) {
+func (d *decider) fillStats(s *Stats, now int64) (at bucket.Time, tat int64) {
 	if d.eng != nil {
 		return d.eng.fillStats(s, now)
 	}
@@ -181,22 +185,22 @@ type standalone Limiter
 // standaloneTime is the limiter's time now as a time on a standalone
 // word's clock, which has no lag: the standalone decider's, and the word
 // a clustered limiter hands its global bucket back to on Close.
-func standaloneTime(now int64) bucketTime { return bucketTime(now) }
+func standaloneTime(now int64) bucket.Time { return bucket.Time(now) }
 
 func (s *standalone) allow(now int64) (bool, time.Duration, bool) {
 	lz, rule, at := s.leases, s.rules.dflt(), standaloneTime(now)
 	// The global bucket is never evicted, so the lean path applies.
 	if lz == nil {
-		ok, retry, _ := allow(&s.global.tat, rule, at, 1)
+		ok, retry, _ := bucket.Allow(&s.global.TAT, rule, at, 1)
 		return ok, retry, false
 	}
-	if lz.hot(at) {
-		ok, retry := lz.allow(plainSource{&s.global.tat}, rule, at)
+	if lz.Hot(at) {
+		ok, retry := lz.Allow(bucket.PlainSource{TAT: &s.global.TAT}, rule, at)
 		return ok, retry, false
 	}
-	ok, retry, contended := allow(&s.global.tat, rule, at, 1)
+	ok, retry, contended := bucket.Allow(&s.global.TAT, rule, at, 1)
 	if contended {
-		lz.lost(at)
+		lz.Lost(at)
 	}
 	if !ok {
 		ok, retry = stealOr(lz, at, retry)
@@ -206,63 +210,65 @@ func (s *standalone) allow(now int64) (bool, time.Duration, bool) {
 
 func (s *standalone) takeGlobal(d *Decision, now, n int64) bool {
 	at := standaloneTime(now)
-	takeInto(d, &s.global.tat, s.rules.dflt(), at, n)
+	bucket.TakeInto(d.raw(), &s.global.TAT, s.rules.dflt(), at, n)
 	stealInto(s.leases, d, at, n)
 	return false
 }
 
-func (s *standalone) takeKeyed(d *Decision, h uint64, rule *rule, now, n int64) bool {
-	s.keys.take(d, h, rule, standaloneTime(now), n)
+func (s *standalone) takeKeyed(d *Decision, h uint64, rule *bucket.Rule, now, n int64) bool {
+	s.keys.Take(d.raw(), h, rule, standaloneTime(now), n)
 	return false
 }
 
 func (s *standalone) refundGlobal(now, n int64) bool {
-	return refund(&s.global.tat, s.rules.dflt(), standaloneTime(now), n)
+	return bucket.Refund(&s.global.TAT, s.rules.dflt(), standaloneTime(now), n)
 }
 
-func (s *standalone) refundKeyed(h uint64, rule *rule, now, n int64) bool {
-	ok := refundable(rule, 0, n) // a key with no bucket is full
-	s.keys.with(h, func(e *plainEntry) { ok = refund(&e.tat, rule, standaloneTime(now), n) })
+func (s *standalone) refundKeyed(h uint64, rule *bucket.Rule, now, n int64) bool {
+	ok := bucket.Refundable(rule, 0, n) // a key with no bucket is full
+	s.keys.With(h, func(e *bucket.PlainEntry) { ok = bucket.Refund(&e.TAT, rule, standaloneTime(now), n) })
 	return ok
 }
 
-func (s *standalone) peekGlobal(now int64) (tat int64, at bucketTime, leased int64) {
+func (s *standalone) peekGlobal(now int64) (tat int64, at bucket.Time, leased int64) {
 	if s.leases != nil {
-		leased = s.leases.leased(standaloneTime(now))
+		leased = s.leases.Leased(standaloneTime(now))
 	}
-	return s.global.tat.Load(), standaloneTime(now), leased
+	return s.global.TAT.Load(), standaloneTime(now), leased
 }
 
-func (s *standalone) peekKeyed(h uint64, now int64) (tat int64, at bucketTime) {
-	tat = neverUsed
-	s.keys.with(h, func(e *plainEntry) { tat = e.tat.Load() })
+func (s *standalone) peekKeyed(h uint64, now int64) (tat int64, at bucket.Time) {
+	tat = bucket.NeverUsed
+	s.keys.With(h, func(e *bucket.PlainEntry) { tat = e.TAT.Load() })
 	return tat, standaloneTime(now)
 }
 
-func (s *standalone) resetGlobal(int64) { refill(&s.global.tat) }
+func (s *standalone) resetGlobal(int64) { bucket.Refill(&s.global.TAT) }
 
-func (s *standalone) resetKeyed(h uint64) { s.keys.with(h, func(e *plainEntry) { refill(&e.tat) }) }
+func (s *standalone) resetKeyed(h uint64) {
+	s.keys.With(h, func(e *bucket.PlainEntry) { bucket.Refill(&e.TAT) })
+}
 
 func (s *standalone) changeTime() int64 { return int64(time.Since(s.epoch)) }
 
-func (s *standalone) reprice(now int64, pick func(h uint64, global bool) (from, to *rule)) {
+func (s *standalone) reprice(now int64, pick func(h uint64, global bool) (from, to *bucket.Rule)) {
 	at := standaloneTime(now)
 	if from, to := pick(0, true); from != nil {
-		repriceWord(&s.global.tat, from, to, at)
+		repriceWord(&s.global.TAT, from, to, at)
 	}
-	s.keys.each(func(h uint64, e *plainEntry) {
+	s.keys.Each(func(h uint64, e *bucket.PlainEntry) {
 		if from, to := pick(h, false); from != nil {
-			repriceWord(&e.tat, from, to, at)
+			repriceWord(&e.TAT, from, to, at)
 		}
 	})
 }
 
-func (s *standalone) repriceKey(now int64, h uint64, from, to *rule) {
-	s.keys.with(h, func(e *plainEntry) { repriceWord(&e.tat, from, to, standaloneTime(now)) })
+func (s *standalone) repriceKey(now int64, h uint64, from, to *bucket.Rule) {
+	s.keys.With(h, func(e *bucket.PlainEntry) { repriceWord(&e.TAT, from, to, standaloneTime(now)) })
 }
 
-func (s *standalone) fillStats(st *Stats, now int64) (at bucketTime, tat int64) {
+func (s *standalone) fillStats(st *Stats, now int64) (at bucket.Time, tat int64) {
 	at = standaloneTime(now)
-	st.LiveKeys, st.KeysEvicted = s.keys.liveAt(at), s.keys.evictedCount()
-	return at, s.global.tat.Load()
+	st.LiveKeys, st.KeysEvicted = s.keys.LiveAt(at), s.keys.EvictedCount()
+	return at, s.global.TAT.Load()
 }

@@ -35,3 +35,7 @@ type Decision struct {
 // NextTokenAfter is how long until at least one more token becomes
 // available: zero when the bucket is full, RetryAfter on a denial.
 func (d Decision) NextTokenAfter() time.Duration { return render.Decision(d).NextTokenAfter() }
+
+// raw is d as the bucket arithmetic fills it: the same fields, in the
+// internal type that carries no documentation.
+func (d *Decision) raw() *render.Decision { return (*render.Decision)(d) }

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/pedreviljoen/gopherpace/core/internal/bucket"
 	"github.com/pedreviljoen/gopherpace/core/internal/datagram"
 	"github.com/pedreviljoen/gopherpace/core/internal/wire"
 	"github.com/pedreviljoen/gopherpace/core/transportkit"
@@ -70,7 +71,7 @@ type engineParts struct {
 	standalone *atomic.Int64
 	// leases hand out the global bucket's tokens per processor while it
 	// is hot; nil when it is too small to lease.
-	leases *leases
+	leases *bucket.Leases
 	// keyHashID is the fingerprint of the key hash's secret, on every
 	// frame with keyed counts (keyhash.go).
 	keyHashID uint32
@@ -151,7 +152,7 @@ func newEngine(parts engineParts, c *config) *engine {
 			e.fair.rebalance(now, e.send.globalSum)
 		}}
 	e.view = newPeerView(env, &e.mode, e.recv.afterRefresh)
-	e.fair = fairShares{engineEnv: env, word: &e.word, view: &e.view, denied: newProcCounter()}
+	e.fair = fairShares{engineEnv: env, word: &e.word, view: &e.view, denied: bucket.NewProcCounter()}
 	e.fair.share.setGate(parts.rules.dflt())
 	// A sliced share starts part of the way to its first token, at a phase
 	// of its own: started alike, every node of a cold cluster would earn
@@ -167,7 +168,7 @@ func (e *engineEnv) now() int64 { return clampNanos(e.clock.Now().Sub(e.epoch)) 
 
 // bucketTime converts a time on the engine's clock (or a caller's) to the
 // buckets' clock (see peerView.bucketTime).
-func (e *engine) bucketTime(now int64) bucketTime { return e.view.bucketTime(now) }
+func (e *engine) bucketTime(now int64) bucket.Time { return e.view.bucketTime(now) }
 
 func (e *engine) start() {
 	e.mu.Lock()
@@ -182,7 +183,7 @@ func (e *engine) start() {
 	e.view.retune(now, 1+len(members), 1+len(members))
 	// Until a peer is heard, spend at most this node's share of the
 	// bucket: every node may be starting into the same flash crowd.
-	e.mode.begin(len(members) > 0 && !e.floor, ceilDiv(e.rules.dflt().bucketSize, int64(1+len(members))))
+	e.mode.begin(len(members) > 0 && !e.floor, bucket.CeilDiv(e.rules.dflt().BucketSize, int64(1+len(members))))
 	e.hub = datagram.Join(e.t, e.id, e, e.tick, e.clock, e.log)
 	e.unsubscribe = func() { e.hub.Leave(e.id) }
 	e.stopTick = e.clock.AfterFunc(e.untilTick(), e.onTick)
@@ -309,19 +310,19 @@ func (e *engine) stop() {
 
 // resize sizes rule's caps for the cluster as this node knows it, for a
 // rule changed while running (SetRate, SetOverride).
-func (e *engine) resize(rule *rule) {
+func (e *engine) resize(rule *bucket.Rule) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	sizeCaps(rule, int(max(1, e.view.stats.known.Load())))
+	bucket.SizeCaps(rule, int(max(1, e.view.stats.known.Load())))
 }
 
 // maxDebt is how far beyond empty a peer's charges may take a bucket of rule:
 // one bucket, or nothing for the reference design, which floors at zero.
-func (e *engineEnv) maxDebt(rule *rule) int64 {
+func (e *engineEnv) maxDebt(rule *bucket.Rule) int64 {
 	if e.floor {
 		return 0
 	}
-	return rule.tolerance
+	return rule.Tolerance
 }
 
 // warnf logs a WARN record at most once per degradedLogEvery, tracked in

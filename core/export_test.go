@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"time"
 
+	"github.com/pedreviljoen/gopherpace/core/internal/bucket"
 	"github.com/pedreviljoen/gopherpace/core/internal/datagram"
 	"github.com/pedreviljoen/gopherpace/core/internal/wire"
 )
@@ -25,7 +26,7 @@ func WireLimiterID(id string) uint64 { return wire.NameHash(0, id) }
 var TestKeyHashSecret = []byte("memtransport: a simulated cluster's key hash secret")
 
 // KeyHashOf is key's hash under secret, as a limiter names the key.
-func KeyHashOf(secret []byte, key string) uint64 { return newKeyHasher(secret).sum(key) }
+func KeyHashOf(secret []byte, key string) uint64 { return bucket.NewKeyHasher(secret).Sum(key) }
 
 // LeaseTokens puts n fresh tokens into one of l's lease slots, as a
 // processor's lease taken at time at would hold them. It reports false when
@@ -34,7 +35,7 @@ func LeaseTokens(l *Limiter, at time.Time, n int64) bool {
 	if l.leases == nil {
 		return false
 	}
-	l.leases.slots[0].word.Store(packLease(l.nanos(at), n))
+	l.leases.Slots[0].Word.Store(bucket.PackLease(l.nanos(at), n))
 	return true
 }
 
@@ -65,12 +66,12 @@ func EncodeTestFrame(f TestFrame) []byte {
 	if f.KeyHashSecret == nil {
 		f.KeyHashSecret = TestKeyHashSecret
 	}
-	h := newKeyHasher(f.KeyHashSecret)
+	h := bucket.NewKeyHasher(f.KeyHashSecret)
 	fr := wire.Frame{Leaving: f.Leaving, Idle: f.Idle, Partial: f.Partial, Limiter: wire.NameHash(0, f.Limiter), Incarnation: f.Incarnation, Seq: f.Seq,
-		GlobalSum: f.GlobalSum, Global: int64(f.Global), DemandSum: f.DemandSum, Level: f.Level, Withheld: f.Withheld, KeyHashID: h.fingerprint()}
+		GlobalSum: f.GlobalSum, Global: int64(f.Global), DemandSum: f.DemandSum, Level: f.Level, Withheld: f.Withheld, KeyHashID: h.Fingerprint()}
 	b := wire.AppendHeader(nil, &fr, len(f.Keys))
 	for i, k := range f.Keys {
-		b = binary.LittleEndian.AppendUint64(b, h.sum(k))
+		b = binary.LittleEndian.AppendUint64(b, h.Sum(k))
 		b = binary.AppendUvarint(b, f.KeyTokens[i])
 		refused := uint64(0)
 		if f.KeyRefused != nil {

@@ -4,6 +4,8 @@ import (
 	"math"
 	"sync/atomic"
 	"time"
+
+	"github.com/pedreviljoen/gopherpace/core/internal/bucket"
 )
 
 // Fairness: one bucket from every client's seat.
@@ -45,8 +47,8 @@ type fairShares struct {
 	word *countedWord
 	view *peerView // the peers in sight, the buckets' clock
 
-	share  shareBucket // while contended, what this node may admit
-	denied procCounter // tokens refused for want of tokens (deniedDemand)
+	share  shareBucket        // while contended, what this node may admit
+	denied bucket.ProcCounter // tokens refused for want of tokens (deniedDemand)
 
 	own load // this node's admit and demand rates; under the engine's lock
 	// newcomerUntil is the end of the time in which this node, having
@@ -74,7 +76,7 @@ type peerShare struct {
 // (at on the buckets' clock): this replica and the sender's have then seen
 // the same admits but this node's unreported ones (and those in flight),
 // so the difference of the levels is their offset.
-func (fs *fairShares) observe(ps *peerShare, level, now int64, at bucketTime) {
+func (fs *fairShares) observe(ps *peerShare, level, now int64, at bucket.Time) {
 	ps.offsets.observe(fs.levelTokens(now)+fs.word.pending()-level, now, at)
 	ps.level = level
 }
@@ -87,7 +89,7 @@ func (fs *fairShares) observe(ps *peerShare, level, now int64, at bucketTime) {
 // last quarter. Lock-free: the request path calls it.
 func (fs *fairShares) deniedDemand(n int64, waits bool) {
 	if !waits {
-		fs.denied.add(n)
+		fs.denied.Add(n)
 	}
 }
 
@@ -163,8 +165,8 @@ func (q *shareBucket) init(credit int64) {
 func (q *shareBucket) turn(on bool) { q.on.Store(on) }
 
 // setGate sets the gate for the default rule: a quarter of its bucket.
-func (q *shareBucket) setGate(rule *rule) {
-	q.gate.Store(max(1, rule.bucketSize/gateShare) * rule.interval)
+func (q *shareBucket) setGate(rule *bucket.Rule) {
+	q.gate.Store(max(1, rule.BucketSize/gateShare) * rule.Interval)
 }
 
 // needed reports whether an admit that takes the bucket's time to next ns
@@ -181,7 +183,7 @@ func (q *shareBucket) needed(next, tolerance int64) bool {
 // must not leave seconds of debt behind once its share is known. Smaller
 // changes leave the debt as it is, so that the share does not drift with
 // every tick's estimate.
-func (q *shareBucket) set(iv, tol int64, at bucketTime) {
+func (q *shareBucket) set(iv, tol int64, at bucket.Time) {
 	now := int64(at)
 	q.sliced.Store(false)
 	old := q.iv.Swap(iv)
@@ -205,7 +207,7 @@ func (q *shareBucket) set(iv, tol int64, at bucketTime) {
 // (a peer claiming an enormous demand, say) that it stands for no share at
 // all. Small enough that every sum of a time, a share's size and a cost
 // stays inside int64.
-const maxShareInterval = maxTolerance / 4
+const maxShareInterval = bucket.MaxTolerance / 4
 
 // saturate converts f to an int64 clamped to [lo, hi], NaN giving hi: Go
 // leaves out-of-range conversions to the processor (amd64 and arm64
@@ -234,7 +236,7 @@ func (q *shareBucket) take(n, now int64) (bool, time.Duration) {
 		return q.takeSlice(n)
 	}
 	iv, tol := q.iv.Load(), q.tol.Load()
-	cost := costOf(n, max(iv, 1), tol+iv)
+	cost := bucket.CostOf(n, max(iv, 1), tol+iv)
 	for {
 		old := q.tat.Load()
 		next := max(old, now) + cost
@@ -253,8 +255,8 @@ func (q *shareBucket) slicing() bool { return q.sliced.Load() && q.on.Load() }
 // takeSlice earns the credit of n tokens asked for, and spends n tokens of
 // credit when it holds them.
 func (q *shareBucket) takeSlice(n int64) (bool, time.Duration) {
-	cost := costOf(n, sliceOne, math.MaxInt64/4)
-	earned := costOf(n, q.frac.Load(), cost)
+	cost := bucket.CostOf(n, sliceOne, math.MaxInt64/4)
+	earned := bucket.CostOf(n, q.frac.Load(), cost)
 	for {
 		old := q.credit.Load()
 		next := min(old+earned, cost)
@@ -352,11 +354,11 @@ func (q *shareBucket) room(now int64) int64 {
 // not happen.
 func (q *shareBucket) giveBack(n, now int64) {
 	if q.sliced.Load() {
-		q.credit.Add(costOf(n, sliceOne, math.MaxInt64/4))
+		q.credit.Add(bucket.CostOf(n, sliceOne, math.MaxInt64/4))
 		return
 	}
 	iv := max(q.iv.Load(), 1)
-	cost := costOf(n, iv, q.tol.Load()+iv)
+	cost := bucket.CostOf(n, iv, q.tol.Load()+iv)
 	for {
 		old := q.tat.Load()
 		if q.tat.CompareAndSwap(old, max(old-cost, now)) {
@@ -369,7 +371,7 @@ func (q *shareBucket) giveBack(n, now int64) {
 // global bucket: those reported as admitted (reported, the sender's
 // running total), those admitted and not yet reported, and those denied.
 func (fs *fairShares) demandTotal(reported uint64) uint64 {
-	return reported + uint64(max(0, fs.word.pending())) + uint64(fs.denied.load())
+	return reported + uint64(max(0, fs.word.pending())) + uint64(fs.denied.Load())
 }
 
 // rebalance runs on every tick: it updates this node's estimate of its own
@@ -383,7 +385,7 @@ func (fs *fairShares) rebalance(now int64, reported uint64) {
 	// found the bucket contended, and the gate held back the burst's last
 	// quarter (TestAFirstBurstThatWaitsForItsReportIsNotGated).
 	admitted := reported + uint64(max(0, fs.word.pending()))
-	fs.own.observe(admitted, fs.demandTotal(reported), now, rule.bucketSize)
+	fs.own.observe(admitted, fs.demandTotal(reported), now, rule.BucketSize)
 	a, d, measured := fs.own.rates(now)
 	if up := now - fs.startedAt; !measured && up > 0 && up < fairWindow {
 		// Just started (a replica of a rolling deploy, say): too soon for
@@ -425,7 +427,7 @@ func (fs *fairShares) rebalance(now int64, reported uint64) {
 	// (300 nodes: one at 1.15 of the cluster's ratio, against 1.07).
 	if now < fs.newcomerUntil { // checked first: unheard reads every peer
 		if n := float64(fs.view.unheard(now)); n > 0 {
-			admits += min(a, rule.perSecond()/float64(max(1, fs.view.stats.known.Load()))) * n
+			admits += min(a, rule.PerSecond()/float64(max(1, fs.view.stats.known.Load()))) * n
 			demand += d * n
 		}
 	}
@@ -440,16 +442,16 @@ func (fs *fairShares) rebalance(now int64, reported uint64) {
 	// of load, say) drains instead of idling: a quarter more at the gate,
 	// nothing extra at empty. The emptiest replica decides, so every node
 	// scales its share alike.
-	share := rule.perSecond() * d / demand
+	share := rule.PerSecond() * d / demand
 	if emptiest > 0 {
-		share *= 1 + drainGain*float64(emptiest*rule.interval)/float64(q.gate.Load())
+		share *= 1 + drainGain*float64(emptiest*rule.Interval)/float64(q.gate.Load())
 	}
 	if share <= 0 {
 		q.on.Store(false)
 		return
 	}
 	iv := saturate(math.Ceil(float64(time.Second)/share), 1, maxShareInterval)
-	if rule.bucketSize < sliceBelow*int64(active) {
+	if rule.BucketSize < sliceBelow*int64(active) {
 		// An even split of the bucket is under sliceBelow tokens: the
 		// shares are sliced (see shareBucket), each a fraction of what
 		// its node is asked. Decided on the even split, which every node
@@ -464,15 +466,15 @@ func (fs *fairShares) rebalance(now int64, reported uint64) {
 		// sliced, it would hold the bottom of the bucket back from
 		// everyone (a quarter of a bucket left unspent in the first
 		// second of a peer's lie about its demand).
-		if share < d && share*float64(sliceFloor*active) >= rule.perSecond() {
-			q.slice(share/d, min(iv, rule.tolerance))
+		if share < d && share*float64(sliceFloor*active) >= rule.PerSecond() {
+			q.slice(share/d, min(iv, rule.Tolerance))
 			q.on.Store(true)
 		} else {
 			q.on.Store(false)
 		}
 		return
 	}
-	if iv > rule.tolerance {
+	if iv > rule.Tolerance {
 		// Less than a token a window: this node is offered almost nothing
 		// beside the cluster's demand (or a peer claims an absurd demand).
 		// Pricing the share would hold back the bottom of the bucket from
@@ -491,7 +493,7 @@ func (fs *fairShares) rebalance(now int64, reported uint64) {
 // on the engine's clock (negative: debt), clamped to ±the bucket size.
 func (fs *fairShares) levelTokens(now int64) int64 {
 	rule := fs.rules.dflt()
-	return min(max(fs.globalLevel(now)/rule.interval, -rule.bucketSize), rule.bucketSize)
+	return min(max(fs.globalLevel(now)/rule.Interval, -rule.BucketSize), rule.BucketSize)
 }
 
 // offsetWindow keeps the least offset seen from one peer since the window
@@ -502,12 +504,12 @@ type offsetWindow struct {
 	// leastAt is when the least offset was seen, on the buckets' clock: a
 	// resync it justifies charges at that time, so that its debt is repaid
 	// one window after the frame at the latest, however late the resync.
-	leastAt bucketTime
+	leastAt bucket.Time
 	since   int64 // when the window started; 0: empty
 	n       int
 }
 
-func (w *offsetWindow) observe(offset, now int64, at bucketTime) {
+func (w *offsetWindow) observe(offset, now int64, at bucket.Time) {
 	if w.n == 0 || offset < w.least {
 		w.least, w.leastAt = offset, at
 	}
@@ -527,8 +529,8 @@ func (w *offsetWindow) reset() { *w = offsetWindow{} }
 // the fuller one only ever holds tokens back.
 func (fs *fairShares) resync(now int64) {
 	rule := fs.rules.dflt()
-	margin := max(2*rule.flushAt.Load(), int64(float64(fs.share.gate.Load())/float64(rule.interval)/10))
-	excess, at := int64(0), bucketTime(0)
+	margin := max(2*rule.FlushAt.Load(), int64(float64(fs.share.gate.Load())/float64(rule.Interval)/10))
+	excess, at := int64(0), bucket.Time(0)
 	ready := false
 	fs.view.activeInSight(now, func(s *stream) {
 		w := &s.fair.offsets
@@ -559,5 +561,5 @@ func (fs *fairShares) globalLevel(now int64) int64 {
 	if !ok {
 		return 0
 	}
-	return fs.rules.dflt().tolerance - (tat - int64(b))
+	return fs.rules.dflt().Tolerance - (tat - int64(b))
 }

@@ -4,6 +4,8 @@ import (
 	"math"
 	"testing"
 	"time"
+
+	"github.com/pedreviljoen/gopherpace/core/internal/bucket"
 )
 
 // A node whose load has only just begun when the bucket turns contended
@@ -15,7 +17,7 @@ func TestQuotaRepricesTokensOwed(t *testing.T) {
 	var q shareBucket
 	const now = int64(10 * time.Second)
 	slow := int64(2 * time.Second) // half a token a second
-	q.set(slow, 2*slow, bucketTime(now))
+	q.set(slow, 2*slow, bucket.Time(now))
 	for range 3 {
 		q.take(1, now) // two pass; the third is refused
 	}
@@ -23,7 +25,7 @@ func TestQuotaRepricesTokensOwed(t *testing.T) {
 		t.Fatalf("tiny share: take = %v, wait %v; want a refusal of over a second", ok, wait)
 	}
 	fast := int64(8 * time.Millisecond)
-	q.set(fast, 2*fast, bucketTime(now))
+	q.set(fast, 2*fast, bucket.Time(now))
 	// The two tokens owed now cost 16ms: the share is full again by then.
 	if ok, wait := q.take(1, now+2*fast); !ok {
 		t.Fatalf("after the share grew: refused, wait %v; want the tokens owed repriced", wait)
@@ -32,7 +34,7 @@ func TestQuotaRepricesTokensOwed(t *testing.T) {
 		t.Fatalf("share runs %v ahead after repricing; want at most %v", time.Duration(got), time.Duration(3*fast))
 	}
 	// Repricing never grants more than the share holds.
-	q.set(fast, 2*fast, bucketTime(now+2*fast))
+	q.set(fast, 2*fast, bucket.Time(now+2*fast))
 	if room := q.room(now + 2*fast); room > 2 {
 		t.Fatalf("room %d after repricing; the share holds at most 2", room)
 	}

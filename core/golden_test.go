@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/pedreviljoen/gopherpace/core/internal/bucket"
 	"github.com/pedreviljoen/gopherpace/core/internal/wire"
 )
 
@@ -29,20 +30,20 @@ func TestKeyHashGolden(t *testing.T) {
 	for i := range msg {
 		msg[i] = byte(i)
 	}
-	h := newKeyHasher(ref[:])
+	h := bucket.NewKeyHasher(ref[:])
 	for n, want := range map[int]uint64{0: 0x726fdb47dd0e0e31, 1: 0x74f839c593dc67fd, 7: 0xab0200f58b01d137,
 		8: 0x93f5f5799a932462, 15: 0xa129ca6149be45e5, 16: 0x3f2acc7f57c29bdb, 63: 0x958a324ceb064572} {
-		if got := h.sum(string(msg[:n])); got != want {
+		if got := h.Sum(string(msg[:n])); got != want {
 			t.Errorf("SipHash-2-4 of %d bytes = %#x, want %#x", n, got, want)
 		}
 	}
-	long := newKeyHasher([]byte("a secret of more than sixteen bytes"))
+	long := bucket.NewKeyHasher([]byte("a secret of more than sixteen bytes"))
 	for _, tc := range []struct {
 		got, want uint64
 		what      string
 	}{
-		{long.sum("tenant-a"), 0xd92290178dddeaaf, "a long secret's hash of tenant-a"},
-		{uint64(h.fingerprint()), 0x935517f3, "the reference key's fingerprint"},
+		{long.Sum("tenant-a"), 0xd92290178dddeaaf, "a long secret's hash of tenant-a"},
+		{uint64(h.Fingerprint()), 0x935517f3, "the reference key's fingerprint"},
 	} {
 		if tc.got != tc.want {
 			t.Errorf("%s = %#x, want %#x", tc.what, tc.got, tc.want)
@@ -54,7 +55,7 @@ func TestKeyHashGolden(t *testing.T) {
 var (
 	goldenFrame = wire.Frame{Leaving: true, Idle: true, Partial: true, Limiter: wire.NameHash(0, DefaultLimiterID), Incarnation: 1_700_000_000_123_456_789,
 		Seq: 300, GlobalSum: 70_000, Global: 129, DemandSum: 1_000_000, Level: -42, Withheld: 1 << 14,
-		KeyHashID: newKeyHasher(TestKeyHashSecret).fingerprint(),
+		KeyHashID: bucket.NewKeyHasher(TestKeyHashSecret).Fingerprint(),
 		Keys:      []wire.KeyCount{{Key: KeyHashOf(TestKeyHashSecret, "tenant-a"), Tokens: 1, Level: 99}, {Key: KeyHashOf(TestKeyHashSecret, "tenant-b"), Tokens: 200, Refused: 3, Level: -7}}}
 	goldenBytes = goldenBytesLiteral
 )

@@ -5,6 +5,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/pedreviljoen/gopherpace/core/internal/bucket"
 )
 
 // Helpers shared by this package's internal tests.
@@ -21,9 +23,9 @@ func newTestLimiter(t testing.TB, opts ...Option) *Limiter {
 	return l
 }
 
-func mustRule(t testing.TB, rate, bucketSize int64) *rule {
+func mustRule(t testing.TB, rate, bucketSize int64) *bucket.Rule {
 	t.Helper()
-	rule, err := newRule(rate, time.Second, bucketSize)
+	rule, err := bucket.NewRule(rate, time.Second, bucketSize)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +75,7 @@ func spendUntilDenied(l *Limiter, at time.Time, after func(admitted int64)) int6
 	return admitted.Load()
 }
 
-func (c *countedWord) decide(rule *rule, now bucketTime, n int64) (d Decision) {
+func (c *countedWord) decide(rule *bucket.Rule, now bucket.Time, n int64) (d Decision) {
 	c.take(&d, rule, now, n, noShare)
 	return
 }
@@ -105,9 +107,9 @@ func (*frozenTransport) AfterFunc(time.Duration, func()) func() bool {
 	return func() bool { return true }
 }
 
-// take is takeInto returning its Decision, for tests of the plain word.
-func take(tat *atomic.Int64, rule *rule, now bucketTime, n int64) (d Decision, ok bool) {
-	ok = takeInto(&d, tat, rule, now, n)
+// take is bucket.TakeInto returning its Decision, for tests of the plain word.
+func take(tat *atomic.Int64, rule *bucket.Rule, now bucket.Time, n int64) (d Decision, ok bool) {
+	ok = bucket.TakeInto((&d).raw(), tat, rule, now, n)
 	return
 }
 
@@ -115,7 +117,7 @@ func take(tat *atomic.Int64, rule *rule, now bucketTime, n int64) (d Decision, o
 // that many, whatever this one has. It reports false when l's bucket is too
 // small to lease.
 func setLeases(l *Limiter, procs int) bool {
-	l.leases = newLeasesFor(l.rules.dflt(), procs)
+	l.leases = bucket.NewLeasesFor(l.rules.dflt(), procs)
 	if e := engineOf(l); e != nil {
 		e.leases = l.leases
 	}
@@ -130,4 +132,4 @@ func engineOf(l *Limiter) *engine { return l.dec.eng }
 
 // bucketNanos is t on the buckets' clock of a limiter with no lag: a
 // standalone one, or a clustered one that has never lost sight of a peer.
-func (l *Limiter) bucketNanos(t time.Time) bucketTime { return bucketTime(l.nanos(t)) }
+func (l *Limiter) bucketNanos(t time.Time) bucket.Time { return bucket.Time(l.nanos(t)) }

@@ -11,7 +11,7 @@ import (
 	"github.com/pedreviljoen/gopherpace/core/memtransport"
 )
 
-// offer gives each limiter Poisson arrivals at perSecond[i] one-token
+// offer gives each limiter Poisson arrivals at PerSecond[i] one-token
 // requests a second, decided at their millisecond, for d of virtual time;
 // it returns what each admitted.
 func offer(net *memtransport.Network, lims []*gopherpace.Limiter, rng *rand.Rand, perSecond []float64, d time.Duration) []int {

@@ -4,6 +4,8 @@ import (
 	"math"
 	"sync/atomic"
 	"time"
+
+	"github.com/pedreviljoen/gopherpace/core/internal/bucket"
 )
 
 // Fair shares of a contended keyed bucket.
@@ -131,7 +133,7 @@ func (ks *keyShares) heard(h uint64, ent *clusterEntry, admitted, refused, now i
 			return
 		}
 		rule := ks.rules.forKey(h)
-		if wordLevel(&ent.tat, rule, ks.view.bucketTime(now)) >= rule.interval {
+		if bucket.Level(&ent.tat, rule, ks.view.bucketTime(now)) >= rule.Interval {
 			return // a token left: not contended here
 		}
 		if len(ks.hot) >= maxHotKeys {
@@ -162,7 +164,7 @@ func (k *keyShare) takeRefused() int64       { return k.refused.Swap(0) }
 func (ks *keyShares) rebalance(now int64) {
 	at := ks.view.bucketTime(now)
 	for h, k := range ks.hot {
-		ent := ks.keys.lookup(h)
+		ent := ks.keys.Lookup(h)
 		if now-k.refusedAt > hotFor || ent == nil && now-k.peerAt > fairWindow {
 			if ent != nil {
 				ent.dropShare(k)
@@ -181,7 +183,7 @@ func (ks *keyShares) rebalance(now int64) {
 // bucket, as fairShares.rebalance does for the global bucket: off unless
 // the key is contended (the cluster admits under contendedRatio of what
 // it is offered) and this node is offered some of it.
-func (k *keyShare) price(rule *rule, ent *clusterEntry, now int64, at bucketTime, tick int64) {
+func (k *keyShare) price(rule *bucket.Rule, ent *clusterEntry, now int64, at bucket.Time, tick int64) {
 	q := &k.share
 	k.own.decay(now)
 	k.all.decay(now)
@@ -191,16 +193,16 @@ func (k *keyShare) price(rule *rule, ent *clusterEntry, now int64, at bucketTime
 		return
 	}
 	q.setGate(rule)
-	share := rule.perSecond() * min(own/all, 1)
+	share := rule.PerSecond() * min(own/all, 1)
 	if ent != nil {
 		// Stock above empty raises the share, so that tokens the shares
 		// leave unspent drain instead of idling (fairness.go).
-		if level := wordLevel(&ent.tat, rule, at); level > 0 {
+		if level := bucket.Level(&ent.tat, rule, at); level > 0 {
 			share *= 1 + drainGain*float64(level)/float64(q.gate.Load())
 		}
 	}
 	iv := saturate(math.Ceil(float64(time.Second)/share), 1, maxShareInterval)
-	if iv > rule.tolerance {
+	if iv > rule.Tolerance {
 		q.turn(false)
 		return
 	}
@@ -211,17 +213,17 @@ func (k *keyShare) price(rule *rule, ent *clusterEntry, now int64, at bucketTime
 	q.turn(true)
 }
 
-// takeShared is takeInto for a hot key's bucket: an admit that leaves the
+// takeShared is bucket.TakeInto for a hot key's bucket: an admit that leaves the
 // replica below the gate while the key is contended also spends this
 // node's share q. ok is false when the word was evicted.
-func takeShared(d *Decision, tat *atomic.Int64, rule *rule, at bucketTime, n int64, q *shareBucket) (ok bool) {
+func takeShared(d *Decision, tat *atomic.Int64, rule *bucket.Rule, at bucket.Time, n int64, q *shareBucket) (ok bool) {
 	now := int64(at)
-	unit := rule.interval
+	unit := rule.Interval
 	cost := n * unit
 	held := false
 	old := tat.Load()
 	for {
-		if old == evicted {
+		if old == bucket.Evicted {
 			if held {
 				q.giveBack(n, now)
 			}
@@ -229,26 +231,26 @@ func takeShared(d *Decision, tat *atomic.Int64, rule *rule, at bucketTime, n int
 		}
 		base := max(old, now)
 		next := base + cost
-		if next-now > rule.tolerance {
+		if next-now > rule.Tolerance {
 			if held {
 				q.giveBack(n, now)
 			}
-			rule.fillDenied(d, base, now, next, unit)
-			settle(tat, rule, old, at)
+			rule.FillDenied(d.raw(), base, now, next, unit)
+			bucket.Settle(tat, rule, old, at)
 			return true
 		}
-		if !held && q.needed(next-now, rule.tolerance) {
+		if !held && q.needed(next-now, rule.Tolerance) {
 			if ok, wait := q.take(n, now); !ok {
-				rule.fillDenied(d, base, now, next, unit)
+				rule.FillDenied(d.raw(), base, now, next, unit)
 				d.RetryAfter = max(d.RetryAfter, wait)
 				return true
 			}
 			held = true
 		}
 		if tat.CompareAndSwap(old, next) {
-			rule.fillAllowed(d, next, now, unit)
+			rule.FillAllowed(d.raw(), next, now, unit)
 			return true
 		}
-		old = reread(tat)
+		old = bucket.Reread(tat)
 	}
 }

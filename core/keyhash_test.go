@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/pedreviljoen/gopherpace/core/internal/bucket"
 	"github.com/pedreviljoen/gopherpace/core/internal/wire"
 )
 
@@ -74,7 +75,7 @@ func TestForgedKeysNoLongerCollide(t *testing.T) {
 	l := newTestLimiter(t, WithRefillRate(1), WithBucketSize(1))
 	hashes := map[uint64]string{}
 	for _, v := range victims {
-		hashes[l.hasher.sum(v)] = v
+		hashes[l.hasher.Sum(v)] = v
 	}
 	for i := range 1 << 20 {
 		var k string
@@ -83,7 +84,7 @@ func TestForgedKeysNoLongerCollide(t *testing.T) {
 		} else {
 			k = fmt.Sprintf("key-%x", rng.Uint64())
 		}
-		if v, ok := hashes[l.hasher.sum(k)]; ok {
+		if v, ok := hashes[l.hasher.Sum(k)]; ok {
 			t.Fatalf("%x shares %q's hash", k, v)
 		}
 		if i < 1000 {
@@ -107,7 +108,7 @@ func TestKeyHashSecretSources(t *testing.T) {
 	}
 	c := newTestLimiter(t, WithRefillRate(1), WithTransport(&nopTransport{}))
 	d := newTestLimiter(t, WithRefillRate(1), WithTransport(&nopTransport{}), WithLimiterID("other"))
-	if c.hasher != d.hasher || c.hasher != newKeyHasher(TestKeyHashSecret) {
+	if c.hasher != d.hasher || c.hasher != bucket.NewKeyHasher(TestKeyHashSecret) {
 		t.Fatal("clustered limiters do not take the transport's secret")
 	}
 	pin := []byte("pinned: sixteen+ bytes")
@@ -125,11 +126,11 @@ func TestKeyHashSecretSources(t *testing.T) {
 // its hash would still be decided on the default rule.
 func TestOverridesMatchTheKeyNotItsHash(t *testing.T) {
 	l := newTestLimiter(t, WithRefillRate(1), WithBucketSize(1), WithOverride("vip", 100, 500))
-	h := l.hasher.sum("vip")
-	if rule := l.keyRule(h, "vip", 0); rule.bucketSize != 500 {
-		t.Fatalf("vip's rule has a bucket of %d, want 500", rule.bucketSize)
+	h := l.hasher.Sum("vip")
+	if rule := l.keyRule(h, "vip", 0); rule.BucketSize != 500 {
+		t.Fatalf("vip's rule has a bucket of %d, want 500", rule.BucketSize)
 	}
 	if rule := l.keyRule(h, "impostor", 0); rule != l.rules.dflt() {
-		t.Fatalf("a key with vip's hash got a bucket of %d, want the default", rule.bucketSize)
+		t.Fatalf("a key with vip's hash got a bucket of %d, want the default", rule.BucketSize)
 	}
 }

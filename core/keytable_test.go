@@ -5,11 +5,13 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"github.com/pedreviljoen/gopherpace/core/internal/bucket"
 )
 
 type (
-	plainTable   = keyTable[plainEntry, plainEntry, *plainEntry]
-	clusterTable = keyTable[clusterSlot, clusterEntry, *clusterSlot]
+	plainTable   = bucket.KeyTable[bucket.PlainEntry, bucket.PlainEntry, *bucket.PlainEntry]
+	clusterTable = bucket.KeyTable[clusterSlot, clusterEntry, *clusterSlot]
 )
 
 // tag is the bucket word put gives key hash h in these tests, so that a
@@ -17,7 +19,7 @@ type (
 func tag(h uint64) int64 { return int64(h >> 1) }
 
 // tagTime is tag as the fill time that writes it into a new entry.
-func tagTime(h uint64) bucketTime { return bucketTime(tag(h)) }
+func tagTime(h uint64) bucket.Time { return bucket.Time(tag(h)) }
 
 // The table agrees with a map through random puts and removes: tombstones
 // keep later keys findable, re-puts reuse them, and rebuilds keep every
@@ -25,20 +27,20 @@ func tagTime(h uint64) bucketTime { return bucketTime(tag(h)) }
 func TestKeyTableMatchesMap(t *testing.T) {
 	t.Run("inline", func(t *testing.T) {
 		var tb plainTable
-		tableMatchesMap(t, tb.get, tb.put, tb.remove, tb.each, &tb.live, func(e *plainEntry) *atomic.Int64 { return &e.tat })
+		tableMatchesMap(t, tb.Get, tb.Put, tb.Remove, tb.Each, &tb.Live, func(e *bucket.PlainEntry) *atomic.Int64 { return &e.TAT })
 	})
 	t.Run("pointer", func(t *testing.T) {
 		var tb clusterTable
-		tableMatchesMap(t, tb.get, tb.put, tb.remove, tb.each, &tb.live, func(e *clusterEntry) *atomic.Int64 { return &e.tat })
+		tableMatchesMap(t, tb.Get, tb.Put, tb.Remove, tb.Each, &tb.Live, func(e *clusterEntry) *atomic.Int64 { return &e.tat })
 	})
 }
 
-func tableMatchesMap[E any](t *testing.T, get func(uint64) *E, put func(uint64, bucketTime) *E, remove func(uint64),
+func tableMatchesMap[E any](t *testing.T, get func(uint64) *E, put func(uint64, bucket.Time) *E, remove func(uint64),
 	each func(func(uint64, *E)), live *int, word func(*E) *atomic.Int64) {
 	// remove's contract: the store marks the bucket evicted first.
 	evict := func(h uint64) {
 		if e := get(h); e != nil {
-			word(e).Store(evicted)
+			word(e).Store(bucket.Evicted)
 			remove(h)
 		}
 	}
@@ -48,10 +50,10 @@ func tableMatchesMap[E any](t *testing.T, get func(uint64) *E, put func(uint64, 
 	key := func() uint64 { return rng.Uint64N(300) << 20 }
 	check := func(i int, k uint64) {
 		e := get(k)
-		if want[slotKey(k)] != (e != nil) {
-			t.Fatalf("step %d: get(%#x) found %v, want %v", i, k, e != nil, want[slotKey(k)])
+		if want[bucket.SlotKey(k)] != (e != nil) {
+			t.Fatalf("step %d: get(%#x) found %v, want %v", i, k, e != nil, want[bucket.SlotKey(k)])
 		}
-		if e != nil && word(e).Load() != tag(slotKey(k)) {
+		if e != nil && word(e).Load() != tag(bucket.SlotKey(k)) {
 			t.Fatalf("step %d: get(%#x) found another key's bucket", i, k)
 		}
 	}
@@ -59,10 +61,10 @@ func tableMatchesMap[E any](t *testing.T, get func(uint64) *E, put func(uint64, 
 		h := key()
 		if rng.IntN(3) == 0 {
 			evict(h)
-			delete(want, slotKey(h))
-		} else if !want[slotKey(h)] {
-			put(h, tagTime(slotKey(h)))
-			want[slotKey(h)] = true
+			delete(want, bucket.SlotKey(h))
+		} else if !want[bucket.SlotKey(h)] {
+			put(h, tagTime(bucket.SlotKey(h)))
+			want[bucket.SlotKey(h)] = true
 		}
 		if i%1000 == 0 {
 			for k := range want {
@@ -88,9 +90,9 @@ func tableMatchesMap[E any](t *testing.T, get func(uint64) *E, put func(uint64, 
 
 // remove as the store does it: mark the bucket evicted, then drop the key.
 func evictPlain(tb *plainTable, h uint64) {
-	if e := tb.get(h); e != nil {
-		e.tat.Store(evicted)
-		tb.remove(h)
+	if e := tb.Get(h); e != nil {
+		e.TAT.Store(bucket.Evicted)
+		tb.Remove(h)
 	}
 }
 
@@ -98,25 +100,25 @@ func evictPlain(tb *plainTable, h uint64) {
 func TestKeyTableShrinksAfterFlood(t *testing.T) {
 	var tb plainTable
 	for h := range uint64(3_000) {
-		tb.put(h+1, tagTime(h+1))
+		tb.Put(h+1, tagTime(h+1))
 	}
-	big := len(tb.slots.Load().s)
+	big := len(tb.Slots.Load().Cells)
 	for h := range uint64(3_000) {
 		evictPlain(&tb, h+1)
 	}
 	for h := range uint64(4) {
-		tb.put(h+1, tagTime(h+1))
+		tb.Put(h+1, tagTime(h+1))
 	}
 	// Churn through new keys until a put rebuilds the table.
-	for n := uint64(1 << 40); len(tb.slots.Load().s) >= big && n < 1<<40+100_000; n++ {
-		tb.put(n, tagTime(n))
+	for n := uint64(1 << 40); len(tb.Slots.Load().Cells) >= big && n < 1<<40+100_000; n++ {
+		tb.Put(n, tagTime(n))
 		evictPlain(&tb, n)
 	}
-	if got := len(tb.slots.Load().s); got >= big || got > 64 {
+	if got := len(tb.Slots.Load().Cells); got >= big || got > 64 {
 		t.Fatalf("%d slots after the flood left, %d at its height", got, big)
 	}
 	for h := range uint64(4) {
-		if tb.get(h+1) == nil {
+		if tb.Get(h+1) == nil {
 			t.Fatalf("lost key %d in the shrink", h+1)
 		}
 	}
@@ -125,8 +127,8 @@ func TestKeyTableShrinksAfterFlood(t *testing.T) {
 // Hash 0 cannot mark an empty slot: it shares hash 1's bucket.
 func TestKeyTableHashZero(t *testing.T) {
 	var tb plainTable
-	e := tb.put(0, tagTime(1))
-	if tb.get(0) != e || tb.get(1) != e {
+	e := tb.Put(0, tagTime(1))
+	if tb.Get(0) != e || tb.Get(1) != e {
 		t.Fatal("hash 0 is not found as itself and as 1")
 	}
 }
@@ -140,7 +142,7 @@ func TestKeyTableLockFreeReaders(t *testing.T) {
 	var mu sync.Mutex
 	const keep = 64
 	for h := range uint64(keep) {
-		tb.put(h<<8|1, tagTime(h<<8|1))
+		tb.Put(h<<8|1, tagTime(h<<8|1))
 	}
 	var stop atomic.Bool
 	var wg sync.WaitGroup
@@ -149,16 +151,16 @@ func TestKeyTableLockFreeReaders(t *testing.T) {
 			rng := rand.New(rand.NewPCG(uint64(r), 9))
 			for !stop.Load() {
 				h := rng.Uint64N(4096)<<8 | 1
-				e := tb.get(h)
+				e := tb.Get(h)
 				if e != nil {
-					if w := e.tat.Load(); w != tag(h) && w != evicted {
+					if w := e.TAT.Load(); w != tag(h) && w != bucket.Evicted {
 						t.Errorf("get(%#x) found another key's entry", h)
 						return
 					}
 				}
 				if h>>8 < keep && e == nil {
 					mu.Lock()
-					e = tb.get(h)
+					e = tb.Get(h)
 					mu.Unlock()
 					if e == nil {
 						t.Errorf("get(%#x) missed a key that never left", h)
@@ -172,8 +174,8 @@ func TestKeyTableLockFreeReaders(t *testing.T) {
 	for range 30_000 {
 		h := (keep+rng.Uint64N(4096-keep))<<8 | 1
 		mu.Lock()
-		if tb.get(h) == nil {
-			tb.put(h, tagTime(h))
+		if tb.Get(h) == nil {
+			tb.Put(h, tagTime(h))
 		} else {
 			evictPlain(&tb, h)
 		}
@@ -183,7 +185,7 @@ func TestKeyTableLockFreeReaders(t *testing.T) {
 	wg.Wait()
 }
 
-// Every key of one shard's table shares the hash's low shardBits, as the
+// Every key of one shard's table shares the hash's low bucket.ShardBits, as the
 // store picks shards by them; the table must still spread those keys, or
 // its probes run through long clusters.
 func TestKeyTableSpreadsOneShardsKeys(t *testing.T) {
@@ -192,16 +194,16 @@ func TestKeyTableSpreadsOneShardsKeys(t *testing.T) {
 	const shard, n = 37, 4000
 	hashes := make([]uint64, n)
 	for i := range hashes {
-		hashes[i] = rng.Uint64()<<shardBits | shard
-		tb.put(hashes[i], tagTime(hashes[i]))
+		hashes[i] = rng.Uint64()<<bucket.ShardBits | shard
+		tb.Put(hashes[i], tagTime(hashes[i]))
 	}
-	a := tb.slots.Load()
+	a := tb.Slots.Load()
 	var probes uint64
 	for _, h := range hashes {
-		k := slotKey(h)
-		i := a.home(k)
-		for a.s[i].key.Load() != k {
-			i = (i + 1) & a.mask
+		k := bucket.SlotKey(h)
+		i := a.Home(k)
+		for a.Cells[i].Key.Load() != k {
+			i = (i + 1) & a.Mask
 			probes++
 		}
 	}
@@ -217,17 +219,17 @@ func TestKeyTableSpreadsOneShardsKeys(t *testing.T) {
 // copied it, would be an admit that no bucket remembers.
 func TestRebuildLosesNoSpend(t *testing.T) {
 	t.Run("inline", func(t *testing.T) {
-		s := newPlainStore(1<<30, nil, nil)
+		s := bucket.NewPlainStore(1<<30, nil, nil)
 		rebuildLosesNoSpend(t, s, func(h uint64) int64 {
 			var tat int64
-			s.with(h, func(e *plainEntry) { tat = e.tat.Load() })
+			s.With(h, func(e *bucket.PlainEntry) { tat = e.TAT.Load() })
 			return tat
 		})
 	})
 	t.Run("pointer", func(t *testing.T) {
 		s := newClusterStore(1<<30, nil, nil)
 		rebuildLosesNoSpend(t, s, func(h uint64) int64 {
-			if e := s.lookup(h); e != nil {
+			if e := s.Lookup(h); e != nil {
 				return e.tat.Load()
 			}
 			return 0 // never taken (its takers were not scheduled in time): nothing spent
@@ -235,7 +237,7 @@ func TestRebuildLosesNoSpend(t *testing.T) {
 	})
 }
 
-func rebuildLosesNoSpend[S, E any, PS slotValue[S, E], P entry[E]](t *testing.T, s *store[S, E, PS, P], tat func(uint64) int64) {
+func rebuildLosesNoSpend[S, E any, PS bucket.SlotValue[S, E], P bucket.Entry[E]](t *testing.T, s *bucket.Store[S, E, PS, P], tat func(uint64) int64) {
 	const (
 		shards    = 4 // the hot keys and the flood share these shards
 		hot       = 32
@@ -255,7 +257,7 @@ func rebuildLosesNoSpend[S, E any, PS slotValue[S, E], P entry[E]](t *testing.T,
 			for first := true; !done.Load(); first = false {
 				i := rng.IntN(hot)
 				var d Decision
-				s.take(&d, uint64(i)<<shardBits|uint64(i%shards), rule, bucketTime(now), 1)
+				s.Take((&d).raw(), uint64(i)<<bucket.ShardBits|uint64(i%shards), rule, bucket.Time(now), 1)
 				if !d.Allowed {
 					t.Errorf("key %d denied", i)
 					if first {
@@ -279,9 +281,9 @@ func rebuildLosesNoSpend[S, E any, PS slotValue[S, E], P entry[E]](t *testing.T,
 	before := takes.Load()
 	for round := 0; round < 20 && (round == 0 || takes.Load()-before < 1000); round++ {
 		for j := range flood {
-			s.get((rng.Uint64()|1<<40)<<shardBits|uint64(j%shards), bucketTime(now))
+			s.Get((rng.Uint64()|1<<40)<<bucket.ShardBits|uint64(j%shards), bucket.Time(now))
 			if j%sweepEach == sweepEach-1 {
-				s.sweep(bucketTime(now)) // drops every flooded key: their buckets are full
+				s.Sweep(bucket.Time(now)) // drops every flooded key: their buckets are full
 			}
 		}
 	}
@@ -289,7 +291,7 @@ func rebuildLosesNoSpend[S, E any, PS slotValue[S, E], P entry[E]](t *testing.T,
 	wg.Wait()
 	var total int64
 	for i := range hot {
-		spent := (tat(uint64(i)<<shardBits|uint64(i%shards)) - now) / rule.interval
+		spent := (tat(uint64(i)<<bucket.ShardBits|uint64(i%shards)) - now) / rule.Interval
 		if spent != admitted[i].Load() {
 			t.Errorf("key %d: %d admitted, its bucket has %d spent", i, admitted[i].Load(), spent)
 		}

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/pedreviljoen/gopherpace/core/internal/bucket"
 )
 
 // Small buckets never lease: a batch would be a large part of the bucket.
@@ -34,8 +36,8 @@ func TestLeasesStayColdWithoutContention(t *testing.T) {
 	for i := range 50_000 {
 		l.AllowAt(at.Add(time.Duration(i) * time.Microsecond))
 	}
-	if l.leases.hotUntil.Load() != neverUsed || l.leases.leased(0) != 0 || l.leases.leased(l.bucketNanos(at)) != 0 {
-		t.Fatalf("serial calls leased: hot until %d, %d tokens leased", l.leases.hotUntil.Load(), l.leases.leased(0))
+	if l.leases.HotUntil.Load() != bucket.NeverUsed || l.leases.Leased(0) != 0 || l.leases.Leased(l.bucketNanos(at)) != 0 {
+		t.Fatalf("serial calls leased: hot until %d, %d tokens leased", l.leases.HotUntil.Load(), l.leases.Leased(0))
 	}
 }
 
@@ -47,11 +49,11 @@ func TestLeasesAdmitExactlyOneBucket(t *testing.T) {
 	for round := range 5 {
 		l := leasingLimiter(t, 1, bucketSize)
 		at := l.epoch.Add(time.Second)
-		l.leases.heat(l.bucketNanos(at))
+		l.leases.Heat(l.bucketNanos(at))
 		if got := spendUntilDenied(l, at, nil); got != bucketSize {
 			t.Fatalf("round %d: 8 goroutines admitted %d at one instant, want exactly %d", round, got, bucketSize)
 		}
-		if n := l.leases.leased(l.bucketNanos(at)); n != 0 {
+		if n := l.leases.Leased(l.bucketNanos(at)); n != 0 {
 			t.Fatalf("round %d: %d tokens left in leases after the bucket ran dry", round, n)
 		}
 	}
@@ -68,14 +70,14 @@ func TestLeasesHoldTheWindowBound(t *testing.T) {
 	setLeases(l, 1)
 	rng := rand.New(rand.NewPCG(1, 2))
 	var times []int64 // the time of every admit, in order
-	now := bucketTime(time.Second)
+	now := bucket.Time(time.Second)
 	for range 100_000 {
-		l.leases.heat(now)
+		l.leases.Heat(now)
 		// Mostly bursts at one instant, sometimes a pause that refills.
 		if rng.IntN(1000) == 0 {
-			now += bucketTime(rng.Int64N(int64(2 * time.Second)))
+			now += bucket.Time(rng.Int64N(int64(2 * time.Second)))
 		} else {
-			now += bucketTime(rng.Int64N(int64(2 * time.Microsecond)))
+			now += bucket.Time(rng.Int64N(int64(2 * time.Microsecond)))
 		}
 		if ok, _, _ := l.dec.allow(int64(now)); ok {
 			times = append(times, int64(now))
@@ -85,7 +87,7 @@ func TestLeasesHoldTheWindowBound(t *testing.T) {
 		t.Fatalf("only %d admitted", len(times))
 	}
 	for _, w := range []int64{0, int64(time.Millisecond), int64(100 * time.Millisecond), int64(time.Second), int64(10 * time.Second)} {
-		limit := bucketSize + rate*(w+leaseLife)/int64(time.Second)
+		limit := bucketSize + rate*(w+bucket.LeaseLife)/int64(time.Second)
 		lo := 0
 		for hi, t1 := range times {
 			for times[lo] < t1-w {
@@ -109,14 +111,14 @@ func TestLeasesCountInStats(t *testing.T) {
 			t.Fatal("denied")
 		}
 		// As a lease would: 5 tokens out of the word into a slot.
-		l.leases.slots[0].word.Store(packLease(l.nanos(now), 5))
+		l.leases.Slots[0].Word.Store(bucket.PackLease(l.nanos(now), 5))
 		if got := l.Stats().GlobalTokens; got != 100_000 {
 			t.Fatalf("GlobalTokens %d, want 100000", got)
 		}
-		if n := l.leases.leased(l.bucketNanos(now.Add(2 * time.Millisecond))); n != 0 {
+		if n := l.leases.Leased(l.bucketNanos(now.Add(2 * time.Millisecond))); n != 0 {
 			t.Fatalf("an expired lease counts %d tokens", n)
 		}
-		if n := l.leases.leased(l.bucketNanos(now.Add(-2 * time.Millisecond))); n != 0 {
+		if n := l.leases.Leased(l.bucketNanos(now.Add(-2 * time.Millisecond))); n != 0 {
 			t.Fatalf("a lease from 2 ms in the future counts %d tokens", n)
 		}
 	})
@@ -143,15 +145,15 @@ func TestLeasesDenialSpendsAnyLease(t *testing.T) {
 			t.Fatal("could not empty the bucket")
 		}
 		// Three tokens leased to a slot other than this goroutine's.
-		own := l.leases.pool.Get().(*leaseSlot)
-		l.leases.pool.Put(own)
-		other := &l.leases.slots[0]
+		own := l.leases.Pool.Get().(*bucket.LeaseSlot)
+		l.leases.Pool.Put(own)
+		other := &l.leases.Slots[0]
 		if other == own {
-			other = &l.leases.slots[1]
+			other = &l.leases.Slots[1]
 		}
-		other.word.Store(packLease(now, 3))
+		other.Word.Store(bucket.PackLease(now, 3))
 		if path == "hot" {
-			l.leases.heat(bucketTime(now))
+			l.leases.Heat(bucket.Time(now))
 		}
 		spend := func() bool {
 			if path == "take" {
@@ -191,9 +193,9 @@ func FuzzLeasingNeverExceedsRate(f *testing.F) {
 		for i := 0; i+1 < len(steps); i += 2 {
 			// Signed steps of up to ±127 intervals/16: many calls share a
 			// lease's millisecond, some outlive it.
-			now += int64(int8(steps[i])) * max(1, rule.interval/16)
+			now += int64(int8(steps[i])) * max(1, rule.Interval/16)
 			furthest = max(furthest, now)
-			l.leases.heat(bucketTime(now))
+			l.leases.Heat(bucket.Time(now))
 			if steps[i+1]%4 == 0 {
 				var d Decision
 				if _, err := l.take(&d, now, "", 1); err == nil && d.Allowed {
@@ -202,8 +204,8 @@ func FuzzLeasingNeverExceedsRate(f *testing.F) {
 			} else if ok, _, _ := l.dec.allow(now); ok {
 				admitted++
 			}
-			bound := rule.bucketSize + furthest/int64(time.Second)*rate + (furthest%int64(time.Second))*rate/int64(time.Second)
-			if admitted > max(bound, rule.bucketSize) {
+			bound := rule.BucketSize + furthest/int64(time.Second)*rate + (furthest%int64(time.Second))*rate/int64(time.Second)
+			if admitted > max(bound, rule.BucketSize) {
 				t.Fatalf("rate %d bucket %d: admitted %d by t=%v, bound %d", rate, bucketSize, admitted, time.Duration(furthest), bound)
 			}
 		}
@@ -222,7 +224,7 @@ func TestClusteredLeasesAdmitAndCountExactlyOneBucket(t *testing.T) {
 		}
 		setLeases(l, 2)
 		at := l.epoch.Add(time.Second)
-		l.leases.heat(l.bucketNanos(at))
+		l.leases.Heat(l.bucketNanos(at))
 		closeAt := int64(-1)
 		if round%2 == 1 {
 			closeAt = int64(round) * 1000
@@ -248,17 +250,17 @@ func TestClusteredLeasesAdmitAndCountExactlyOneBucket(t *testing.T) {
 // at most one a millisecond); two within a millisecond do.
 func TestLeasesHeatOnRepeatedLostRaces(t *testing.T) {
 	l := leasingLimiter(t, 1, 100_000)
-	now := bucketTime(time.Second)
-	l.leases.lost(now)
-	l.leases.lost(now + bucketTime(2*time.Millisecond))
-	if l.leases.hot(now + bucketTime(2*time.Millisecond)) {
+	now := bucket.Time(time.Second)
+	l.leases.Lost(now)
+	l.leases.Lost(now + bucket.Time(2*time.Millisecond))
+	if l.leases.Hot(now + bucket.Time(2*time.Millisecond)) {
 		t.Fatal("hot after lost races 2 ms apart")
 	}
-	l.leases.lost(now + bucketTime(2500*time.Microsecond))
-	if !l.leases.hot(now + bucketTime(3*time.Millisecond)) {
+	l.leases.Lost(now + bucket.Time(2500*time.Microsecond))
+	if !l.leases.Hot(now + bucket.Time(3*time.Millisecond)) {
 		t.Fatal("not hot after lost races 0.5 ms apart")
 	}
-	if l.leases.hot(now + bucketTime(2500*time.Microsecond) + bucketTime(hotWindow)) {
+	if l.leases.Hot(now + bucket.Time(2500*time.Microsecond) + bucket.Time(bucket.HotWindow)) {
 		t.Fatal("still hot a hot window later")
 	}
 }

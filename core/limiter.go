@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/pedreviljoen/gopherpace/core/internal/bucket"
 	"github.com/pedreviljoen/gopherpace/core/transportkit"
 )
 
@@ -30,16 +31,16 @@ import (
 // A Limiter is safe for concurrent use. It must be created with New: the
 // methods of a zero Limiter panic.
 type Limiter struct {
-	global    bucket // the global word while standalone, and after Close
+	global    bucket.Plain // the global word while standalone, and after Close
 	epoch     time.Time
 	rules     ruleBook
-	keys      *plainStore // nil when clustered: the engine holds the keys
-	hasher    keyHasher
+	keys      *bucket.PlainStore // nil when clustered: the engine holds the keys
+	hasher    bucket.KeyHasher
 	name      string
 	log       *slog.Logger
-	dec       decider // standalone or the engine: chosen once, in New (decider.go)
-	leases    *leases // nil when the bucket is too small to lease
-	release   func()  // frees the limiter ID on the transport
+	dec       decider        // standalone or the engine: chosen once, in New (decider.go)
+	leases    *bucket.Leases // nil when the bucket is too small to lease
+	release   func()         // frees the limiter ID on the transport
 	closeOnce sync.Once
 	closed    atomic.Bool // Close was called (Stats.Closed)
 	shadow    *shadowing  // nil unless WithShadowMode
@@ -65,7 +66,7 @@ func New(opts ...Option) (*Limiter, error) {
 	if err := c.finish(); err != nil {
 		return nil, err
 	}
-	def, err := newRule(c.rate, c.per, c.bucketSize)
+	def, err := bucket.NewRule(c.rate, c.per, c.bucketSize)
 	if err != nil {
 		return nil, errorf("%s: %w", c.rateWords, err) // checked in finish
 	}
@@ -90,77 +91,77 @@ func New(opts ...Option) (*Limiter, error) {
 	l.dec.standalone((*standalone)(l))
 	var overrides map[uint64]ownRule
 	for _, o := range c.overrides {
-		rule, err := newRule(o.tokens, o.per, o.bucketSize)
+		rule, err := bucket.NewRule(o.tokens, o.per, o.bucketSize)
 		if err != nil {
 			return nil, errorf("%s: %w", o.words, err) // checked in finish
 		}
 		if overrides == nil {
 			overrides = make(map[uint64]ownRule, len(c.overrides))
 		}
-		overrides[l.hasher.sum(o.key)] = ownRule{rule, o.key}
+		overrides[l.hasher.Sum(o.key)] = ownRule{rule, o.key}
 	}
 	l.rules.replace(&ruleSet{def: def, overrides: overrides})
 	if c.shadow {
-		l.shadow = &shadowing{denials: newProcCounter()}
+		l.shadow = &shadowing{denials: bucket.NewProcCounter()}
 	}
 	if c.topKeys {
 		l.top = &topKeys{show: c.topShown}
 	}
-	l.global.init()
-	l.leases = newLeases(def)
+	l.global.Init()
+	l.leases = bucket.NewLeases(def)
 	if c.transport == nil {
-		l.keys = newPlainStore(c.maxKeys, l.log, l.rules.forKey)
+		l.keys = bucket.NewPlainStore(c.maxKeys, l.log, l.rules.forKey)
 	} else {
-		if def.tolerance > maxClusteredTolerance {
+		if def.Tolerance > maxClusteredTolerance {
 			return nil, errorf("%s: a bucket of %d takes %s to refill, over the %s a clustered limiter allows: lower the bucket size or raise the rate",
-				c.rateWords, def.bucketSize, longDuration(def.tolerance), longDuration(maxClusteredTolerance))
+				c.rateWords, def.BucketSize, bucket.LongDuration(def.Tolerance), bucket.LongDuration(maxClusteredTolerance))
 		}
 		release, err := register(c.transport, c.limiterID)
 		if err != nil {
 			return nil, err
 		}
 		l.release = release
-		l.rules.each(func(rule *rule) { clusteredReach(rule, c.floorAtZero) })
+		l.rules.each(func(rule *bucket.Rule) { bucket.ClusteredReach(rule, c.floorAtZero) })
 		// The clustered bucket holds the global state until Close hands it
 		// back; meanwhile the standalone word stays marked.
-		l.global.handOver()
+		l.global.HandOver()
 		eng := newEngine(engineParts{
 			epoch: l.epoch, name: l.name, log: l.log, rules: &l.rules,
-			keys: newClusterStore(c.maxKeys, l.log, l.rules.forKey), standalone: &l.global.tat, leases: l.leases,
-			keyHashID: l.hasher.fingerprint(),
+			keys: newClusterStore(c.maxKeys, l.log, l.rules.forKey), standalone: &l.global.TAT, leases: l.leases,
+			keyHashID: l.hasher.Fingerprint(),
 		}, &c)
 		l.dec.cluster(eng)
 		eng.start()
 	}
 	if c.lookup != nil {
-		l.rules.lookUpWith(newLookupCache(*c.lookup, func(q Quota) (*rule, error) {
+		l.rules.lookUpWith(newLookupCache(*c.lookup, func(q Quota) (*bucket.Rule, error) {
 			return l.buildRule(q.Tokens, q.Per, q.BucketSize)
 		}))
 	}
-	l.log.Debug("limiter created", "node", l.name, "rate", def.tokens, "per", def.per, "bucket_size", def.bucketSize, "clustered", c.transport != nil)
+	l.log.Debug("limiter created", "node", l.name, "rate", def.Tokens, "per", def.Per, "bucket_size", def.BucketSize, "clustered", c.transport != nil)
 	return l, nil
 }
 
 // nanos converts a caller's time to nanoseconds since the limiter's epoch,
-// clamped to ±maxNow (146 years): any time.Time a caller passes, the zero
+// clamped to ±bucket.MaxNow (146 years): any time.Time a caller passes, the zero
 // value included, gives a time the buckets' arithmetic handles.
 func (l *Limiter) nanos(now time.Time) int64 { return clampNanos(now.Sub(l.epoch)) }
 
-func clampNanos(d time.Duration) int64 { return min(max(int64(d), -maxNow), maxNow) }
+func clampNanos(d time.Duration) int64 { return min(max(int64(d), -bucket.MaxNow), bucket.MaxNow) }
 
 // RefillRate is the default rule's rate in whole tokens per second,
 // rounded down: 0 for rates below one a second (see Rate).
 func (l *Limiter) RefillRate() int64 {
-	return int64(float64(l.rules.dflt().tokens) * float64(time.Second) / float64(l.rules.dflt().per))
+	return int64(float64(l.rules.dflt().Tokens) * float64(time.Second) / float64(l.rules.dflt().Per))
 }
 
 // Rate is the default rule's rate as configured: tokens per period.
 func (l *Limiter) Rate() (tokens int64, per time.Duration) {
-	return l.rules.dflt().tokens, l.rules.dflt().per
+	return l.rules.dflt().Tokens, l.rules.dflt().Per
 }
 
 // BucketSize is the configured bucket size in tokens.
-func (l *Limiter) BucketSize() int64 { return l.rules.dflt().bucketSize }
+func (l *Limiter) BucketSize() int64 { return l.rules.dflt().BucketSize }
 
 // JoinError is the transport's word that the cluster refuses this node
 // (JoinReporter), or nil: always standalone, and over a transport that

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/pedreviljoen/gopherpace/core/internal/bucket"
 )
 
 func TestNewValidation(t *testing.T) {
@@ -134,8 +136,8 @@ func TestIdleBucketsAreEvicted(t *testing.T) {
 		t.Fatalf("live keys %d, want 1000", got)
 	}
 	// 100ms later every bucket is full again; a sweep drops them all.
-	l.keys.sweep(l.bucketNanos(t0.Add(100 * time.Millisecond)))
-	if got := l.keys.len(); got != 0 {
+	l.keys.Sweep(l.bucketNanos(t0.Add(100 * time.Millisecond)))
+	if got := l.keys.Len(); got != 0 {
 		t.Fatalf("after refill and sweep: %d keys held, want 0", got)
 	}
 	// Sweeps also happen on their own as new keys arrive.
@@ -145,7 +147,7 @@ func TestIdleBucketsAreEvicted(t *testing.T) {
 	for i := range 1000 {
 		l.TakeAt(t0.Add(3*time.Second), fmt.Sprint("b", i), 1)
 	}
-	if got := l.keys.len(); got > 1000+shardCount {
+	if got := l.keys.Len(); got > 1000+bucket.ShardCount {
 		t.Fatalf("after two generations %d live keys; the idle ones were not swept", got)
 	}
 }
@@ -153,7 +155,7 @@ func TestIdleBucketsAreEvicted(t *testing.T) {
 func TestEvictionNeverDropsAPartlySpentBucket(t *testing.T) {
 	l := newTestLimiter(t, WithRefillRate(1), WithBucketSize(3))
 	l.TakeAt(t0, "k", 3)
-	l.keys.sweep(l.bucketNanos(t0.Add(2 * time.Second)))
+	l.keys.Sweep(l.bucketNanos(t0.Add(2 * time.Second)))
 	// One token refilled in 2s... at 1/s two did; the third is still owed.
 	d, _ := l.TakeAt(t0.Add(2*time.Second), "k", 3)
 	if d.Allowed {
@@ -177,12 +179,12 @@ func TestKeyCapEvictsTheNearestFull(t *testing.T) {
 	if d, _ := l.TakeAt(t0, "newcomer", 5); !d.Allowed {
 		t.Fatal("a new key at the cap was denied its first request")
 	}
-	if held, evicted := l.keys.len(), l.Stats().KeysEvicted; held != 100 || evicted != 1 {
+	if held, evicted := l.keys.Len(), l.Stats().KeysEvicted; held != 100 || evicted != 1 {
 		t.Fatalf("held %d, evicted %d: want the cap of 100 and one eviction", held, evicted)
 	}
 	var gone string
 	for k := range spent {
-		if l.keys.lookup(l.hasher.sum(k)) == nil {
+		if l.keys.Lookup(l.hasher.Sum(k)) == nil {
 			gone = k
 		}
 	}
@@ -203,7 +205,7 @@ func TestKeyCapEvictsTheNearestFull(t *testing.T) {
 			admitted++
 		}
 	}
-	if held := l.keys.len(); admitted != 10_000 || held > 100 {
+	if held := l.keys.Len(); admitted != 10_000 || held > 100 {
 		t.Fatalf("a flood of 10,000 new keys: %d admitted their own bucket (want all), %d held (cap 100)", admitted, held)
 	}
 	if d, _ := l.TakeAt(t0, "vip", 100); !d.Allowed || d.BucketSize != 500 {
@@ -262,7 +264,7 @@ func TestKeyCapLocksNobodyOut(t *testing.T) {
 		if d, _ := l.TakeAt(now, "tier-1", 1000); !d.Allowed || d.BucketSize != 5000 {
 			t.Fatalf("tier-1 after the flood: %+v, want its own limit's 1,000 refilled tokens", d)
 		}
-		if held, evicted := l.keys.len(), l.Stats().KeysEvicted; held > 50_000 || evicted < 150_000 {
+		if held, evicted := l.keys.Len(), l.Stats().KeysEvicted; held > 50_000 || evicted < 150_000 {
 			t.Fatalf("%d keys held (cap 50,000), %d evicted", held, evicted)
 		}
 	})
@@ -322,20 +324,20 @@ func TestLoggerComponentAndNoPerRequestLogs(t *testing.T) {
 }
 
 func TestKeyHashSpreadsAndIsStable(t *testing.T) {
-	kh := randomKeyHasher()
-	if kh.sum("x") == randomKeyHasher().sum("x") {
+	kh := bucket.RandomKeyHasher()
+	if kh.Sum("x") == bucket.RandomKeyHasher().Sum("x") {
 		t.Fatal("the secret has no effect")
 	}
 	seen := make(map[uint64]string, 200_000)
-	var shards [shardCount]int
+	var shards [bucket.ShardCount]int
 	for i := range 200_000 {
 		k := fmt.Sprintf("10.%d.%d.%d", i>>16, (i>>8)&255, i&255)
-		h := kh.sum(k)
+		h := kh.Sum(k)
 		if prev, dup := seen[h]; dup {
 			t.Fatalf("collision between %q and %q", prev, k)
 		}
 		seen[h] = k
-		shards[h&(shardCount-1)]++
+		shards[h&(bucket.ShardCount-1)]++
 	}
 	for i, n := range shards {
 		if n < 600 || n > 1000 { // mean 781
@@ -355,7 +357,7 @@ func TestKeyHashSecretSeparatesOverrides(t *testing.T) {
 		if d, _ := l.TakeAt(t0, "vip", 5); !d.Allowed {
 			t.Fatalf("secret %q: the override was not found under the same secret", secret)
 		}
-		if l.rules.forKey(newKeyHasher(append(secret, 'x')).sum("vip")) != l.rules.dflt() {
+		if l.rules.forKey(bucket.NewKeyHasher(append(secret, 'x')).Sum("vip")) != l.rules.dflt() {
 			t.Fatalf("secret %q: the override answers to another secret's hash", secret)
 		}
 	}

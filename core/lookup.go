@@ -5,6 +5,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/pedreviljoen/gopherpace/core/internal/bucket"
 )
 
 // Looking a key's limit up (WithLookup): tenant tiers that live in a
@@ -56,7 +58,7 @@ const lookupShards = 16
 // lookupCache holds the looked-up rules by key hash.
 type lookupCache struct {
 	cfg      lookupConfig
-	build    func(Quota) (*rule, error)
+	build    func(Quota) (*bucket.Rule, error)
 	perShard int
 	shards   [lookupShards]struct {
 		mu sync.RWMutex
@@ -66,11 +68,11 @@ type lookupCache struct {
 }
 
 type lookedUp struct {
-	rule    *rule // nil: the default
+	rule    *bucket.Rule // nil: the default
 	expires int64
 }
 
-func newLookupCache(cfg lookupConfig, build func(Quota) (*rule, error)) *lookupCache {
+func newLookupCache(cfg lookupConfig, build func(Quota) (*bucket.Rule, error)) *lookupCache {
 	c := &lookupCache{cfg: cfg, build: build, perShard: max(1, cfg.maxCached/lookupShards)}
 	for i := range c.shards {
 		c.shards[i].m = make(map[uint64]lookedUp)
@@ -80,7 +82,7 @@ func newLookupCache(cfg lookupConfig, build func(Quota) (*rule, error)) *lookupC
 
 // cached is key hash h's looked-up rule, if any, whether or not its
 // entry has expired.
-func (c *lookupCache) cached(h uint64) *rule {
+func (c *lookupCache) cached(h uint64) *bucket.Rule {
 	sh := &c.shards[h%lookupShards]
 	sh.mu.RLock()
 	e := sh.m[h]
@@ -91,7 +93,7 @@ func (c *lookupCache) cached(h uint64) *rule {
 // rule is key's rule at now, looking it up when its entry is missing
 // or expired; changed reports the rule it had before when a new lookup
 // changed it (the caller reprices the key's bucket).
-func (c *lookupCache) rule(l *Limiter, h uint64, key string, now int64) (current, was *rule, changed bool) {
+func (c *lookupCache) rule(l *Limiter, h uint64, key string, now int64) (current, was *bucket.Rule, changed bool) {
 	sh := &c.shards[h%lookupShards]
 	sh.mu.RLock()
 	e, ok := sh.m[h]
@@ -103,7 +105,7 @@ func (c *lookupCache) rule(l *Limiter, h uint64, key string, now int64) (current
 	// does not escape on every request for the rare lookup.
 	k := strings.Clone(key)
 	q, found := c.cfg.f(k)
-	var np *rule
+	var np *bucket.Rule
 	if found {
 		var err error
 		if np, err = c.build(q); err != nil {
@@ -126,17 +128,17 @@ func (c *lookupCache) rule(l *Limiter, h uint64, key string, now int64) (current
 	return np, nil, false
 }
 
-func sameRule(a, b *rule) bool {
+func sameRule(a, b *bucket.Rule) bool {
 	if a == nil || b == nil {
 		return a == b
 	}
-	return a.tokens == b.tokens && a.per == b.per && a.bucketSize == b.bucketSize
+	return a.Tokens == b.Tokens && a.Per == b.Per && a.BucketSize == b.BucketSize
 }
 
 // keyRule is the rule of key (hash h) for a caller's request at now:
 // its override, else its looked-up limit (looking it up when due, and
 // repricing its bucket when the limit changed), else the default.
-func (l *Limiter) keyRule(h uint64, key string, now int64) *rule {
+func (l *Limiter) keyRule(h uint64, key string, now int64) *bucket.Rule {
 	s := l.rules.set.Load()
 	if s.overrides != nil {
 		if o, ok := s.overrides[h]; ok && o.key == key {
@@ -154,7 +156,7 @@ func (l *Limiter) keyRule(h uint64, key string, now int64) *rule {
 	return orDefault(rule, s.def)
 }
 
-func orDefault(rule, def *rule) *rule {
+func orDefault(rule, def *bucket.Rule) *bucket.Rule {
 	if rule == nil {
 		return def
 	}

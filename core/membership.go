@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/pedreviljoen/gopherpace/core/internal/bucket"
 	"github.com/pedreviljoen/gopherpace/core/internal/datagram"
 )
 
@@ -93,7 +94,7 @@ func newPeerView(env *engineEnv, mode *modeState, onRefresh func(int64, bool)) p
 // bucketTime converts a time on the engine's clock (or a caller's) to the
 // buckets' clock, which runs behind it by the lag built up while peers
 // were out of sight. Lock-free.
-func (v *peerView) bucketTime(now int64) bucketTime { return bucketTime(now - v.lag.Load()) }
+func (v *peerView) bucketTime(now int64) bucket.Time { return bucket.Time(now - v.lag.Load()) }
 
 // peer is the record of a listed member, or nil.
 func (v *peerView) peer(name string) *peer { return v.peers[name] }
@@ -430,7 +431,7 @@ func (v *peerView) slowClock(now, since int64, silent []*peer, known int, yield 
 		}
 		share := (now - from) / int64(known)
 		lag += share
-		pr.predicted += float64(share) / float64(rule.interval)
+		pr.predicted += float64(share) / float64(rule.Interval)
 	}
 	// What is reported is only this node's own share, never one adopted
 	// from a peer: adopted shares passed around would sustain each other
@@ -459,11 +460,11 @@ func (v *peerView) retune(now int64, visible, known int) {
 	v.stats.visible.Store(int64(visible))
 	v.stats.known.Store(int64(known))
 	split := visible < known
-	v.rules.each(func(rule *rule) {
+	v.rules.each(func(rule *bucket.Rule) {
 		if v.floor {
 			return // the reference design has neither cap nor early flush
 		}
-		sizeCaps(rule, known)
+		bucket.SizeCaps(rule, known)
 	})
 	closed := v.partition == PartitionFailClosed && visible == 1 && known > 1
 	switch m := v.mode.get(); {
@@ -501,5 +502,3 @@ func admitting(p PartitionPolicy, closed bool, visible, known int) string {
 	}
 	return "a share of the rate: " + strconv.Itoa(visible) + "/" + strconv.Itoa(known)
 }
-
-func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/pedreviljoen/gopherpace/core/internal/bucket"
 	"github.com/pedreviljoen/gopherpace/core/transportkit"
 )
 
@@ -167,14 +168,14 @@ const DefaultMaxKeys = 1 << 20
 // (or WithRefillRate); tokens must be at least 1 and at most one per
 // nanosecond of the period.
 func WithRate(tokens int64, per time.Duration) Option {
-	return func(c *config) { c.setRate(rateWords("WithRate", tokens, per, 0), tokens, per) }
+	return func(c *config) { c.setRate(bucket.RateWords("WithRate", tokens, per, 0), tokens, per) }
 }
 
 // WithRefillRate sets the rate in whole tokens per second: WithRate(n,
 // time.Second). n must be between 1 and 1e9.
 func WithRefillRate(tokensPerSecond int64) Option {
 	return func(c *config) {
-		c.setRate(rateWords("WithRefillRate", tokensPerSecond, time.Second, 0), tokensPerSecond, time.Second)
+		c.setRate(bucket.RateWords("WithRefillRate", tokensPerSecond, time.Second, 0), tokensPerSecond, time.Second)
 	}
 }
 
@@ -278,21 +279,21 @@ func WithKeyHashSecret(secret []byte) Option {
 	}
 }
 
-// keyHasher is the hasher the options give (keyhash.go), and whether its
+// bucket.KeyHasher is the hasher the options give (keyhash.go), and whether its
 // secret is public: clustered over a transport that gives none.
-func (c *config) keyHasher() (h keyHasher, public bool) {
+func (c *config) keyHasher() (h bucket.KeyHasher, public bool) {
 	switch {
 	case c.hashSecret != nil:
-		return newKeyHasher(c.hashSecret), false
+		return bucket.NewKeyHasher(c.hashSecret), false
 	case c.transport == nil:
-		return randomKeyHasher(), false
+		return bucket.RandomKeyHasher(), false
 	}
 	if s, ok := c.transport.(KeyHashSecreter); ok {
 		if secret := s.KeyHashSecret(); len(secret) >= 16 {
-			return newKeyHasher(secret), false
+			return bucket.NewKeyHasher(secret), false
 		}
 	}
-	return newKeyHasher(publicSecret), true
+	return bucket.NewKeyHasher(bucket.PublicSecret), true
 }
 
 func defaultConfig() config {
@@ -331,7 +332,7 @@ func (c *config) finish() error {
 		}
 	}
 	if c.rateSet {
-		if _, err := newRule(c.rate, c.per, c.bucketSize); err != nil {
+		if _, err := bucket.NewRule(c.rate, c.per, c.bucketSize); err != nil {
 			if c.burstSet {
 				errs = append(errs, errorf("%s with WithBucketSize(%d): %w", c.rateWords, c.bucketSize, err))
 			} else {
@@ -343,7 +344,7 @@ func (c *config) finish() error {
 		if o.key == "" {
 			continue // reported by the option
 		}
-		if _, err := newRule(o.tokens, o.per, o.bucketSize); err != nil {
+		if _, err := bucket.NewRule(o.tokens, o.per, o.bucketSize); err != nil {
 			errs = append(errs, errorf("%s: %w", o.words, err))
 		}
 	}

@@ -21,10 +21,12 @@ import (
 var parts = map[string][][]string{
 	".": {
 		{"allow.go", "take.go"},
-		{"store.go", "keytable.go", "ghosts.go"},
 		{"decide_clustered.go", "decide_clustered_admin.go"},
 		{"membership.go", "peers.go"},
 		{"fairness.go", "load.go"},
+	},
+	"internal/bucket": {
+		{"store.go", "keytable.go", "ghosts.go"},
 	},
 	"internal/datagram": {
 		{"groups.go", "relay.go", "own_entries.go"},

@@ -2,6 +2,8 @@ package gopherpace
 
 import (
 	"time"
+
+	"github.com/pedreviljoen/gopherpace/core/internal/bucket"
 )
 
 // Reading a bucket without spending from it, and refilling one at once.
@@ -21,11 +23,11 @@ func (l *Limiter) PeekAt(now time.Time, key string) Decision { return l.peek(l.n
 func (l *Limiter) peek(now int64, key string, n int64) Decision {
 	rule := l.rules.dflt()
 	var tat, leased int64
-	var at bucketTime
+	var at bucket.Time
 	if key == "" {
 		tat, at, leased = l.dec.peekGlobal(now)
 	} else {
-		h := l.hasher.sum(key)
+		h := l.hasher.Sum(key)
 		rule = l.keyRule(h, key, now)
 		tat, at = l.dec.peekKeyed(h, now)
 	}
@@ -35,18 +37,18 @@ func (l *Limiter) peek(now int64, key string, n int64) Decision {
 // peekDecision is the Decision an n-token take of a bucket of rule at tat
 // would get at now (both on the buckets' clock), with leased tokens held
 // by leases besides.
-func peekDecision(rule *rule, tat int64, at bucketTime, n, leased int64) Decision {
+func peekDecision(rule *bucket.Rule, tat int64, at bucket.Time, n, leased int64) Decision {
 	now := int64(at)
 	var d Decision
 	base := max(tat, now)
-	if next := base + costOf(n, rule.interval, rule.ceiling+rule.tolerance); next-now > rule.tolerance {
-		rule.fillDenied(&d, base, now, next, rule.interval)
+	if next := base + bucket.CostOf(n, rule.Interval, rule.Ceiling+rule.Tolerance); next-now > rule.Tolerance {
+		rule.FillDenied((&d).raw(), base, now, next, rule.Interval)
 		return d
 	}
-	d = Decision{Allowed: true, BucketSize: rule.bucketSize, Remaining: rule.tokensIn(now+rule.tolerance-base, rule.interval),
-		ResetAfter: time.Duration(base - now), Window: rule.window()}
+	d = Decision{Allowed: true, BucketSize: rule.BucketSize, Remaining: rule.TokensIn(now+rule.Tolerance-base, rule.Interval),
+		ResetAfter: time.Duration(base - now), Window: rule.Window()}
 	if leased > 0 {
-		d.Remaining = min(rule.bucketSize, d.Remaining+leased)
+		d.Remaining = min(rule.BucketSize, d.Remaining+leased)
 	}
 	return d
 }
@@ -66,5 +68,5 @@ func (l *Limiter) reset(now int64, key string) {
 		l.dec.resetGlobal(now)
 		return
 	}
-	l.dec.resetKeyed(l.hasher.sum(key))
+	l.dec.resetKeyed(l.hasher.Sum(key))
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pedreviljoen/gopherpace/core/internal/bucket"
 	"github.com/pedreviljoen/gopherpace/core/internal/datagram"
 	"github.com/pedreviljoen/gopherpace/core/internal/wire"
 )
@@ -118,10 +119,10 @@ func FuzzReceive(f *testing.F) {
 		keys := []string{"k", "j"}
 		tatOf := func(key string, now int64) int64 {
 			if key == "" {
-				tat, _ := e.word.tat(rule, bucketTime(now))
+				tat, _ := e.word.tat(rule, bucket.Time(now))
 				return max(tat, now)
 			}
-			if ent := e.keys.lookup(l.hasher.sum(key)); ent != nil {
+			if ent := e.keys.Lookup(l.hasher.Sum(key)); ent != nil {
 				return max(ent.tat.Load(), now)
 			}
 			return now // no bucket: full
@@ -229,9 +230,9 @@ func FuzzReceive(f *testing.F) {
 		// lying withheld share is fresh (one isolation timeout after the
 		// last frame), then runs at least at a third of the rate while both
 		// members are silent: the bound docs/security.md states.
-		wait := rule.window() + time.Duration(rule.interval) + time.Millisecond
+		wait := rule.Window() + time.Duration(rule.Interval) + time.Millisecond
 		if partition == PartitionShare {
-			wait = time.Duration(e.isolation) + 3*(rule.window()+time.Duration(rule.interval)) + time.Duration(e.tick)
+			wait = time.Duration(e.isolation) + 3*(rule.Window()+time.Duration(rule.Interval)) + time.Duration(e.tick)
 			if relayed {
 				wait += time.Duration(datagram.RelaySlack(e.tick)) // a relayed peer's silence counts that much later
 			}
@@ -266,10 +267,10 @@ func extremeOr(x byte, v uint64, b int64) uint64 {
 
 // appendKeyed appends an entry count of one, the fingerprint of h's
 // secret and one entry.
-func appendKeyed(b []byte, h keyHasher, key string, tokens, refused uint64, level int64) []byte {
+func appendKeyed(b []byte, h bucket.KeyHasher, key string, tokens, refused uint64, level int64) []byte {
 	b = append(b, 1)
-	b = binary.LittleEndian.AppendUint32(b, h.fingerprint())
-	b = binary.LittleEndian.AppendUint64(b, h.sum(key))
+	b = binary.LittleEndian.AppendUint32(b, h.Fingerprint())
+	b = binary.LittleEndian.AppendUint64(b, h.Sum(key))
 	b = binary.AppendUvarint(b, tokens)
 	b = binary.AppendUvarint(b, refused)
 	return binary.AppendVarint(b, level)

@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/pedreviljoen/gopherpace/core/internal/bucket"
 	"github.com/pedreviljoen/gopherpace/core/internal/wire"
 )
 
@@ -170,11 +171,11 @@ func (r *receiver) apply(from string, b []byte, keep, relayed bool) {
 	wasVisible := r.view.heard(p, s, now, f.Leaving, f.Idle, news, relayed, float64(f.Withheld)/wire.WithheldOne)
 	// A node decides at most one request a nanosecond, each of at most a
 	// bucket of tokens (a larger cost is refused before it is counted).
-	s.fair.load.observe(f.GlobalSum, f.DemandSum, now, r.rules.dflt().bucketSize)
+	s.fair.load.observe(f.GlobalSum, f.DemandSum, now, r.rules.dflt().BucketSize)
 	// A real peer reports its level clamped to ±B (levelTokens), so a
 	// level outside that range is a lie: clamped, it can only claim an
 	// emptier replica, which lowers this one by at most a bucket's debt.
-	level := min(max(f.Level, -r.rules.dflt().bucketSize), r.rules.dflt().bucketSize)
+	level := min(max(f.Level, -r.rules.dflt().BucketSize), r.rules.dflt().BucketSize)
 	if r.join.contact(now, f.Incarnation, level) && r.onJoinedRunning != nil {
 		r.onJoinedRunning(now)
 	}
@@ -198,11 +199,11 @@ func (r *receiver) apply(from string, b []byte, keep, relayed bool) {
 		pol := r.rules.forKey(kc.Key)
 		var ent *clusterEntry
 		if kc.Tokens > 0 {
-			if ent, _, _ = r.keys.debit(kc.Key, pol, at, kc.Tokens, r.maxDebt(pol)); ent == nil {
+			if ent, _, _ = r.keys.Debit(kc.Key, pol, at, kc.Tokens, r.maxDebt(pol)); ent == nil {
 				r.stats.keysDropped.Add(1)
 			}
 		} else {
-			ent = r.keys.lookup(kc.Key)
+			ent = r.keys.Lookup(kc.Key)
 		}
 		if ent != nil && !r.floor {
 			r.learnLevel(ent, pol, at, kc.Level)
@@ -231,9 +232,9 @@ func (r *receiver) apply(from string, b []byte, keep, relayed bool) {
 // key for seconds; with the tick, every node stays within 16% of the
 // cluster's ratio across a rolling deploy, at the cost of at most a
 // tick's refill admitted over, per key and join.
-func (r *receiver) learnLevel(ent *clusterEntry, rule *rule, at bucketTime, level int64) {
-	level = min(max(level, -rule.bucketSize), rule.bucketSize)
-	lowerTo(&ent.tat, rule, at, level*rule.interval+r.tick, max(rule.tolerance/4, r.interval), r.maxDebt(rule))
+func (r *receiver) learnLevel(ent *clusterEntry, rule *bucket.Rule, at bucket.Time, level int64) {
+	level = min(max(level, -rule.BucketSize), rule.BucketSize)
+	bucket.LowerTo(&ent.tat, rule, at, level*rule.Interval+r.tick, max(rule.Tolerance/4, r.interval), r.maxDebt(rule))
 }
 
 // chargeMark is how far the receiver has charged one stream of a peer.
@@ -269,7 +270,7 @@ type chargeMark struct {
 // cause over-charging (a bounded stall), never missed admits.
 func (r *receiver) globalCharge(s *stream, f *wire.Frame, wasVisible bool) int64 {
 	rule := r.rules.dflt()
-	limit := (rule.tolerance + r.maxDebt(rule)) / rule.interval // a frame's charge, at most
+	limit := (rule.Tolerance + r.maxDebt(rule)) / rule.Interval // a frame's charge, at most
 	charge := func(n uint64) int64 { return int64(min(n, uint64(limit))) }
 	m := &s.charge
 	resync := func() int64 { m.charged, m.synced = f.GlobalSum, true; return charge(uint64(f.Global)) }
@@ -294,6 +295,6 @@ func (r *receiver) globalCharge(s *stream, f *wire.Frame, wasVisible bool) int64
 // reordered in flight ever differ by.
 func (r *receiver) reorderSlack() uint64 {
 	rule := r.rules.dflt()
-	perInterval := uint64(r.interval / rule.interval)
-	return min(uint64(rule.bucketSize)+perInterval, math.MaxUint64/2)
+	perInterval := uint64(r.interval / rule.Interval)
+	return min(uint64(rule.BucketSize)+perInterval, math.MaxUint64/2)
 }

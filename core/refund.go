@@ -36,7 +36,7 @@ func (l *Limiter) refund(now int64, key string, n int64) error {
 	if key == "" {
 		ok = l.dec.refundGlobal(now, n)
 	} else {
-		h := l.hasher.sum(key)
+		h := l.hasher.Sum(key)
 		ok = l.dec.refundKeyed(h, l.keyRule(h, key, now), now, n)
 	}
 	if ok {

@@ -2,6 +2,8 @@ package gopherpace
 
 import (
 	"time"
+
+	"github.com/pedreviljoen/gopherpace/core/internal/bucket"
 )
 
 // Reserve books n tokens of key's bucket for a caller that would rather
@@ -71,13 +73,13 @@ func (l *Limiter) reserve(now int64, key string, n int64, within time.Duration) 
 	rule := l.rules.dflt()
 	var h uint64
 	if key != "" {
-		h = l.hasher.sum(key)
+		h = l.hasher.Sum(key)
 		rule = l.keyRule(h, key, now)
 	}
-	if err := rule.checkCost(n); err != nil {
+	if err := checkCost(rule, n); err != nil {
 		return 0, false, false, err
 	}
-	ahead := min(max(int64(within), 0), rule.reach)
+	ahead := min(max(int64(within), 0), rule.Reach)
 	var w int64
 	if key == "" {
 		w, ok, waits = l.dec.reserveGlobal(now, n, ahead)
@@ -94,21 +96,21 @@ func (d *decider) reserveGlobal(now, n, ahead int64) (wait int64, ok, waits bool
 	if d.eng != nil {
 		return d.eng.reserveGlobal(now, n, ahead)
 	}
-	wait, ok, _ = reserve(&d.solo.global.tat, d.solo.rules.dflt(), standaloneTime(now), n, ahead)
+	wait, ok, _ = bucket.Reserve(&d.solo.global.TAT, d.solo.rules.dflt(), standaloneTime(now), n, ahead)
 	return wait, ok, false
 }
 
-func (d *decider) reserveKeyed(h uint64, rule *rule, now, n, ahead int64) (wait int64, ok, waits bool) {
+func (d *decider) reserveKeyed(h uint64, rule *bucket.Rule, now, n, ahead int64) (wait int64, ok, waits bool) {
 	if d.eng != nil {
 		return d.eng.reserveKeyed(h, rule, now, n, ahead)
 	}
 	at := standaloneTime(now)
 	for {
-		e := d.solo.keys.get(h, at)
+		e := d.solo.keys.Get(h, at)
 		if e == nil {
 			return 0, false, false
 		}
-		if wait, ok, alive := reserve(&e.tat, rule, at, n, ahead); alive {
+		if wait, ok, alive := bucket.Reserve(&e.TAT, rule, at, n, ahead); alive {
 			return wait, ok, false
 		}
 		// Evicted between lookup and booking: look again.
@@ -119,7 +121,7 @@ func (e *engine) reserveGlobal(now, n, ahead int64) (wait int64, ok, waits bool)
 	c, rule := &e.word, e.rules.dflt()
 	switch m := e.mode.get(); {
 	case m == modeStopped:
-		wait, ok, _ = reserve(e.standalone, rule, standaloneTime(now), n, ahead)
+		wait, ok, _ = bucket.Reserve(e.standalone, rule, standaloneTime(now), n, ahead)
 		return wait, ok, false
 	case m == modeFailClosed || e.farFromClock(now):
 		return 0, false, false
@@ -131,7 +133,7 @@ func (e *engine) reserveGlobal(now, n, ahead int64) (wait int64, ok, waits bool)
 	}
 	wait, count, ok, alive := c.reserve(rule, e.bucketTime(now), n, ahead)
 	if !alive { // handed back: the limiter has closed
-		wait, ok, _ = reserve(e.standalone, rule, standaloneTime(now), n, ahead)
+		wait, ok, _ = bucket.Reserve(e.standalone, rule, standaloneTime(now), n, ahead)
 		return wait, ok, false
 	}
 	if ok {
@@ -140,20 +142,20 @@ func (e *engine) reserveGlobal(now, n, ahead int64) (wait int64, ok, waits bool)
 	return wait, ok, false
 }
 
-func (e *engine) reserveKeyed(h uint64, rule *rule, now, n, ahead int64) (wait int64, ok, waits bool) {
+func (e *engine) reserveKeyed(h uint64, rule *bucket.Rule, now, n, ahead int64) (wait int64, ok, waits bool) {
 	if e.mode.get() == modeFailClosed {
 		return 0, false, false
 	}
 	at := e.bucketTime(now)
 	for {
-		ent := e.keys.get(h, at)
+		ent := e.keys.Get(h, at)
 		if ent == nil {
 			return 0, false, false
 		}
 		if _, capped := e.overCap(ent.pending.Load()+ent.inflight.Load(), rule, n); capped {
 			return 0, false, true
 		}
-		if wait, ok, alive := reserve(&ent.tat, rule, at, n, ahead); alive {
+		if wait, ok, alive := bucket.Reserve(&ent.tat, rule, at, n, ahead); alive {
 			if ok {
 				e.countKeyed(h, ent, rule, n)
 			}

@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/pedreviljoen/gopherpace/core/internal/bucket"
 	"github.com/pedreviljoen/gopherpace/core/internal/datagram"
 	"github.com/pedreviljoen/gopherpace/core/internal/wire"
 )
@@ -127,8 +128,8 @@ func (s *sender) wake(now int64) {
 // share paces this node's admits, a few a second at most, and reported
 // one by one they cost a datagram to every mate each.
 // Lock-free: the request path calls it.
-func (s *sender) counted(v, n int64, rule *rule) {
-	if at := rule.flushAt.Load(); v >= at && v-n < at {
+func (s *sender) counted(v, n int64, rule *bucket.Rule) {
+	if at := rule.FlushAt.Load(); v >= at && v-n < at {
 		s.kick()
 	} else if v == n && !s.fair.share.slicing() {
 		s.armFlush()
@@ -137,7 +138,7 @@ func (s *sender) counted(v, n int64, rule *rule) {
 
 // countKeyed counts n tokens admitted from key hash h's entry for the next
 // flush. Lock-free: the request path calls it.
-func (s *sender) countKeyed(h uint64, ent *clusterEntry, rule *rule, n int64) {
+func (s *sender) countKeyed(h uint64, ent *clusterEntry, rule *bucket.Rule, n int64) {
 	v := ent.addPending(n)
 	if v == n { // first unsent admit since the last flush
 		d := &s.dirty[h%dirtyShards]
@@ -272,7 +273,7 @@ func (s *sender) flush(now int64, heartbeat, leaving, atOnce bool) [][]byte {
 				continue // refusals only matter to the peers of a hot key
 			}
 			rule := s.rules.forKey(k.h)
-			level := min(max(wordLevel(&k.e.tat, rule, at)/rule.interval, -rule.bucketSize), rule.bucketSize)
+			level := min(max(bucket.Level(&k.e.tat, rule, at)/rule.Interval, -rule.BucketSize), rule.BucketSize)
 			batch = append(batch, wire.KeyCount{Key: k.h, Tokens: n, Refused: refused, Level: level})
 			if n > 0 && !s.floor {
 				k.e.addInflight(n)

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/pedreviljoen/gopherpace/core/internal/bucket"
 )
 
 // Changing limits while running. A change swaps the limiter's rule set
@@ -37,7 +39,7 @@ func (l *Limiter) setRate(now int64, tokens int64, per time.Duration, bucketSize
 	defer l.changeMu.Unlock()
 	old := l.rules.set.Load()
 	l.rules.replace(&ruleSet{def: def, overrides: old.overrides})
-	l.reprice(now, func(h uint64, _ bool) (*rule, *rule) {
+	l.reprice(now, func(h uint64, _ bool) (*bucket.Rule, *bucket.Rule) {
 		if _, ok := old.overrides[h]; ok {
 			return nil, nil
 		}
@@ -60,7 +62,7 @@ func (l *Limiter) setOverride(now int64, key string, tokens int64, per time.Dura
 	if err != nil {
 		return errorf("SetOverride(%q, %d, %v, %d): %w", key, tokens, per, bucketSize, err)
 	}
-	h := l.hasher.sum(key)
+	h := l.hasher.Sum(key)
 	l.changeMu.Lock()
 	defer l.changeMu.Unlock()
 	old := l.rules.set.Load()
@@ -78,7 +80,7 @@ func (l *Limiter) setOverride(now int64, key string, tokens int64, per time.Dura
 func (l *Limiter) RemoveOverride(key string) { l.removeOverride(l.changeTime(), key) }
 
 func (l *Limiter) removeOverride(now int64, key string) {
-	h := l.hasher.sum(key)
+	h := l.hasher.Sum(key)
 	l.changeMu.Lock()
 	defer l.changeMu.Unlock()
 	old := l.rules.set.Load()
@@ -100,7 +102,7 @@ func (l *Limiter) removeOverride(now int64, key string) {
 }
 
 // forKeyIn is the rule for key hash h in the set s.
-func (s *ruleSet) forKeyIn(h uint64) *rule {
+func (s *ruleSet) forKeyIn(h uint64) *bucket.Rule {
 	if o, ok := s.overrides[h]; ok {
 		return o.rule
 	}
@@ -109,8 +111,8 @@ func (s *ruleSet) forKeyIn(h uint64) *rule {
 
 // buildRule builds a rule for this limiter: checked as New checks it,
 // with a clustered limiter's ceiling and caps.
-func (l *Limiter) buildRule(tokens int64, per time.Duration, bucketSize int64) (*rule, error) {
-	rule, err := newRule(tokens, per, bucketSize)
+func (l *Limiter) buildRule(tokens int64, per time.Duration, bucketSize int64) (*bucket.Rule, error) {
+	rule, err := bucket.NewRule(tokens, per, bucketSize)
 	if err != nil {
 		return nil, err
 	}
@@ -123,22 +125,22 @@ func (l *Limiter) buildRule(tokens int64, per time.Duration, bucketSize int64) (
 // reprice reprices every bucket whose rule change pick reports (from,
 // to; nil: unchanged): the global bucket (key hash 0, global true), every
 // live keyed bucket.
-func (l *Limiter) reprice(now int64, pick func(h uint64, global bool) (from, to *rule)) {
+func (l *Limiter) reprice(now int64, pick func(h uint64, global bool) (from, to *bucket.Rule)) {
 	l.dec.reprice(now, pick)
 }
 
 // repriceKey reprices key hash h's live bucket from one rule to another.
-func (l *Limiter) repriceKey(now int64, h uint64, from, to *rule) {
+func (l *Limiter) repriceKey(now int64, h uint64, from, to *bucket.Rule) {
 	l.dec.repriceKey(now, h, from, to)
 }
 
 // repriceWord moves a plain word from one rule to another at now,
 // keeping the tokens it has spent (see the top of this file).
-func repriceWord(tat *atomic.Int64, from, to *rule, at bucketTime) {
+func repriceWord(tat *atomic.Int64, from, to *bucket.Rule, at bucket.Time) {
 	now := int64(at)
 	for {
 		old := tat.Load()
-		if old == evicted || old <= now {
+		if old == bucket.Evicted || old <= now {
 			return // gone, or full: nothing is owed
 		}
 		next := now + repriced(old-now, from, to)
@@ -150,6 +152,6 @@ func repriceWord(tat *atomic.Int64, from, to *rule, at bucketTime) {
 
 // repriced is ahead ns of spent tokens at from's price, at to's: whole
 // tokens, rounded up, capped at to's ceiling.
-func repriced(ahead int64, from, to *rule) int64 {
-	return costOf(ceilDiv(ahead, from.interval), to.interval, to.ceiling)
+func repriced(ahead int64, from, to *bucket.Rule) int64 {
+	return bucket.CostOf(bucket.CeilDiv(ahead, from.Interval), to.Interval, to.Ceiling)
 }

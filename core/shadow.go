@@ -3,6 +3,8 @@ package gopherpace
 import (
 	"sync/atomic"
 	"time"
+
+	"github.com/pedreviljoen/gopherpace/core/internal/bucket"
 )
 
 // Shadow mode (WithShadowMode): every decision is made as usual, and a
@@ -11,7 +13,7 @@ import (
 // shadowing counts the denials let through, and spaces the records that
 // say so.
 type shadowing struct {
-	denials procCounter
+	denials bucket.ProcCounter
 	logged  atomic.Int64 // denials counted at the last record
 	lastLog atomic.Int64 // ns since the epoch
 }
@@ -32,14 +34,14 @@ func (l *Limiter) letThrough(d *Decision) bool {
 
 func (l *Limiter) noteShadowDenial() {
 	s := l.shadow
-	s.denials.add(1)
+	s.denials.Add(1)
 	now := int64(time.Since(l.epoch))
 	last := s.lastLog.Load()
 	if last != 0 && now-last < shadowLogEvery || !s.lastLog.CompareAndSwap(last, now) {
 		return
 	}
-	total := s.denials.load()
+	total := s.denials.Load()
 	rule := l.rules.dflt()
 	l.log.Info("shadow mode: let requests over the limit through", "node", l.name,
-		"let through", total-s.logged.Swap(total), "rate", rule.tokens, "per", rule.per, "bucket_size", rule.bucketSize)
+		"let through", total-s.logged.Swap(total), "rate", rule.Tokens, "per", rule.Per, "bucket_size", rule.BucketSize)
 }

@@ -1,6 +1,10 @@
 package gopherpace
 
-import "time"
+import (
+	"time"
+
+	"github.com/pedreviljoen/gopherpace/core/internal/bucket"
+)
 
 // Stats is a snapshot of a limiter's state and, when clustered, of its
 // gossip. Counters only grow.
@@ -123,30 +127,30 @@ func (l *Limiter) stats(now int64) Stats {
 	var s Stats
 	at, tat := l.dec.fillStats(&s, now)
 	if l.shadow != nil {
-		s.ShadowDenials = uint64(l.shadow.denials.load())
+		s.ShadowDenials = uint64(l.shadow.denials.Load())
 	}
 	l.counts.fill(&s)
 	s.RefundsRefused = l.refundsRefused.count.Load()
 	s.Closed = l.closed.Load()
 	rule := l.rules.dflt()
 	tat = max(tat, int64(at))
-	s.GlobalTokens = (int64(at) + rule.tolerance - tat) / rule.interval
+	s.GlobalTokens = (int64(at) + rule.Tolerance - tat) / rule.Interval
 	if l.leases != nil {
-		s.GlobalTokens = min(rule.bucketSize, s.GlobalTokens+l.leases.leased(at))
+		s.GlobalTokens = min(rule.BucketSize, s.GlobalTokens+l.leases.Leased(at))
 	}
 	return s
 }
 
 // fillStats writes the engine's part of a Stats snapshot, and returns the
 // buckets' time at now and the global bucket's TAT at it.
-func (e *engine) fillStats(s *Stats, now int64) (at bucketTime, tat int64) {
+func (e *engine) fillStats(s *Stats, now int64) (at bucket.Time, tat int64) {
 	at = e.bucketTime(now)
 	if t, ok := e.word.tat(e.rules.dflt(), at); ok {
 		tat = t
 	} else { // handed back: the standalone word, on the limiter's clock
 		at, tat = standaloneTime(now), e.standalone.Load()
 	}
-	s.LiveKeys, s.KeysEvicted = e.keys.liveAt(at), e.keys.evictedCount()
+	s.LiveKeys, s.KeysEvicted = e.keys.LiveAt(at), e.keys.EvictedCount()
 	s.Clustered = true
 	vs, ss, rs := &e.view.stats, &e.send.stats, &e.recv.stats
 	s.VisibleNodes, s.KnownNodes, s.HeardNodes = vs.visible.Load(), vs.known.Load(), vs.heard.Load()

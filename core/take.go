@@ -80,7 +80,7 @@ func (l *Limiter) decide(d *Decision, now int64, key string, n int64) (waits boo
 // ones to see.
 func (l *Limiter) noteTop(d *Decision, now int64, key string, n int64) {
 	if l.top != nil && key != "" {
-		l.top.record(l.hasher.sum(key), key, n, d.Allowed, now)
+		l.top.record(l.hasher.Sum(key), key, n, d.Allowed, now)
 	}
 }
 
@@ -95,14 +95,14 @@ func (l *Limiter) shadowed(d *Decision) bool {
 // reports a wait for the report (see Allow).
 func (l *Limiter) take(d *Decision, now int64, key string, n int64) (waits bool, err error) {
 	if key == "" {
-		if err := l.rules.dflt().checkCost(n); err != nil {
+		if err := checkCost(l.rules.dflt(), n); err != nil {
 			return false, err
 		}
 		return l.dec.takeGlobal(d, now, n), nil
 	}
-	h := l.hasher.sum(key)
+	h := l.hasher.Sum(key)
 	rule := l.keyRule(h, key, now)
-	if err := rule.checkCost(n); err != nil {
+	if err := checkCost(rule, n); err != nil {
 		return false, err
 	}
 	return l.dec.takeKeyed(d, h, rule, now, n), nil

@@ -3,6 +3,7 @@ package gopherpace
 import (
 	"testing"
 
+	"github.com/pedreviljoen/gopherpace/core/internal/bucket"
 	"github.com/pedreviljoen/gopherpace/core/internal/wire"
 	"github.com/pedreviljoen/gopherpace/core/transportkit"
 )
@@ -10,8 +11,8 @@ import (
 // The wire's bound on a count is the most a bucket can hold: a frame can
 // carry any count a real node sends, and nothing past a bucket.
 func TestWireBoundIsTheBucketBound(t *testing.T) {
-	if wire.MaxTokens != uint64(maxTolerance) {
-		t.Fatalf("wire.MaxTokens %d, the core's maxTolerance %d", wire.MaxTokens, maxTolerance)
+	if wire.MaxTokens != uint64(bucket.MaxTolerance) {
+		t.Fatalf("wire.MaxTokens %d, the core's maxTolerance %d", wire.MaxTokens, bucket.MaxTolerance)
 	}
 }
 

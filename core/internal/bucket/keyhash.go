@@ -1,4 +1,4 @@
-package gopherpace
+package bucket
 
 import (
 	"crypto/rand"
@@ -31,39 +31,39 @@ import (
 // then a key with a limit of its own (an override) is matched by its
 // string, never by its hash alone.
 
-// keyHasher is SipHash-2-4 under one secret: two compression rounds per
+// KeyHasher is SipHash-2-4 under one secret: two compression rounds per
 // 8 bytes and four to finish, the variant its authors propose as a PRF.
 // SipHash-1-3, which hash tables use against flooding, costs 3 ns less
 // on an address key (8 ns against 11); the stronger claim is worth it.
-type keyHasher struct{ k0, k1 uint64 }
+type KeyHasher struct{ k0, k1 uint64 }
 
-// publicSecret is the key hash's secret when a clustered limiter's
+// PublicSecret is the key hash's secret when a clustered limiter's
 // transport gives none: known to all, so SipHash still spreads keys
 // evenly but anyone can compute a key's hash.
-var publicSecret = []byte("gopherpace: public key hash secret")
+var PublicSecret = []byte("gopherpace: public key hash secret")
 
-// newKeyHasher derives a hasher from a secret of at least 16 bytes: a
+// NewKeyHasher derives a hasher from a secret of at least 16 bytes: a
 // longer one is reduced by SHA-256, so any secret's whole entropy counts.
-func newKeyHasher(secret []byte) keyHasher {
+func NewKeyHasher(secret []byte) KeyHasher {
 	if len(secret) != 16 {
 		sum := sha256.Sum256(secret)
 		secret = sum[:16]
 	}
-	return keyHasher{binary.LittleEndian.Uint64(secret), binary.LittleEndian.Uint64(secret[8:])}
+	return KeyHasher{binary.LittleEndian.Uint64(secret), binary.LittleEndian.Uint64(secret[8:])}
 }
 
-// randomKeyHasher is a hasher under a fresh random secret.
-func randomKeyHasher() keyHasher {
+// RandomKeyHasher is a hasher under a fresh random secret.
+func RandomKeyHasher() KeyHasher {
 	var b [16]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
-	return newKeyHasher(b[:])
+	return NewKeyHasher(b[:])
 }
 
-// fingerprint names the secret in frames: a hash of a fixed string under
+// Fingerprint names the secret in frames: a hash of a fixed string under
 // it, which tells whether two nodes share the secret and nothing of the
 // secret itself.
-func (h keyHasher) fingerprint() uint32 {
-	return uint32(h.sum("gopherpace: key hash fingerprint"))
+func (h KeyHasher) Fingerprint() uint32 {
+	return uint32(h.Sum("gopherpace: key hash fingerprint"))
 }
 
 func sipRound(v0, v1, v2, v3 uint64) (uint64, uint64, uint64, uint64) {
@@ -84,8 +84,8 @@ func sipRound(v0, v1, v2, v3 uint64) (uint64, uint64, uint64, uint64) {
 	return v0, v1, v2, v3
 }
 
-// sum is SipHash-2-4 of s. It never allocates.
-func (h keyHasher) sum(s string) uint64 {
+// Sum is SipHash-2-4 of s. It never allocates.
+func (h KeyHasher) Sum(s string) uint64 {
 	v0 := h.k0 ^ 0x736f6d6570736575
 	v1 := h.k1 ^ 0x646f72616e646f6d
 	v2 := h.k0 ^ 0x6c7967656e657261

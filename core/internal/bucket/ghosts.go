@@ -1,11 +1,11 @@
-package gopherpace
+package bucket
 
 import (
 	"sync"
 	"sync/atomic"
 )
 
-// ghosts remember the debt of buckets evicted at the key cap (store.go),
+// Ghosts remember the debt of buckets evicted at the key cap (store.go),
 // so that an evicted key that comes back starts where it left off, not
 // from a full bucket: a client that cycles through a few more keys than
 // the cap cannot refill its own buckets by evicting them. A ghost is the
@@ -15,13 +15,13 @@ import (
 // owe, the one that owes the fewest tokens gives way, so a debt is
 // forgotten only when the store and its ghosts both overflow, the
 // smaller debts first.
-type ghosts struct {
+type Ghosts struct {
 	any  atomic.Bool // a ghost was ever kept: inserts look only then
 	mu   sync.Mutex
-	cell []ghost // made at the first eviction
+	Cell []Ghost // made at the first eviction
 }
 
-type ghost struct {
+type Ghost struct {
 	h        uint64 // 0: none
 	tat      int64
 	interval int64 // the key's rule's, to price the debt in tokens
@@ -41,57 +41,57 @@ func ghostCells(maxKeys int64) int {
 // ghosts of keys that meet in one place do not push each other out.
 const ghostWays = 4
 
-// setOf is the cells h's ghost may live in.
-func (g *ghosts) setOf(h uint64) []ghost {
-	sets := uint64(len(g.cell) / ghostWays)
+// SetOf is the cells h's ghost may live in.
+func (g *Ghosts) SetOf(h uint64) []Ghost {
+	sets := uint64(len(g.Cell) / ghostWays)
 	i := (h * 0x9e3779b97f4a7c15) >> 32 % sets * ghostWays
-	return g.cell[i : i+ghostWays]
+	return g.Cell[i : i+ghostWays]
 }
 
-// keep remembers the TAT of h's evicted bucket, whose rule's interval is
+// Keep remembers the TAT of h's evicted bucket, whose rule's interval is
 // interval, if it still owes anything at now, unless its cell holds
 // another key's larger debt in tokens.
-func (g *ghosts) keep(h uint64, tat, now, interval int64, cells int) {
+func (g *Ghosts) Keep(h uint64, tat, now, interval int64, cells int) {
 	if tat <= now {
 		return
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.cell == nil {
-		g.cell = make([]ghost, cells)
+	if g.Cell == nil {
+		g.Cell = make([]Ghost, cells)
 		g.any.Store(true)
 	}
 	// h's own cell, or an empty or lapsed one, or else the one owing the
-	// fewest tokens, if fewer than h owes (h is never 0: slotKey).
-	set := g.setOf(h)
-	var c *ghost
+	// fewest tokens, if fewer than h owes (h is never 0: SlotKey).
+	set := g.SetOf(h)
+	var c *Ghost
 	for i := range set {
 		switch o := &set[i]; {
 		case o.h == h || o.h == 0 || o.tat <= now:
-			*o = ghost{h, tat, interval}
+			*o = Ghost{h, tat, interval}
 			return
 		case c == nil || (o.tat-now)/o.interval < (c.tat-now)/c.interval:
 			c = o
 		}
 	}
 	if (c.tat-now)/c.interval < (tat-now)/interval {
-		*c = ghost{h, tat, interval}
+		*c = Ghost{h, tat, interval}
 	}
 }
 
-// start is the TAT a new bucket for h begins at: its ghost's, which it
+// Start is the TAT a new bucket for h begins at: its ghost's, which it
 // takes, while that is ahead of now; otherwise now (a full bucket).
-func (g *ghosts) start(h uint64, now int64) int64 {
+func (g *Ghosts) Start(h uint64, now int64) int64 {
 	if !g.any.Load() {
 		return now
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	set := g.setOf(h)
+	set := g.SetOf(h)
 	for i := range set {
 		if c := &set[i]; c.h == h {
 			tat := c.tat
-			*c = ghost{}
+			*c = Ghost{}
 			return max(tat, now)
 		}
 	}

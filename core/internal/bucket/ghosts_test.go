@@ -1,50 +1,52 @@
-package gopherpace
+package bucket
 
-import "testing"
+import (
+	"testing"
+)
 
 // A ghost gives its debt back once, to its own key only; it lapses when
 // its bucket would have refilled; in a full set the smallest debt, in
 // tokens, gives way to a larger one, never to a smaller.
 func TestGhosts(t *testing.T) {
-	var g ghosts
-	if got := g.start(7, 100); got != 100 {
+	var g Ghosts
+	if got := g.Start(7, 100); got != 100 {
 		t.Fatalf("no ghosts yet: start %d, want now", got)
 	}
-	g.keep(7, 90, 100, 1, 64) // owes nothing at 100: not kept
-	if got := g.start(7, 100); got != 100 {
+	g.Keep(7, 90, 100, 1, 64) // owes nothing at 100: not kept
+	if got := g.Start(7, 100); got != 100 {
 		t.Fatalf("a bucket that owed nothing came back at %d", got)
 	}
-	g.keep(7, 500, 100, 10, 64)
-	if got := g.start(8, 100); got != 100 {
+	g.Keep(7, 500, 100, 10, 64)
+	if got := g.Start(8, 100); got != 100 {
 		t.Fatalf("another key took 7's ghost: %d", got)
 	}
-	if got := g.start(7, 200); got != 500 {
+	if got := g.Start(7, 200); got != 500 {
 		t.Fatalf("7 came back at %d, want its TAT of 500", got)
 	}
-	if got := g.start(7, 200); got != 200 {
+	if got := g.Start(7, 200); got != 200 {
 		t.Fatalf("7's ghost was given back twice: %d", got)
 	}
-	g.keep(7, 500, 100, 10, 64)
-	if got := g.start(7, 600); got != 600 {
+	g.Keep(7, 500, 100, 10, 64)
+	if got := g.Start(7, 600); got != 600 {
 		t.Fatalf("a lapsed ghost set a bucket at %d, want now", got)
 	}
 	// Fill 7's set with four other keys' ghosts, then try to add more.
-	g.cell = make([]ghost, 64)
+	g.Cell = make([]Ghost, 64)
 	var mates []uint64
 	for k := uint64(8); len(mates) < 5; k++ {
-		if &g.setOf(k)[0] == &g.setOf(7)[0] {
+		if &g.SetOf(k)[0] == &g.SetOf(7)[0] {
 			mates = append(mates, k)
 		}
 	}
 	for i, k := range mates[:4] {
-		g.keep(k, 100+int64(i+1)*100, 100, 1, 64) // owe 100, 200, 300, 400
+		g.Keep(k, 100+int64(i+1)*100, 100, 1, 64) // owe 100, 200, 300, 400
 	}
-	g.keep(mates[4], 150, 100, 1, 64) // owes 50: fewer than any, not kept
-	if got := g.start(mates[4], 100); got != 100 {
+	g.Keep(mates[4], 150, 100, 1, 64) // owes 50: fewer than any, not kept
+	if got := g.Start(mates[4], 100); got != 100 {
 		t.Fatalf("a smaller debt displaced a larger one: %d", got)
 	}
-	g.keep(mates[4], 350, 100, 1, 64) // owes 250: displaces the one owing 100
-	if g.start(mates[0], 100) != 100 || g.start(mates[4], 100) != 350 || g.start(mates[1], 100) != 300 {
+	g.Keep(mates[4], 350, 100, 1, 64) // owes 250: displaces the one owing 100
+	if g.Start(mates[0], 100) != 100 || g.Start(mates[4], 100) != 350 || g.Start(mates[1], 100) != 300 {
 		t.Fatal("a full set did not give way to a larger debt, the smallest first")
 	}
 }

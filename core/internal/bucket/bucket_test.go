@@ -1,4 +1,4 @@
-package gopherpace
+package bucket
 
 import (
 	"math"
@@ -27,16 +27,16 @@ func TestBucketBurstThenRefill(t *testing.T) {
 	if d.ResetAfter != 500*time.Millisecond || d.Window != 500*time.Millisecond || d.BucketSize != 5 {
 		t.Fatalf("6th request: %+v, want reset 500ms, window 500ms, limit 5", d)
 	}
-	if d, _ := take(&tat, rule, bucketTime(100*time.Millisecond)-1, 1); d.Allowed {
+	if d, _ := take(&tat, rule, Time(100*time.Millisecond)-1, 1); d.Allowed {
 		t.Fatal("a token appeared 1ns early")
 	}
-	if d, _ := take(&tat, rule, bucketTime(100*time.Millisecond), 1); !d.Allowed {
+	if d, _ := take(&tat, rule, Time(100*time.Millisecond), 1); !d.Allowed {
 		t.Fatal("no token after one interval")
 	}
 	// Long idle: full again, never more than the bucket size.
 	later := int64(time.Hour)
 	for i := range 6 {
-		d, _ := take(&tat, rule, bucketTime(later), 1)
+		d, _ := take(&tat, rule, Time(later), 1)
 		if d.Allowed != (i < 5) {
 			t.Fatalf("after idle, request %d allowed=%v", i, d.Allowed)
 		}
@@ -54,15 +54,15 @@ func TestBucketAwkwardRates(t *testing.T) {
 		admitted := int64(0)
 		for now := int64(time.Millisecond); now <= int64(time.Second); now += int64(time.Millisecond) {
 			for {
-				d, _ := take(&tat, rule, bucketTime(now), 1)
+				d, _ := take(&tat, rule, Time(now), 1)
 				if !d.Allowed {
 					break
 				}
 				admitted++
 			}
 		}
-		if want := int64(time.Second) / rule.interval; admitted != want {
-			t.Errorf("rate %d: admitted %d in 1s, want exactly %d (1s / %dns)", rate, admitted, want, rule.interval)
+		if want := int64(time.Second) / rule.Interval; admitted != want {
+			t.Errorf("rate %d: admitted %d in 1s, want exactly %d (1s / %dns)", rate, admitted, want, rule.Interval)
 		}
 		if admitted > rate {
 			t.Errorf("rate %d: admitted %d in 1s, more than the rate", rate, admitted)
@@ -70,7 +70,7 @@ func TestBucketAwkwardRates(t *testing.T) {
 		// Rounding the interval up to whole nanoseconds delays each token
 		// by under a nanosecond: at most one token (the one due exactly at
 		// 1s) plus a 1/interval fraction is lost.
-		if floor := rate - 1 - rate/rule.interval; admitted < floor {
+		if floor := rate - 1 - rate/rule.Interval; admitted < floor {
 			t.Errorf("rate %d: admitted %d in 1s, want at least %d", rate, admitted, floor)
 		}
 	}
@@ -78,8 +78,8 @@ func TestBucketAwkwardRates(t *testing.T) {
 
 func TestBucketRateThreePerSecondInterval(t *testing.T) {
 	rule := mustRule(t, 3, 3)
-	if rule.interval != 333_333_334 {
-		t.Fatalf("interval %d, want 333333334 (rounded up)", rule.interval)
+	if rule.Interval != 333_333_334 {
+		t.Fatalf("interval %d, want 333333334 (rounded up)", rule.Interval)
 	}
 	var tat atomic.Int64
 	for range 3 {
@@ -117,14 +117,14 @@ func TestBucketTimeBackwards(t *testing.T) {
 	rule := mustRule(t, 10, 2)
 	var tat atomic.Int64
 	now := int64(time.Second)
-	take(&tat, rule, bucketTime(now), 2)
+	take(&tat, rule, Time(now), 2)
 	// Going back in time never refills.
 	for _, back := range []int64{now - 1, 0, -int64(time.Hour)} {
-		if d, _ := take(&tat, rule, bucketTime(back), 1); d.Allowed {
+		if d, _ := take(&tat, rule, Time(back), 1); d.Allowed {
 			t.Fatalf("admitted at %d after time went backwards", back)
 		}
 	}
-	if d, _ := take(&tat, rule, bucketTime(now+int64(100*time.Millisecond)), 1); !d.Allowed {
+	if d, _ := take(&tat, rule, Time(now+int64(100*time.Millisecond)), 1); !d.Allowed {
 		t.Fatal("refill lost after time went backwards")
 	}
 }
@@ -133,19 +133,19 @@ func TestRefundNeverOverfills(t *testing.T) {
 	rule := mustRule(t, 10, 3)
 	var tat atomic.Int64
 	take(&tat, rule, 0, 3)
-	refund(&tat, rule, 0, 1)
+	Refund(&tat, rule, 0, 1)
 	if d, _ := take(&tat, rule, 0, 1); !d.Allowed {
 		t.Fatal("refunded token not available")
 	}
 	// Owing 3, the bucket can have spent 6 within its window: a refund of
 	// 100 is refused whole, one of 6 fills it, and no more.
-	if refund(&tat, rule, 0, 100) {
+	if Refund(&tat, rule, 0, 100) {
 		t.Fatal("a refund of 100 tokens owing 3 was taken")
 	}
 	if d, _ := take(&tat, rule, 0, 1); d.Allowed {
 		t.Fatal("a refused refund gave tokens back")
 	}
-	if !refund(&tat, rule, 0, 6) {
+	if !Refund(&tat, rule, 0, 6) {
 		t.Fatal("a refund of 6 tokens owing 3 (and a bucket of 3) was refused")
 	}
 	admitted := 0
@@ -171,15 +171,15 @@ func TestNewRuleValidation(t *testing.T) {
 		{10, -1, "must be at least 1 token, got"},
 		{1, 2_000_000_000, "would take more than"},
 	} {
-		_, err := newRule(tc.rate, time.Second, tc.bucketSize)
+		_, err := NewRule(tc.rate, time.Second, tc.bucketSize)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("newRule(%d, %d) = %v, want error containing %q", tc.rate, tc.bucketSize, err, tc.want)
 		}
 	}
-	if _, err := newRule(1, time.Second, 1_000_000_000); err != nil {
+	if _, err := NewRule(1, time.Second, 1_000_000_000); err != nil {
 		t.Errorf("a burst of 1e9 at 1/s should be accepted: %v", err)
 	}
-	if _, err := newRule(1_000_000_000, time.Second, 1_000_000_000); err != nil {
+	if _, err := NewRule(1_000_000_000, time.Second, 1_000_000_000); err != nil {
 		t.Errorf("1e9/s with a burst of 1e9 should be accepted: %v", err)
 	}
 }
@@ -218,7 +218,7 @@ func FuzzBucketNeverExceedsRate(f *testing.F) {
 	f.Add(int64(1000), int64(86_400_000_000), int64(10), []byte{127, 1, 127, 1, 1, 9})
 	f.Fuzz(func(t *testing.T, tokens, perMicros, bucketSize int64, steps []byte) {
 		per := time.Duration(perMicros) * time.Microsecond
-		rule, err := newRule(tokens, per, bucketSize)
+		rule, err := NewRule(tokens, per, bucketSize)
 		if err != nil {
 			return
 		}
@@ -227,28 +227,28 @@ func FuzzBucketNeverExceedsRate(f *testing.F) {
 		for i := 0; i+1 < len(steps); i += 2 {
 			// Signed steps of up to ±127 intervals/4: back in time too,
 			// by more than a window at times.
-			step := int64(int8(steps[i])) * (rule.interval / 4)
+			step := int64(int8(steps[i])) * (rule.Interval / 4)
 			now += step
 			furthest, earliest, forward = max(furthest, now), min(earliest, now), forward+max(step, 0)
-			n := int64(steps[i+1])%min(rule.bucketSize, 16) + 1
-			if d, _ := take(&tat, rule, bucketTime(now), n); d.Allowed {
+			n := int64(steps[i+1])%min(rule.BucketSize, 16) + 1
+			if d, _ := take(&tat, rule, Time(now), n); d.Allowed {
 				admitted += n
 			}
 			// The bucket starts full at 0: at most B, plus the refill of
 			// the time moved forward, tokens·forward/per rounded down.
 			hi, lo := bits.Mul64(uint64(forward), uint64(tokens))
 			refill, _ := bits.Div64(hi, lo, uint64(per))
-			if bound := rule.bucketSize + int64(refill); admitted > bound {
+			if bound := rule.BucketSize + int64(refill); admitted > bound {
 				t.Fatalf("%d per %v, bucket %d: admitted %d with time moved forward %v in all, bound %d", tokens, per, bucketSize, admitted, time.Duration(forward), bound)
 			}
-			if earliest > -rule.tolerance && furthest <= 0 && admitted > rule.bucketSize {
-				t.Fatalf("admitted %d > bucket %d before time advanced, with time back less than a window", admitted, rule.bucketSize)
+			if earliest > -rule.Tolerance && furthest <= 0 && admitted > rule.BucketSize {
+				t.Fatalf("admitted %d > bucket %d before time advanced, with time back less than a window", admitted, rule.BucketSize)
 			}
 		}
 	})
 }
 
-// tokensIn divides exactly: every interval, around every multiple, up to
+// TokensIn divides exactly: every interval, around every multiple, up to
 // the largest spans a bucket allows.
 func TestTokensInDividesExactly(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
@@ -258,24 +258,24 @@ func TestTokensInDividesExactly(t *testing.T) {
 	}
 	for _, rate := range rates {
 		rule := mustRule(t, rate, 1)
-		d := rule.interval
-		xs := []int64{0, 1, d - 1, d, d + 1, maxTolerance, maxTolerance - 1, math.MaxInt64, math.MaxInt64 - 1}
+		d := rule.Interval
+		xs := []int64{0, 1, d - 1, d, d + 1, MaxTolerance, MaxTolerance - 1, math.MaxInt64, math.MaxInt64 - 1}
 		for range 200 {
-			k := rng.Int64N(maxTolerance/d + 1)
+			k := rng.Int64N(MaxTolerance/d + 1)
 			xs = append(xs, k*d-1, k*d, k*d+1, rng.Int64N(math.MaxInt64))
 		}
 		for _, x := range xs {
 			if x < 0 {
 				continue
 			}
-			if got, want := rule.tokensIn(x, d), x/d; got != want {
+			if got, want := rule.TokensIn(x, d), x/d; got != want {
 				t.Fatalf("interval %d: tokensIn(%d) = %d, want %d", d, x, got, want)
 			}
 		}
-		if got, want := rule.tokensIn(-5*d-1, d), (-5*d-1)/d; got != want {
+		if got, want := rule.TokensIn(-5*d-1, d), (-5*d-1)/d; got != want {
 			t.Fatalf("negative span: %d, want %d", got, want)
 		}
-		if got := rule.tokensIn(10*d, 2*d); got != 5 {
+		if got := rule.TokensIn(10*d, 2*d); got != 5 {
 			t.Fatalf("a scaled unit: %d, want 5", got)
 		}
 	}

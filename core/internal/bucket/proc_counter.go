@@ -1,19 +1,19 @@
-package gopherpace
+package bucket
 
 import (
 	"runtime"
 	"sync/atomic"
 )
 
-// procCounter is a counter that every processor adds to without a locked
+// ProcCounter is a counter that every processor adds to without a locked
 // instruction: each P owns a slot on cache lines of its own and is its
 // only writer while pinned (proc_counter_pinned.go), so an add is a plain one.
 // Race builds and 32-bit platforms add atomically instead, to a slot
 // picked by the caller's stack (proc_counter_atomic.go); processors beyond
 // those there were at creation add atomically to one shared slot. Reading sums the slots; a sum read during
 // adds is short of the adds in flight, never torn. Make one with
-// newProcCounter.
-type procCounter struct {
+// NewProcCounter.
+type ProcCounter struct {
 	slots []paddedInt64 // one per P at creation, then the shared one
 }
 
@@ -26,11 +26,11 @@ type paddedInt64 struct {
 // maxProcSlots bounds a counter's memory: 128 bytes a slot.
 const maxProcSlots = 256
 
-func newProcCounter() procCounter {
-	return procCounter{slots: make([]paddedInt64, min(runtime.GOMAXPROCS(0), maxProcSlots)+1)}
+func NewProcCounter() ProcCounter {
+	return ProcCounter{slots: make([]paddedInt64, min(runtime.GOMAXPROCS(0), maxProcSlots)+1)}
 }
 
-func (c *procCounter) add(n int64) {
+func (c *ProcCounter) Add(n int64) {
 	if p := pin(); p < len(c.slots)-1 {
 		c.slots[p].n += n
 		unpin()
@@ -40,7 +40,7 @@ func (c *procCounter) add(n int64) {
 	c.addShared(n)
 }
 
-func (c *procCounter) load() int64 {
+func (c *ProcCounter) Load() int64 {
 	var sum int64
 	for i := range c.slots {
 		sum += atomic.LoadInt64(&c.slots[i].n)

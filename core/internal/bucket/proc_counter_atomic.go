@@ -1,6 +1,6 @@
 //go:build race || gopherpace_atomic_counters || !(amd64 || arm64 || ppc64le || riscv64 || s390x || loong64)
 
-package gopherpace
+package bucket
 
 import (
 	"sync/atomic"
@@ -15,7 +15,7 @@ func unpin() {}
 
 // addShared adds to a slot picked from the caller's stack address, so
 // that goroutines on different processors mostly land on different lines.
-func (c *procCounter) addShared(n int64) {
+func (c *ProcCounter) addShared(n int64) {
 	var here byte
 	a := uintptr(unsafe.Pointer(&here))
 	atomic.AddInt64(&c.slots[(a>>13^a>>17)%uintptr(len(c.slots))].n, n)

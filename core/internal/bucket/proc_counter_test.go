@@ -1,6 +1,7 @@
-package gopherpace
+package bucket
 
 import (
+	"fmt"
 	"runtime"
 	"sync"
 	"testing"
@@ -11,7 +12,7 @@ import (
 // and a sum read while they add never goes backwards.
 func TestProcCounterCountsEveryAdd(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(4))
-	c := newProcCounter()
+	c := NewProcCounter()
 	runtime.GOMAXPROCS(12) // Ps beyond the slots share one
 	const goroutines, adds = 96, 2000
 	var wg sync.WaitGroup
@@ -26,9 +27,9 @@ func TestProcCounterCountsEveryAdd(t *testing.T) {
 				return
 			default:
 			}
-			n := c.load()
+			n := c.Load()
 			if n < last {
-				readerDone <- errorf("the sum went back from %d to %d", last, n)
+				readerDone <- fmt.Errorf("the sum went back from %d to %d", last, n)
 				return
 			}
 			last = n
@@ -38,7 +39,7 @@ func TestProcCounterCountsEveryAdd(t *testing.T) {
 	for g := range goroutines {
 		wg.Go(func() {
 			for i := range adds {
-				c.add(int64(1 + (g+i)%3))
+				c.Add(int64(1 + (g+i)%3))
 				if i%64 == 0 {
 					runtime.Gosched()
 				}
@@ -56,7 +57,7 @@ func TestProcCounterCountsEveryAdd(t *testing.T) {
 			want += int64(1 + (g+i)%3)
 		}
 	}
-	if got := c.load(); got != want {
+	if got := c.Load(); got != want {
 		t.Fatalf("counted %d, want %d", got, want)
 	}
 }

@@ -1,4 +1,4 @@
-package gopherpace
+package bucket
 
 import (
 	"runtime"
@@ -7,15 +7,15 @@ import (
 	"time"
 )
 
-// leases take the contention out of a hot global bucket. Every admit must
+// Leases take the contention out of a hot global bucket. Every admit must
 // write the bucket's one word, so when several cores call Allow at once
 // they trade that cache line on every call. While the bucket is hot, each
 // processor instead takes a small batch of tokens from the word at once (a
 // lease) and spends it from a slot that stays in its own cache.
 //
-// Leased tokens have left the bucket, and a lease expires leaseLife after
+// Leased tokens have left the bucket, and a lease expires LeaseLife after
 // it was taken, so in any span t a leasing bucket admits at most
-// B + R·(t + leaseLife): as if the span were 1 ms longer. Expired tokens
+// B + R·(t + LeaseLife): as if the span were 1 ms longer. Expired tokens
 // are dropped, never returned: the bucket may have refilled to full since,
 // and returning them would overfill it. So a hot bucket that goes quiet
 // for over 1 ms loses what its leases held, at most 1/leaseShare of it.
@@ -26,38 +26,38 @@ import (
 // them. (A Take of several tokens does not gather them from leases.)
 //
 // Only the global bucket leases, and only when a batch can stay a small
-// part of the bucket (see newLeases). A clustered limiter's leases come out
+// part of the bucket (see NewLeases). A clustered limiter's leases come out
 // of its counted word, so their tokens are reported to peers as admitted
 // when they are leased, within the node's cap of unreported tokens; a node
 // cut off under fail-closed spends none. A bucket is hot for
-// hotWindow after two compare-and-swaps on its word have lost races within
+// HotWindow after two compare-and-swaps on its word have lost races within
 // a millisecond (one alone may be the engine's flush, at most one a
 // millisecond); an uncontended bucket never leases and pays one extra load
 // for the check.
-type leases struct {
-	hotUntil atomic.Int64 // read on every Allow, written at most every hotWindow/10
+type Leases struct {
+	HotUntil atomic.Int64 // read on every Allow, written at most every HotWindow/10
 	_        [56]byte
 	size     int64 // tokens per lease
 	// lastLost is when a compare-and-swap on the word last lost a race.
 	lastLost atomic.Int64
-	slots    []leaseSlot
+	Slots    []LeaseSlot
 	next     atomic.Uint32
-	// pool hands each processor its slot: sync.Pool keeps a per-processor
+	// Pool hands each processor its slot: sync.Pool keeps a per-processor
 	// cache, and is the standard library's only one. A slot the pool drops
 	// keeps its tokens, because slots live here, not in the pool.
-	pool sync.Pool
+	Pool sync.Pool
 }
 
-// leaseSlot is one processor's lease: the time it was taken in the high
+// LeaseSlot is one processor's lease: the time it was taken in the high
 // bits (read back relative to now, as in countedWord) and the tokens left
 // in the low leaseBits.
-type leaseSlot struct {
-	word atomic.Uint64
+type LeaseSlot struct {
+	Word atomic.Uint64
 	_    [56]byte
 }
 
 const (
-	hotWindow = int64(10 * time.Millisecond)
+	HotWindow = int64(10 * time.Millisecond)
 	// maxLease caps a batch: refilling a lease once every 64 admits already
 	// makes the shared word's traffic negligible.
 	maxLease = 64
@@ -66,35 +66,35 @@ const (
 	slotsPerProc = 4
 	leaseBits    = 8
 	leaseMask    = 1<<leaseBits - 1
-	leaseLife    = int64(time.Millisecond)
+	LeaseLife    = int64(time.Millisecond)
 )
 
-func packLease(at, tokens int64) uint64 { return uint64(at)<<leaseBits | uint64(tokens) }
+func PackLease(at, tokens int64) uint64 { return uint64(at)<<leaseBits | uint64(tokens) }
 
-// fresh reports whether a lease word was taken within leaseLife of now,
+// fresh reports whether a lease word was taken within LeaseLife of now,
 // either way: a lease from a time far from now (a caller's clock jumped)
 // is never spent.
-func fresh(w uint64, at bucketTime) bool {
+func fresh(w uint64, at Time) bool {
 	now := int64(at)
-	return uint64(int64(w-uint64(now)<<leaseBits)>>leaseBits+leaseLife) <= uint64(2*leaseLife)
+	return uint64(int64(w-uint64(now)<<leaseBits)>>leaseBits+LeaseLife) <= uint64(2*LeaseLife)
 }
 
-// newLeases returns the leases for a bucket of rule, or nil when a batch
+// NewLeases returns the leases for a bucket of rule, or nil when a batch
 // would be under 2 tokens.
-func newLeases(rule *rule) *leases { return newLeasesFor(rule, runtime.GOMAXPROCS(0)) }
+func NewLeases(rule *Rule) *Leases { return NewLeasesFor(rule, runtime.GOMAXPROCS(0)) }
 
-func newLeasesFor(rule *rule, procs int) *leases {
+func NewLeasesFor(rule *Rule, procs int) *Leases {
 	slots := slotsPerProc * procs
-	size := min(maxLease, rule.bucketSize/int64(leaseShare*slots))
+	size := min(maxLease, rule.BucketSize/int64(leaseShare*slots))
 	if size < 2 {
 		return nil
 	}
-	lz := &leases{size: size, slots: make([]leaseSlot, slots)}
+	lz := &Leases{size: size, Slots: make([]LeaseSlot, slots)}
 	// Cold at any time a caller may pass, even one before the limiter was
 	// created (0 would make those hot).
-	lz.hotUntil.Store(neverUsed)
-	lz.lastLost.Store(neverUsed)
-	lz.pool.New = func() any { return lz.another() }
+	lz.HotUntil.Store(NeverUsed)
+	lz.lastLost.Store(NeverUsed)
+	lz.Pool.New = func() any { return lz.another() }
 	return lz
 }
 
@@ -102,83 +102,83 @@ func newLeasesFor(rule *rule, procs int) *leases {
 // to two processors (a goroutine may put its slot back on another
 // processor); a processor that finds its slot contended takes another, and
 // with more slots than processors the collisions die out.
-func (lz *leases) another() *leaseSlot {
-	return &lz.slots[lz.next.Add(1)%uint32(len(lz.slots))]
+func (lz *Leases) another() *LeaseSlot {
+	return &lz.Slots[lz.next.Add(1)%uint32(len(lz.Slots))]
 }
 
-// hot reports whether the bucket is hot at now: within hotWindow before
+// Hot reports whether the bucket is hot at now: within HotWindow before
 // the end of its last heating (a heating far from now, from a caller's
 // clock that jumped, does not count).
-func (lz *leases) hot(at bucketTime) bool {
-	return uint64(lz.hotUntil.Load()-int64(at)-1) < uint64(hotWindow)
+func (lz *Leases) Hot(at Time) bool {
+	return uint64(lz.HotUntil.Load()-int64(at)-1) < uint64(HotWindow)
 }
 
-// lost records a compare-and-swap on the word that lost a race, and heats
+// Lost records a compare-and-swap on the word that lost a race, and heats
 // the bucket if another did within a millisecond.
-func (lz *leases) lost(at bucketTime) {
+func (lz *Leases) Lost(at Time) {
 	now := int64(at)
 	if now-lz.lastLost.Swap(now) < int64(time.Millisecond) {
-		lz.heat(at)
+		lz.Heat(at)
 	}
 }
 
-// heat marks the bucket contended as of now.
-func (lz *leases) heat(at bucketTime) {
+// Heat marks the bucket contended as of now.
+func (lz *Leases) Heat(at Time) {
 	now := int64(at)
-	if until := now + hotWindow; until-lz.hotUntil.Load() > hotWindow/10 {
-		lz.hotUntil.Store(until)
+	if until := now + HotWindow; until-lz.HotUntil.Load() > HotWindow/10 {
+		lz.HotUntil.Store(until)
 	}
 }
 
-// leaseSource is the bucket that leases draw from: the standalone word, or
+// LeaseSource is the bucket that leases draw from: the standalone word, or
 // a clustered limiter's counted word, which counts a lease's tokens for
 // gossip as it hands them out.
-type leaseSource interface {
-	// takeUpTo spends as many tokens as the bucket allows, up to n, in one
+type LeaseSource interface {
+	// TakeUpTo spends as many tokens as the bucket allows, up to n, in one
 	// compare-and-swap; on a denial (got 0) retry is the wait.
-	takeUpTo(rule *rule, at bucketTime, n int64) (got int64, retry time.Duration, contended bool)
-	// giveBack returns n tokens taken at this very instant.
-	giveBack(rule *rule, at bucketTime, n int64)
+	TakeUpTo(rule *Rule, at Time, n int64) (got int64, retry time.Duration, contended bool)
+	// GiveBack returns n tokens taken at this very instant.
+	GiveBack(rule *Rule, at Time, n int64)
 }
 
-// plainSource is a standalone limiter's global word.
-type plainSource struct{ tat *atomic.Int64 }
+// PlainSource is a standalone limiter's global word.
+type PlainSource struct{ TAT *atomic.Int64 }
 
-func (s plainSource) takeUpTo(rule *rule, at bucketTime, n int64) (int64, time.Duration, bool) {
-	return takeUpTo(s.tat, rule, at, n)
+func (s PlainSource) TakeUpTo(rule *Rule, at Time, n int64) (int64, time.Duration, bool) {
+	return takeUpTo(s.TAT, rule, at, n)
 }
 
-func (s plainSource) giveBack(rule *rule, at bucketTime, n int64) { _ = refund(s.tat, rule, at, n) }
+func (s PlainSource) GiveBack(rule *Rule, at Time, n int64) { _ = Refund(s.TAT, rule, at, n) }
 
-// allow spends one token from this processor's lease, taking a new lease
+// Allow spends one token from this processor's lease, taking a new lease
 // from src when it runs dry or expires.
-func (lz *leases) allow(src leaseSource, rule *rule, at bucketTime) (bool, time.Duration) {
+func (lz *Leases) Allow(src LeaseSource, rule *Rule, at Time) (bool, time.Duration) {
 	now := int64(at)
-	s := lz.pool.Get().(*leaseSlot)
+	s := lz.Pool.Get().(*LeaseSlot)
 	ok, contended := s.spend(at)
 	if contended {
 		s = lz.another()
 	}
 	if ok {
-		lz.pool.Put(s)
+		lz.Pool.Put(s)
 		return true, 0
 	}
-	got, retry, contended := src.takeUpTo(rule, at, lz.size)
+	got, retry, contended := src.TakeUpTo(rule, at, lz.size)
 	if contended {
-		lz.heat(at)
+		lz.Heat(at)
 	}
 	if got > 0 {
 		// Another processor may have filled the slot meanwhile (the pool
 		// can hand one slot to two); then this lease, taken at this very
 		// instant, goes straight back.
-		if w := s.word.Load(); w&leaseMask != 0 && fresh(w, at) || !s.word.CompareAndSwap(w, packLease(now, got-1)) {
-			src.giveBack(rule, at, got-1)
+		if w := s.Word.Load(); w&leaseMask != 0 && fresh(w, at) || !s.Word.CompareAndSwap(w, PackLease(now, got-1)) {
+			src.GiveBack(rule, at, got-1)
 		}
-		lz.pool.Put(s)
+		lz.Pool.Put(s)
 		return true, 0
 	}
-	lz.pool.Put(s)
-	if lz.steal(at) {
+	lz.Pool.Put(s)
+	if lz.Steal(at) {
 		return true, 0
 	}
 	return false, retry
@@ -186,35 +186,35 @@ func (lz *leases) allow(src leaseSource, rule *rule, at bucketTime) (bool, time.
 
 // spend takes one token from a fresh lease. contended reports that another
 // goroutine spent from the slot at the same moment.
-func (s *leaseSlot) spend(at bucketTime) (ok, contended bool) {
+func (s *LeaseSlot) spend(at Time) (ok, contended bool) {
 	for {
-		w := s.word.Load()
+		w := s.Word.Load()
 		if w&leaseMask == 0 || !fresh(w, at) {
 			return false, contended
 		}
-		if s.word.CompareAndSwap(w, w-1) {
+		if s.Word.CompareAndSwap(w, w-1) {
 			return true, contended
 		}
 		contended = true
 	}
 }
 
-// steal spends one token from any processor's fresh lease, for a request
+// Steal spends one token from any processor's fresh lease, for a request
 // that the bucket's word denied.
-func (lz *leases) steal(at bucketTime) bool {
-	for i := range lz.slots {
-		if ok, _ := lz.slots[i].spend(at); ok {
+func (lz *Leases) Steal(at Time) bool {
+	for i := range lz.Slots {
+		if ok, _ := lz.Slots[i].spend(at); ok {
 			return true
 		}
 	}
 	return false
 }
 
-// leased is the count of tokens held in fresh leases at now.
-func (lz *leases) leased(at bucketTime) int64 {
+// Leased is the count of tokens held in fresh leases at now.
+func (lz *Leases) Leased(at Time) int64 {
 	var n int64
-	for i := range lz.slots {
-		if w := lz.slots[i].word.Load(); fresh(w, at) {
+	for i := range lz.Slots {
+		if w := lz.Slots[i].Word.Load(); fresh(w, at) {
 			n += int64(w & leaseMask)
 		}
 	}

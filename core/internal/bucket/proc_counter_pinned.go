@@ -1,6 +1,6 @@
 //go:build !race && !gopherpace_atomic_counters && (amd64 || arm64 || ppc64le || riscv64 || s390x || loong64)
 
-package gopherpace
+package bucket
 
 import (
 	"sync/atomic"
@@ -24,4 +24,4 @@ func pin() int { return procPin() }
 func unpin() { procUnpin() }
 
 // addShared is the add of processors that have no slot of their own.
-func (c *procCounter) addShared(n int64) { atomic.AddInt64(&c.slots[len(c.slots)-1].n, n) }
+func (c *ProcCounter) addShared(n int64) { atomic.AddInt64(&c.slots[len(c.slots)-1].n, n) }
