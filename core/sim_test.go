@@ -44,6 +44,10 @@ type scenario struct {
 	// fairFrom lists the starts of the 5 s windows over which each node's
 	// admitted/offered must match the cluster's; nil: 2, 7 and 12 s.
 	fairFrom []time.Duration
+	// lockstep puts every node's requests at the same fixed instants (the
+	// start of a step, once the node's offered rate has built up a whole
+	// request) instead of Poisson arrivals at random instants.
+	lockstep bool
 	// starved lists nodes whose process a busy CPU runs in slices: each
 	// sits out 5 to 30 ms at a time, runs 1 to 10 ms, and on waking
 	// decides at once every request that arrived while it sat out.
@@ -67,6 +71,9 @@ type simNode struct {
 	// arrived while it sat out.
 	wakeAt, sleepAt int
 	backlog         int
+	// due is the offered requests built up and not yet arrived, in
+	// lockstep.
+	due float64
 }
 
 type simCluster struct {
@@ -208,7 +215,14 @@ func (c *simCluster) arrivals(batch []arrival, s int, at time.Duration, start ti
 		} else {
 			offered *= float64(sc.rate)
 		}
-		k := poisson(c.rng, offered*step.Seconds())
+		var k int
+		if sc.lockstep {
+			n.due += offered * step.Seconds()
+			k = int(n.due)
+			n.due -= float64(k)
+		} else {
+			k = poisson(c.rng, offered*step.Seconds())
+		}
 		if slices.Contains(sc.starved, i) {
 			if s >= n.sleepAt {
 				n.wakeAt = s + 5 + c.rng.IntN(26)
@@ -227,7 +241,11 @@ func (c *simCluster) arrivals(batch []arrival, s int, at time.Duration, start ti
 			}
 		}
 		for range k {
-			batch = append(batch, arrival{start.Add(time.Duration(c.rng.Int64N(int64(step)))), n, s})
+			at := start
+			if !sc.lockstep {
+				at = start.Add(time.Duration(c.rng.Int64N(int64(step))))
+			}
+			batch = append(batch, arrival{at, n, s})
 		}
 		if s == 0 && sc.flash {
 			for range 2 * sc.bucketSize { // a flash crowd: all at the first instant
