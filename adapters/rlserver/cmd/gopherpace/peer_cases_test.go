@@ -123,17 +123,27 @@ var (
 	oneHeader   = route([]string{"detail"})
 )
 
+// runtimeRoot lays files (paths under the config directory) out as the
+// peer's Deployment mounts them, RUNTIME_ROOT/ratelimit/config/..., and
+// returns the environment that points the server at them.
+func runtimeRoot(t *testing.T, files map[string]string) []string {
+	t.Helper()
+	root := t.TempDir()
+	for name, text := range files {
+		path := filepath.Join(root, "ratelimit", "config", name)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		writeFile(t, path, text)
+	}
+	return []string{"RUNTIME_ROOT=" + root, "RUNTIME_SUBDIRECTORY=ratelimit", "USE_STATSD=false"}
+}
+
 // peerServer starts the built binary as the peer's integration Deployment
 // configures it, on the fixture.
 func peerServer(t *testing.T) (*proc, rlspb.RateLimitServiceClient) {
-	root := t.TempDir()
-	dir := filepath.Join(root, "ratelimit", "config")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	writeFile(t, filepath.Join(dir, "shop.yaml"), peerCasesConfig)
-	env := []string{"USE_STATSD=false", "LOG_LEVEL=debug", "REDIS_SOCKET_TYPE=tcp", "REDIS_URL=redis:6379",
-		"RUNTIME_ROOT=" + root, "RUNTIME_SUBDIRECTORY=ratelimit", "RUNTIME_WATCH_ROOT=false", "RESPONSE_DYNAMIC_METADATA=true"}
+	env := append(runtimeRoot(t, map[string]string{"shop.yaml": peerCasesConfig}),
+		"LOG_LEVEL=debug", "REDIS_SOCKET_TYPE=tcp", "REDIS_URL=redis:6379", "RUNTIME_WATCH_ROOT=false", "RESPONSE_DYNAMIC_METADATA=true")
 	p := startWith(t, build(t), env, "-addr", "127.0.0.1:0", "-rule-metrics")
 	return p, rlspb.NewRateLimitServiceClient(dial(t, p.grpc))
 }
@@ -364,15 +374,11 @@ func TestThePeersBadConfigsAreRefused(t *testing.T) {
 		{"merged domains with a key twice", []file{{"a.yaml", "domain: d\ndescriptors:\n  - key: a\n"}, {"b.yaml", "domain: d\ndescriptors:\n  - key: a\n"}}, []string{"MERGE_DOMAIN_CONFIG=true"}, "defined in two files"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			root := t.TempDir()
-			dir := filepath.Join(root, "ratelimit", "config")
-			if err := os.MkdirAll(dir, 0o755); err != nil {
-				t.Fatal(err)
-			}
+			files := map[string]string{}
 			for _, f := range tc.files {
-				writeFile(t, filepath.Join(dir, f.name), f.text)
+				files[f.name] = f.text
 			}
-			env := append([]string{"RUNTIME_ROOT=" + root, "RUNTIME_SUBDIRECTORY=ratelimit", "USE_STATSD=false"}, tc.env...)
+			env := append(runtimeRoot(t, files), tc.env...)
 			cmd := exec.Command(bin, "serve", "-addr", "127.0.0.1:0", "-grpc-addr", "127.0.0.1:0")
 			cmd.Env = append(os.Environ(), env...)
 			var stderr strings.Builder
@@ -399,14 +405,11 @@ func TestThePeersBadConfigsAreRefused(t *testing.T) {
 		})
 	}
 	// Merged, the same two files of one domain serve both keys' limits.
-	root := t.TempDir()
-	dir := filepath.Join(root, "ratelimit", "config", "team")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	writeFile(t, filepath.Join(dir, "a.yaml"), "domain: shop\ndescriptors:\n  - key: a\n    rate_limit: {unit: minute, requests_per_unit: 1}\n")
-	writeFile(t, filepath.Join(dir, "..", "b.yaml"), "domain: shop\ndescriptors:\n  - key: b\n    rate_limit: {unit: minute, requests_per_unit: 1}\n")
-	p := startWith(t, bin, []string{"RUNTIME_ROOT=" + root, "RUNTIME_SUBDIRECTORY=ratelimit", "USE_STATSD=false", "MERGE_DOMAIN_CONFIG=true"}, "-addr", "127.0.0.1:0")
+	env := runtimeRoot(t, map[string]string{
+		"team/a.yaml": "domain: shop\ndescriptors:\n  - key: a\n    rate_limit: {unit: minute, requests_per_unit: 1}\n",
+		"b.yaml":      "domain: shop\ndescriptors:\n  - key: b\n    rate_limit: {unit: minute, requests_per_unit: 1}\n",
+	})
+	p := startWith(t, bin, append(env, "MERGE_DOMAIN_CONFIG=true"), "-addr", "127.0.0.1:0")
 	c := rlspb.NewRateLimitServiceClient(dial(t, p.grpc))
 	for _, key := range []string{"a", "b"} {
 		d := func() []*rlv3.RateLimitDescriptor {
@@ -568,15 +571,7 @@ descriptors:
 }
 
 func TestThePeersREADMEExamples(t *testing.T) {
-	root := t.TempDir()
-	dir := filepath.Join(root, "ratelimit", "config")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for name, text := range readmeConfigs {
-		writeFile(t, filepath.Join(dir, name), text)
-	}
-	p := startWith(t, build(t), []string{"RUNTIME_ROOT=" + root, "RUNTIME_SUBDIRECTORY=ratelimit", "USE_STATSD=false"}, "-addr", "127.0.0.1:0", "-rule-metrics")
+	p := startWith(t, build(t), runtimeRoot(t, readmeConfigs), "-addr", "127.0.0.1:0", "-rule-metrics")
 	c := rlspb.NewRateLimitServiceClient(dial(t, p.grpc))
 	call := func(domain string, ds ...[]string) *rlspb.RateLimitResponse {
 		t.Helper()
