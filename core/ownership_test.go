@@ -47,6 +47,11 @@ var records = []string{
 // methods of sync/atomic's types; building a value with a composite
 // literal is not a write.
 func TestEachPartWritesOnlyItsOwnState(t *testing.T) {
+	t.Parallel()
+	// One importer for every package, so that the standard library is
+	// type-checked from source once, not once per package.
+	fset := token.NewFileSet()
+	imp := importer.ForCompiler(fset, "source", nil)
 	for dir, parts := range parts {
 		names, err := filepath.Glob(filepath.Join(dir, "*.go"))
 		if err != nil {
@@ -69,7 +74,7 @@ func TestEachPartWritesOnlyItsOwnState(t *testing.T) {
 		if len(sources) == 0 {
 			t.Fatalf("no source files in %s", dir)
 		}
-		breaches, err := foreignWrites(sources, parts, records)
+		breaches, err := foreignWrites(fset, imp, sources, parts, records)
 		if err != nil {
 			t.Fatalf("%s: %v", dir, err)
 		}
@@ -104,7 +109,8 @@ func (e *engine) run() {
 }
 `},
 	}
-	got, err := foreignWrites(sources, [][]string{{"counter.go", "counter_view.go"}}, nil)
+	fset := token.NewFileSet()
+	got, err := foreignWrites(fset, importer.ForCompiler(fset, "source", nil), sources, [][]string{{"counter.go", "counter_view.go"}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,11 +126,11 @@ func (e *engine) run() {
 
 type source struct{ name, text string }
 
-// foreignWrites type-checks the files and lists every write to a field of
-// a struct type from a file outside the part of the file declaring it,
-// except to the records' fields.
-func foreignWrites(sources []source, parts [][]string, records []string) ([]string, error) {
-	fset := token.NewFileSet()
+// foreignWrites type-checks the files (imports through imp, positions in
+// fset) and lists every write to a field of a struct type from a file
+// outside the part of the file declaring it, except to the records'
+// fields.
+func foreignWrites(fset *token.FileSet, imp types.Importer, sources []source, parts [][]string, records []string) ([]string, error) {
 	var files []*ast.File
 	for _, s := range sources {
 		f, err := parser.ParseFile(fset, s.name, s.text, 0)
@@ -134,7 +140,7 @@ func foreignWrites(sources []source, parts [][]string, records []string) ([]stri
 		files = append(files, f)
 	}
 	info := &types.Info{Defs: map[*ast.Ident]types.Object{}, Selections: map[*ast.SelectorExpr]*types.Selection{}}
-	conf := types.Config{Importer: importer.ForCompiler(fset, "source", nil)}
+	conf := types.Config{Importer: imp}
 	if _, err := conf.Check("p", fset, files, info); err != nil {
 		return nil, err
 	}

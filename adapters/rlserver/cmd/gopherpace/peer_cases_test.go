@@ -184,6 +184,7 @@ func runSteps(t *testing.T, c rlspb.RateLimitServiceClient, steps []peerStep) {
 }
 
 func TestThePeersIntegrationScripts(t *testing.T) {
+	t.Parallel() // each starts servers of its own, on ports the OS picks
 	p, c := peerServer(t)
 
 	// simple-get: a shadowed limit lets a first request through.
@@ -278,11 +279,13 @@ func TestThePeersIntegrationScripts(t *testing.T) {
 // The token quota scripts, each on a server of its own (they spend the
 // fixture's quota rules).
 func TestThePeersTokenQuotaScripts(t *testing.T) {
+	t.Parallel() // each starts servers of its own, on ports the OS picks
 	// token-quota: each request is checked with 0 hits and its usage (1)
 	// reported after the response. A budget of 2 passes three requests
 	// (the third is checked while the budget is spent, not overdrawn) and
 	// answers 429 to the fourth.
 	t.Run("token quota", func(t *testing.T) {
+		t.Parallel()
 		_, c := peerServer(t)
 		for i, want := range []bool{true, true, true, false} {
 			check := ask(t, c, 0, []*rlv3.RateLimitDescriptor{svc("b")})
@@ -301,6 +304,7 @@ func TestThePeersTokenQuotaScripts(t *testing.T) {
 	// the service that answered. a (1) serves two requests, b (2) the next
 	// three, and the sixth is answered 429.
 	t.Run("multiservice token quota", func(t *testing.T) {
+		t.Parallel()
 		_, c := peerServer(t)
 		both := []*rlv3.RateLimitDescriptor{svc("a"), svc("b")}
 		for i, want := range []string{"a", "a", "b", "b", "b", ""} {
@@ -350,6 +354,7 @@ func grepLines(text, substr string) string {
 // fault. Two files of one domain are refused unless MERGE_DOMAIN_CONFIG,
 // which merges them and still refuses a key defined twice.
 func TestThePeersBadConfigsAreRefused(t *testing.T) {
+	t.Parallel() // each starts servers of its own, on ports the OS picks
 	bin := build(t)
 	type file struct{ name, text string }
 	for _, tc := range []struct {
@@ -374,6 +379,7 @@ func TestThePeersBadConfigsAreRefused(t *testing.T) {
 		{"merged domains with a key twice", []file{{"a.yaml", "domain: d\ndescriptors:\n  - key: a\n"}, {"b.yaml", "domain: d\ndescriptors:\n  - key: a\n"}}, []string{"MERGE_DOMAIN_CONFIG=true"}, "defined in two files"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			files := map[string]string{}
 			for _, f := range tc.files {
 				files[f.name] = f.text
@@ -571,6 +577,7 @@ descriptors:
 }
 
 func TestThePeersREADMEExamples(t *testing.T) {
+	t.Parallel() // each starts servers of its own, on ports the OS picks
 	p := startWith(t, build(t), runtimeRoot(t, readmeConfigs), "-addr", "127.0.0.1:0", "-rule-metrics")
 	c := rlspb.NewRateLimitServiceClient(dial(t, p.grpc))
 	call := func(domain string, ds ...[]string) *rlspb.RateLimitResponse {
