@@ -22,8 +22,8 @@ import (
 const (
 	topShards   = 16
 	topPerShard = 16
-	// admitSample: one admit in this many, chosen by the time's low bits
-	// and the key's hash, is counted (weighted by it).
+	// admitSample: one admit in this many, chosen at random, is counted
+	// (weighted by it).
 	admitSample = 64
 )
 

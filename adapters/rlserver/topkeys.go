@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -131,23 +130,9 @@ func clusterTopKeys(ctx context.Context, client *http.Client, own TopKeysView, p
 
 // readTopKeys reads one replica's own lists.
 func readTopKeys(ctx context.Context, client *http.Client, url string) (TopKeysView, string) {
-	ctx, cancel := context.WithTimeout(ctx, status.PeerTimeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return TopKeysView{}, err.Error()
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return TopKeysView{}, err.Error()
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return TopKeysView{}, resp.Status
-	}
 	var v TopKeysView
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&v); err != nil {
-		return TopKeysView{}, "not a replica's top keys: " + err.Error()
+	if err := status.ReadPeer(ctx, client, url, 1<<20, &v); err != nil {
+		return TopKeysView{}, err.Error()
 	}
 	return v, ""
 }

@@ -3,6 +3,8 @@ package status
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"html/template"
 	"io"
 	"net/http"
@@ -151,26 +153,35 @@ type ClusterView struct {
 
 // read fetches one node's view from its Page.
 func (c *ClusterPage) read(ctx context.Context, url string) NodeView {
-	failed := func(why string) NodeView { return NodeView{Node: url, Unreachable: why} }
+	var v NodeView
+	if err := ReadPeer(ctx, c.http, url+"?format=json", 256<<10, &v); err != nil {
+		return NodeView{Node: url, Unreachable: err.Error()}
+	}
+	return v
+}
+
+// ReadPeer reads another node's JSON at url into v, within PeerTimeout and
+// at most max bytes of it: what a page that sums the cluster's nodes reads
+// from each. The error says why a node could not be read.
+func ReadPeer(ctx context.Context, client *http.Client, url string, max int64, v any) error {
 	ctx, cancel := context.WithTimeout(ctx, PeerTimeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+"?format=json", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return failed(err.Error())
+		return err
 	}
-	resp, err := c.http.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
-		return failed(err.Error())
+		return err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return failed(resp.Status)
+		return errors.New(resp.Status)
 	}
-	var v NodeView
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 256<<10)).Decode(&v); err != nil {
-		return failed("not a node's view: " + err.Error())
+	if err := json.NewDecoder(io.LimitReader(resp.Body, max)).Decode(v); err != nil {
+		return fmt.Errorf("not a node's JSON: %w", err)
 	}
-	return v
+	return nil
 }
 
 var clusterTemplate = template.Must(template.Must(template.New("cluster").Parse(keysTemplate)).Parse(`<!doctype html>

@@ -1,6 +1,7 @@
 package status_test
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -120,4 +121,27 @@ func ExampleNewClusterPage() {
 	cluster.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/status/cluster", nil))
 	fmt.Println(strings.Contains(w.Body.String(), "<th>a <small>(this node)</small></th>"), strings.Contains(w.Body.String(), "<th>b</th>"))
 	// Output: true true
+}
+
+// Reading another node's status page as JSON, as a page that sums the
+// cluster does; what is not a node's JSON gives the reason.
+func ExampleReadPeer() {
+	l, err := gopherpace.New(gopherpace.WithRate(100, time.Second))
+	if err != nil {
+		panic(err)
+	}
+	defer l.Close()
+	node := httptest.NewServer(status.NewPage("api", l))
+	defer node.Close()
+	client := &http.Client{}
+	var view struct {
+		Rate string `json:"rate"`
+	}
+	err = status.ReadPeer(context.Background(), client, node.URL+"?format=json", 1<<20, &view)
+	fmt.Println(view.Rate != "", err)
+	err = status.ReadPeer(context.Background(), client, node.URL, 1<<20, &view) // the HTML page
+	fmt.Println(err)
+	// Output:
+	// true <nil>
+	// not a node's JSON: invalid character '<' looking for beginning of value
 }

@@ -69,21 +69,25 @@ type Client struct {
 	domain  string
 	timeout time.Duration
 
-	mu     sync.Mutex
-	denied map[string]time.Time // by request: over the limit until
+	denied *deniedCache // shared with the clients WithTimeout derives
+}
+
+// deniedCache holds, by request, when a refused request may pass again.
+type deniedCache struct {
+	mu    sync.Mutex
+	until map[string]time.Time
 }
 
 // New returns a client of the domain's limits over conn, with
 // DefaultTimeout.
 func New(conn grpc.ClientConnInterface, domain string) *Client {
-	return &Client{rls: rlspb.NewRateLimitServiceClient(conn), domain: domain, timeout: DefaultTimeout, denied: map[string]time.Time{}}
+	return &Client{rls: rlspb.NewRateLimitServiceClient(conn), domain: domain, timeout: DefaultTimeout, denied: &deniedCache{until: map[string]time.Time{}}}
 }
 
 // WithTimeout returns a client like c with another timeout (1 ms or more),
 // sharing c's cache.
 func (c *Client) WithTimeout(d time.Duration) *Client {
-	n := &Client{rls: c.rls, domain: c.domain, timeout: max(d, time.Millisecond), denied: c.denied}
-	return n
+	return &Client{rls: c.rls, domain: c.domain, timeout: max(d, time.Millisecond), denied: c.denied}
 }
 
 // Descriptor is a descriptor of key, value pairs:
@@ -106,13 +110,14 @@ func (c *Client) Check(ctx context.Context, mode FailMode, descriptors ...*rlv3.
 	}
 	key := c.cacheKey(descriptors)
 	now := time.Now()
-	c.mu.Lock()
-	until, cached := c.denied[key]
+	dc := c.denied
+	dc.mu.Lock()
+	until, cached := dc.until[key]
 	if cached && !until.After(now) {
-		delete(c.denied, key)
+		delete(dc.until, key)
 		cached = false
 	}
-	c.mu.Unlock()
+	dc.mu.Unlock()
 	if cached {
 		return Result{RetryAfter: until.Sub(now), Cached: true}
 	}
@@ -139,20 +144,21 @@ func (c *Client) Check(ctx context.Context, mode FailMode, descriptors ...*rlv3.
 
 // remember caches a refusal until its reset, within maxDenied requests.
 func (c *Client) remember(key string, until time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if _, held := c.denied[key]; !held && len(c.denied) >= maxDenied {
+	dc := c.denied
+	dc.mu.Lock()
+	defer dc.mu.Unlock()
+	if _, held := dc.until[key]; !held && len(dc.until) >= maxDenied {
 		now := time.Now()
-		for k, u := range c.denied {
+		for k, u := range dc.until {
 			if !u.After(now) {
-				delete(c.denied, k)
+				delete(dc.until, k)
 			}
 		}
-		if len(c.denied) >= maxDenied {
+		if len(dc.until) >= maxDenied {
 			return
 		}
 	}
-	c.denied[key] = until
+	dc.until[key] = until
 }
 
 // cacheKey names a request's descriptors for the cache.

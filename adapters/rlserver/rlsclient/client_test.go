@@ -3,6 +3,8 @@ package rlsclient_test
 import (
 	"context"
 	"net"
+	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -92,5 +94,38 @@ func TestFailModes(t *testing.T) {
 	}
 	if r := c.Check(t.Context(), 0, rlsclient.Descriptor("k", "v")); r.Allowed || r.Err == nil {
 		t.Fatalf("no FailMode: %+v", r)
+	}
+}
+
+// A client and the one WithTimeout derives from it share one cache, each
+// from its own goroutines: a refusal either learns spares both the round
+// trip, and the race detector sees one lock guarding it.
+func TestDerivedClientsShareTheCache(t *testing.T) {
+	s := &service{n: 0, reset: time.Hour}
+	parent := rlsclient.New(serve(t, s), "edge")
+	child := parent.WithTimeout(time.Second)
+	var wg sync.WaitGroup
+	for i := range 8 {
+		c := parent
+		if i%2 == 1 {
+			c = child
+		}
+		wg.Go(func() {
+			for j := range 50 {
+				c.Check(t.Context(), rlsclient.FailClosed, rlsclient.Descriptor("user", strconv.Itoa(i*50+j)))
+			}
+		})
+	}
+	wg.Wait()
+	asked := s.calls.Load()
+	key := rlsclient.Descriptor("user", "7")
+	if r := parent.Check(t.Context(), rlsclient.FailClosed, key); !r.Cached {
+		t.Fatalf("the parent asked again for a key its child was refused: %+v", r)
+	}
+	if r := child.Check(t.Context(), rlsclient.FailClosed, rlsclient.Descriptor("user", "0")); !r.Cached {
+		t.Fatalf("the child asked again for a key its parent was refused: %+v", r)
+	}
+	if s.calls.Load() != asked {
+		t.Fatalf("%d round trips for cached refusals", s.calls.Load()-asked)
 	}
 }
