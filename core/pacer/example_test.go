@@ -46,5 +46,9 @@ func ExamplePauses() {
 		log.Fatal(err)
 	}
 	fmt.Println("waited at least 50ms:", time.Since(start) >= 50*time.Millisecond)
-	// Output: waited at least 50ms: true
+	_, held := pauses.Until("billing.internal:443")
+	fmt.Println("still paused:", held)
+	// Output:
+	// waited at least 50ms: true
+	// still paused: false
 }

@@ -46,12 +46,23 @@ func (p *Pauses) Hold(target string, until time.Time) {
 	}
 }
 
+// Until is when target's pause ends, if one is held that has not ended
+// (an ended one is forgotten).
+func (p *Pauses) Until(target string) (time.Time, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	until, ok := p.until[target]
+	if ok && !until.After(time.Now()) {
+		delete(p.until, target)
+		return time.Time{}, false
+	}
+	return until, ok
+}
+
 // Wait waits while target's pause lasts, for at most longest; it returns
 // the context's error if ctx ends first.
 func (p *Pauses) Wait(ctx context.Context, target string, longest time.Duration) error {
-	p.mu.Lock()
-	until, ok := p.until[target]
-	p.mu.Unlock()
+	until, ok := p.Until(target)
 	if !ok {
 		return ctx.Err()
 	}

@@ -20,11 +20,11 @@ import (
 	"context"
 	"errors"
 	"strings"
-	"sync"
 	"time"
 
 	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/pedreviljoen/gopherpace/core/pacer"
 	"google.golang.org/grpc"
 )
 
@@ -43,9 +43,6 @@ const (
 
 // DefaultTimeout bounds a call.
 const DefaultTimeout = 200 * time.Millisecond
-
-// maxDenied bounds the "over the limit until" cache.
-const maxDenied = 10_000
 
 // A Result is one call's answer.
 type Result struct {
@@ -69,19 +66,16 @@ type Client struct {
 	domain  string
 	timeout time.Duration
 
-	denied *deniedCache // shared with the clients WithTimeout derives
-}
-
-// deniedCache holds, by request, when a refused request may pass again.
-type deniedCache struct {
-	mu    sync.Mutex
-	until map[string]time.Time
+	// denied holds, by request, when a refused request may pass again
+	// (at most pacer.MaxPausedTargets requests); shared with the clients
+	// WithTimeout derives.
+	denied *pacer.Pauses
 }
 
 // New returns a client of the domain's limits over conn, with
 // DefaultTimeout.
 func New(conn grpc.ClientConnInterface, domain string) *Client {
-	return &Client{rls: rlspb.NewRateLimitServiceClient(conn), domain: domain, timeout: DefaultTimeout, denied: &deniedCache{until: map[string]time.Time{}}}
+	return &Client{rls: rlspb.NewRateLimitServiceClient(conn), domain: domain, timeout: DefaultTimeout, denied: &pacer.Pauses{}}
 }
 
 // WithTimeout returns a client like c with another timeout (1 ms or more),
@@ -110,14 +104,7 @@ func (c *Client) Check(ctx context.Context, mode FailMode, descriptors ...*rlv3.
 	}
 	key := c.cacheKey(descriptors)
 	now := time.Now()
-	dc := c.denied
-	dc.mu.Lock()
-	until, cached := dc.until[key]
-	if cached && !until.After(now) {
-		delete(dc.until, key)
-		cached = false
-	}
-	dc.mu.Unlock()
+	until, cached := c.denied.Until(key)
 	if cached {
 		return Result{RetryAfter: until.Sub(now), Cached: true}
 	}
@@ -137,28 +124,9 @@ func (c *Client) Check(ctx context.Context, mode FailMode, descriptors ...*rlv3.
 		}
 	}
 	if wait > 0 {
-		c.remember(key, now.Add(wait))
+		c.denied.Hold(key, now.Add(wait))
 	}
 	return Result{Response: resp, RetryAfter: wait}
-}
-
-// remember caches a refusal until its reset, within maxDenied requests.
-func (c *Client) remember(key string, until time.Time) {
-	dc := c.denied
-	dc.mu.Lock()
-	defer dc.mu.Unlock()
-	if _, held := dc.until[key]; !held && len(dc.until) >= maxDenied {
-		now := time.Now()
-		for k, u := range dc.until {
-			if !u.After(now) {
-				delete(dc.until, k)
-			}
-		}
-		if len(dc.until) >= maxDenied {
-			return
-		}
-	}
-	dc.until[key] = until
 }
 
 // cacheKey names a request's descriptors for the cache.
