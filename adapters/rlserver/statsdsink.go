@@ -94,6 +94,6 @@ func (s *statsdSink) flush(svc *rlsService) {
 
 // statsdName keeps a name clear of the bytes that end a statsd name or
 // value.
-func statsdName(s string) string {
-	return strings.NewReplacer(":", "_", "|", "_", "@", "_", "\n", "_", "#", "_").Replace(s)
-}
+func statsdName(s string) string { return statsdUnsafe.Replace(s) }
+
+var statsdUnsafe = strings.NewReplacer(":", "_", "|", "_", "@", "_", "\n", "_", "#", "_")
