@@ -209,11 +209,11 @@ func (c *countedWord) take(d *Decision, rule *bucket.Rule, at bucket.Time, n int
 	}
 }
 
-// settle is settle in bucket.go for the counted word w, whose time is
+// settle is bucket.Settle for the counted word w, whose time is
 // ahead ahead of now.
 func (c *countedWord) settle(w uint64, rule *bucket.Rule, ahead int64, at bucket.Time) {
 	now := int64(at)
-	if ahead > rule.Ceiling+rule.Tolerance {
+	if ahead > rule.SettleBeyond() {
 		c.word.CompareAndSwap(w, packCounted(now+rule.Ceiling, int64(w&countMask)))
 	}
 }

@@ -149,7 +149,7 @@ func Allow(tat *atomic.Int64, rule *Rule, at Time, n int64) (ok bool, retry time
 // was spent at times it has forgotten (FuzzBucketNeverExceedsRate).
 func Settle(tat *atomic.Int64, rule *Rule, old int64, at Time) {
 	now := int64(at)
-	if old != Evicted && old-now > max(rule.Ceiling, rule.Tolerance+rule.Reach)+rule.Tolerance {
+	if old != Evicted && old-now > rule.SettleBeyond() {
 		tat.CompareAndSwap(old, now+rule.Ceiling)
 	}
 }

@@ -114,6 +114,14 @@ func CostOf(n, unit, limit int64) int64 {
 	return n * unit
 }
 
+// SettleBeyond is how far ahead of now a word's time must lie before a
+// denial restarts it (Settle): a window beyond both the ceiling and the
+// reach of bookings, which no history whose times move forward leaves.
+// Every bucket word, plain or counted, settles at it.
+func (rule *Rule) SettleBeyond() int64 {
+	return max(rule.Ceiling, rule.Tolerance+rule.Reach) + rule.Tolerance
+}
+
 // ClusteredReach sets a clustered rule's reach and ceiling: bookings and
 // peers' charges carry a bucket at most one window into debt (none for
 // the reference design's floor at zero, whose ceiling stays the window).
