@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -210,9 +211,10 @@ func TestEncryptedClusterAndLabel(t *testing.T) {
 		t.Fatal("two gossip keys give one key hash secret")
 	}
 	// A node without the key cannot join: New's first, synchronous join
-	// attempt has already failed.
+	// attempt has already failed. (Whether a still lists e1 is not the
+	// question: on a loaded machine a missed probe can drop it for a while.)
 	c := node(t, "e2", WithLabel("prod"), WithSeeds(seeds.Static{a.GossipAddr()}))
-	if st := c.Stats(); st.JoinErrors == 0 || len(c.Members()) != 0 || len(a.Members()) != 1 {
+	if st := c.Stats(); st.JoinErrors == 0 || len(c.Members()) != 0 || slices.Contains(a.Members(), "e2") {
 		t.Fatalf("a node without the key joined: %+v, members %v / %v", st, c.Members(), a.Members())
 	}
 	if c.KeyHashSecret() != nil {
