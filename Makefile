@@ -15,7 +15,7 @@ JOBS ?= 2
 # busy loops they hold without it and fail with it (docs/accuracy.md,
 # "Fairness"). The same code runs under the race detector in memberpace's
 # and rlserver's other cluster tests.
-QUIET_MEMBERPACE := ^(TestFairnessOverRealMemberlist|TestSeparateProcesses|TestOversizedBatchIsSplit)$$
+QUIET_MEMBERPACE := ^(TestFairnessOverRealMemberlist|TestSeparateProcesses|TestOversizedBatchIsSplit|TestInFlightOverRealMemberlist)$$
 QUIET_RLSERVER := ^TestThreeReplicasEnforceOneEnvoyLimit$$
 # The core's cluster simulations run every node, its timers and its
 # network on the one goroutine that advances the in-memory network's
@@ -198,6 +198,7 @@ fuzz:
 	cd core && GOWORK=off $(GO) test -run '^$$' -fuzz FuzzDecodeFrame -fuzztime 30s ./internal/wire
 	cd core && GOWORK=off $(GO) test -run '^$$' -fuzz FuzzOpenRelay -fuzztime 30s ./internal/wire
 	cd core && GOWORK=off $(GO) test -run '^$$' -fuzz FuzzOpenDigest -fuzztime 30s ./internal/wire
+	cd core && GOWORK=off $(GO) test -run '^$$' -fuzz FuzzDecodeGauges -fuzztime 30s ./internal/wire
 	cd core && GOWORK=off $(GO) test -run '^$$' -fuzz FuzzCountedDecidesLikeBucket -fuzztime 30s .
 	cd core && GOWORK=off $(GO) test -run '^$$' -fuzz FuzzLeasingNeverExceedsRate -fuzztime 30s .
 	cd core && GOWORK=off $(GO) test -run '^$$' -fuzz FuzzReceive -fuzztime 30s .

@@ -311,3 +311,44 @@ func ExampleMergeTopKeys() {
 	// tenant-2 130
 	// tenant-1 90
 }
+
+// At most two calls to the backend at once; the third waits for a slot or
+// its deadline. With WithTransport the cap is the cluster's.
+func ExampleNewInFlight() {
+	backend, err := gopherpace.NewInFlight(2)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer backend.Close()
+	r1, _ := backend.Acquire(context.Background(), "")
+	r2, _ := backend.Acquire(context.Background(), "")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	defer cancel()
+	_, err = backend.Acquire(ctx, "")
+	fmt.Println("third:", err)
+	r1()
+	r2()
+	own, _ := backend.Count("")
+	fmt.Println("in flight:", own)
+	// Output:
+	// third: context deadline exceeded
+	// in flight: 0
+}
+
+// TryAcquire never waits for a slot: a request it refuses gets a 503 or
+// a 429 at once.
+func ExampleInFlight_TryAcquire() {
+	perTenant, _ := gopherpace.NewInFlight(1)
+	defer perTenant.Close()
+	release, ok := perTenant.TryAcquire("tenant-a")
+	fmt.Println(ok)
+	_, ok = perTenant.TryAcquire("tenant-a")
+	fmt.Println(ok)
+	_, ok = perTenant.TryAcquire("tenant-b")
+	fmt.Println(ok)
+	release()
+	// Output:
+	// true
+	// false
+	// true
+}

@@ -319,18 +319,6 @@ func (c *config) finish() error {
 	if c.grace < 2*c.interval {
 		errs = append(errs, errorf("peer grace period %v must be at least two gossip intervals (%v): raise WithPeerGracePeriod or lower WithGossipInterval", c.grace, 2*c.interval))
 	}
-	if c.maxKeys < 1 {
-		errs = append(errs, errorf("WithMaxKeys(%d): max keys must be at least 1 (the default is %d)", c.maxKeys, DefaultMaxKeys))
-	}
-	if c.transport != nil {
-		if c.nodeName != "" && c.nodeName != c.transport.Name() {
-			errs = append(errs, errorf("node name %q differs from the transport's %q: a clustered limiter is named by its transport; leave WithNodeName out", c.nodeName, c.transport.Name()))
-		}
-		c.nodeName = c.transport.Name()
-		if fs := c.transport.MaxFrameSize(); fs < transportkit.MinFrameSize {
-			errs = append(errs, errorf("transport's MaxFrameSize %d is below the minimum of %d bytes: a transport must carry at least that much in one frame", fs, transportkit.MinFrameSize))
-		}
-	}
 	if c.rateSet {
 		if _, err := bucket.NewRule(c.rate, c.per, c.bucketSize); err != nil {
 			if c.burstSet {
@@ -346,6 +334,43 @@ func (c *config) finish() error {
 		}
 		if _, err := bucket.NewRule(o.tokens, o.per, o.bucketSize); err != nil {
 			errs = append(errs, errorf("%s: %w", o.words, err))
+		}
+	}
+	return c.finishNode(errs)
+}
+
+// finishInFlight checks the options of an in-flight limit (NewInFlight):
+// those of a node, and none of a rate's.
+func (c *config) finishInFlight() error {
+	errs := c.errs
+	for _, o := range []struct {
+		set    bool
+		option string
+	}{
+		{c.rateSet, c.rateWords}, {c.burstSet, "WithBucketSize"}, {len(c.overrides) > 0, "WithOverride"},
+		{c.shadow, "WithShadowMode"}, {c.lookup != nil, "WithLookup"}, {c.topKeys, "WithTopKeys"},
+		{c.partition != PartitionShare, "WithPartitionPolicy"}, {c.grace != DefaultPeerGracePeriod, "WithPeerGracePeriod"},
+	} {
+		if o.set {
+			errs = append(errs, errorf("%s does not apply to an in-flight limit: it caps requests at once, not a rate", o.option))
+		}
+	}
+	return c.finishNode(errs)
+}
+
+// finishNode checks what every limit takes (its keys, its transport) and
+// fills in the node's name and logger; errs are the checks so far.
+func (c *config) finishNode(errs []error) error {
+	if c.maxKeys < 1 {
+		errs = append(errs, errorf("WithMaxKeys(%d): max keys must be at least 1 (the default is %d)", c.maxKeys, DefaultMaxKeys))
+	}
+	if c.transport != nil {
+		if c.nodeName != "" && c.nodeName != c.transport.Name() {
+			errs = append(errs, errorf("node name %q differs from the transport's %q: a clustered limiter is named by its transport; leave WithNodeName out", c.nodeName, c.transport.Name()))
+		}
+		c.nodeName = c.transport.Name()
+		if fs := c.transport.MaxFrameSize(); fs < transportkit.MinFrameSize {
+			errs = append(errs, errorf("transport's MaxFrameSize %d is below the minimum of %d bytes: a transport must carry at least that much in one frame", fs, transportkit.MinFrameSize))
 		}
 	}
 	if len(errs) > 0 {

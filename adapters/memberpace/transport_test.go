@@ -29,6 +29,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(childEnv) != "" {
 		os.Exit(runChild())
 	}
+	if os.Getenv(inFlightChildEnv) != "" {
+		os.Exit(runInFlightChild())
+	}
 	goleak.VerifyTestMain(m)
 }
 

@@ -31,3 +31,13 @@ func XTimeRate(ctx context.Context, transport gopherpace.Transport) error {
 	defer lim.Close()
 	return lim.Wait(ctx)
 }
+
+// InFlightCap is README.md: requests in flight, capped across the cluster.
+func InFlightCap(ctx context.Context, payments *gopherpace.InFlight, call func() error) error {
+	release, err := payments.Acquire(ctx, "") // waits for a slot
+	if err != nil {
+		return err
+	}
+	defer release()
+	return call()
+}

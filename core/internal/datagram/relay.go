@@ -266,7 +266,7 @@ func (r *relays) membersChanged(t Transport, members []string) bool {
 // once, whole, in an envelope. A frame without (running totals: a report
 // of global admits, a heartbeat) becomes the origin's latest entry for a
 // digest, replacing the one still waiting: its totals include every
-// earlier frame's. An entry with admits or a flag goes with the next
+// earlier frame's. An in-flight limit's gauge frame goes whole. An entry with admits or a flag goes with the next
 // datagram, one of running totals alone at most every quiet (dueLatest).
 // It reports how many frames it queued in envelopes, and how many it
 // dropped for want of room.
@@ -284,13 +284,15 @@ func (r *relays) forGroups(origin string, b []byte, now, tick int64, maxDatagram
 		if wire.IsRelay(frame) {
 			continue // another group's, passed on to the mates apart
 		}
-		f := &r.scratch
-		if wire.Decode(frame, f) != nil {
-			continue // the engines dropped it too
-		}
-		if f.Seq == 0 {
-			r.keepLatest(relayStream{origin, f.Limiter}, f, now, tick)
-			continue
+		if !wire.IsGauges(frame) { // an in-flight limit's levels go whole
+			f := &r.scratch
+			if wire.Decode(frame, f) != nil {
+				continue // the engines dropped it too
+			}
+			if f.Seq == 0 {
+				r.keepLatest(relayStream{origin, f.Limiter}, f, now, tick)
+				continue
+			}
 		}
 		if wire.RelaySize(origin, len(batch)+len(frame)) > maxDatagram {
 			q, d := r.emit(origin, batch, n)

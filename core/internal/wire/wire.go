@@ -22,6 +22,8 @@
 //	                     until it admits or is refused again
 //	                     bit 2: some member is out of the sender's sight
 //	                     (idle receivers wake, so that it hears them)
+//	                     bit 4: not a rate limiter's frame but an in-flight
+//	                     limiter's gauge frame, laid out alike (gauges.go)
 //	                     bit 7: not a frame but a relay envelope or,
 //	                     with bit 5, a digest (below)
 //	limiter     8 bytes  hash of the limiter ID, so limiters can share a transport
@@ -336,6 +338,9 @@ func Decode(b []byte, f *Frame) error {
 	}
 	if b[3]&flagRelay != 0 {
 		return ErrRelay // an envelope, not a frame: OpenRelay reads it
+	}
+	if b[3]&flagGauges != 0 {
+		return ErrGauges // an in-flight limiter's: DecodeGauges reads it
 	}
 	f.Leaving = b[3]&flagLeaving != 0
 	f.Idle = b[3]&flagIdle != 0

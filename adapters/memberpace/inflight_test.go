@@ -1,0 +1,181 @@
+package memberpace
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	gopherpace "github.com/pedreviljoen/gopherpace/core"
+	"github.com/pedreviljoen/gopherpace/seeds"
+)
+
+const inFlightChildEnv = "MEMBERPACE_INFLIGHT_CHILD"
+
+// runInFlightChild is the node TestInFlightOverRealMemberlist kills: it
+// joins the seed, takes childSlots slots and holds them until it dies.
+func runInFlightChild() int {
+	tr, err := New(WithBindAddr("127.0.0.1"), WithBindPort(0), WithNodeName("victim"), WithProfile(ProfileFast),
+		WithLogger(quiet), WithSeeds(seeds.Static{os.Getenv(inFlightChildEnv)}))
+	if err != nil {
+		fmt.Println("error", err)
+		return 1
+	}
+	f, err := gopherpace.NewInFlight(inFlightLimit, gopherpace.WithTransport(tr), gopherpace.WithLogger(quiet))
+	if err != nil {
+		fmt.Println("error", err)
+		return 1
+	}
+	for held, deadline := 0, time.Now().Add(10*time.Second); held < childSlots && time.Now().Before(deadline); {
+		if _, ok := f.TryAcquire("backend"); ok {
+			held++
+		}
+	}
+	fmt.Println("held")
+	time.Sleep(time.Minute) // until killed; the test's context ends it sooner
+	return 0
+}
+
+const (
+	inFlightLimit = 40
+	childSlots    = 5
+)
+
+// Three nodes over real memberlist share an in-flight limit of 40 with a
+// fourth, a separate process holding 5 slots. Each of the three is asked
+// at its own rate (3:2:1, three times the limit in all) and holds every
+// request it lets in for 20 ms. Sampled every millisecond, the cluster
+// never holds more than its Bound; each node lets
+// in the same part of its requests as the cluster, within a tenth; and
+// after the fourth process is killed (SIGKILL), its slots come back to
+// the others within 3 s.
+func TestInFlightOverRealMemberlist(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	trs := []*Transport{node(t, "i0")}
+	s := WithSeeds(seeds.Static{trs[0].GossipAddr()})
+	trs = append(trs, node(t, "i1", s), node(t, "i2", s))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, exe, "-test.run=^$")
+	cmd.Env = append(os.Environ(), inFlightChildEnv+"="+trs[0].GossipAddr())
+	pipe, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Wait()
+	defer cmd.Process.Kill()
+	out := bufio.NewScanner(pipe)
+	if !out.Scan() || out.Text() != "held" {
+		t.Fatalf("the child said %q", out.Text())
+	}
+	var lims []*gopherpace.InFlight
+	for _, tr := range trs {
+		eventually(t, 10*time.Second, "four members", func() bool { return len(tr.Members()) == 3 })
+		f, err := gopherpace.NewInFlight(inFlightLimit, gopherpace.WithTransport(tr), gopherpace.WithLogger(quiet))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		lims = append(lims, f)
+	}
+	eventually(t, 5*time.Second, "the child's slots are heard", func() bool {
+		_, cl := lims[0].Count("backend")
+		return cl == childSlots
+	})
+	bound := lims[0].Bound(4)
+
+	var wg sync.WaitGroup
+	var asked, let [3]atomic.Int64
+	stop := make(chan struct{})
+	judged := atomic.Bool{} // the first second is the warm-up
+	for i, f := range lims {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// (3-i) requests a millisecond, owed by the clock: a starved
+			// loop catches up in bursts rather than asking less.
+			start, issued := time.Now(), int64(0)
+			for {
+				select {
+				case <-stop:
+					return
+				case <-time.After(time.Millisecond):
+				}
+				owed := int64(3-i)*time.Since(start).Milliseconds() - issued
+				for range min(owed, 100) {
+					issued++
+					release, ok := f.TryAcquire("backend")
+					if judged.Load() {
+						asked[i].Add(1)
+					}
+					if !ok {
+						continue
+					}
+					if judged.Load() {
+						let[i].Add(1)
+					}
+					wg.Add(1)
+					time.AfterFunc(20*time.Millisecond, func() { release(); wg.Done() })
+				}
+			}
+		}()
+	}
+	worst := int64(0)
+	began := time.Now()
+	for time.Since(began) < 4*time.Second {
+		if time.Since(began) > time.Second {
+			judged.Store(true)
+		}
+		held := int64(childSlots)
+		for _, f := range lims {
+			own, _ := f.Count("backend")
+			held += own
+		}
+		worst = max(worst, held)
+		time.Sleep(time.Millisecond)
+	}
+	close(stop)
+	wg.Wait()
+	var sumAsked, sumLet int64
+	for i := range 3 {
+		sumAsked, sumLet = sumAsked+asked[i].Load(), sumLet+let[i].Load()
+	}
+	cluster := float64(sumLet) / float64(sumAsked)
+	t.Logf("at most %d in flight (limit %d, bound %d); the cluster let in %.3f of %d requests", worst, inFlightLimit, bound, cluster, sumAsked)
+	if worst > bound {
+		t.Errorf("%d in flight, over the bound %d", worst, bound)
+	}
+	if cluster > 0.8 || worst < inFlightLimit {
+		t.Errorf("not the overload asked for: %.3f of the requests let in, at most %d in flight", cluster, worst)
+	}
+	for i := range 3 {
+		if r := float64(let[i].Load()) / float64(asked[i].Load()); r < 0.9*cluster || r > 1.1*cluster {
+			t.Errorf("node %d let in %.3f of its requests, the cluster %.3f", i, r, cluster)
+		}
+	}
+
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	killed := time.Now()
+	eventually(t, 3*time.Second, "the killed node's slots come back", func() bool {
+		_, cl := lims[0].Count("backend")
+		return cl == 0
+	})
+	t.Logf("the killed node's slots came back after %v", time.Since(killed).Round(10*time.Millisecond))
+	if !strings.Contains(strings.Join(trs[0].Members(), ","), "i1") {
+		t.Fatal("i1 left the members")
+	}
+}

@@ -1,0 +1,330 @@
+package inflight
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/pedreviljoen/gopherpace/core/internal/wire"
+)
+
+const ms = int64(1_000_000)
+
+// cluster is tables that hear each other's reports through the wire
+// format, delivered when the test says.
+type cluster struct {
+	nodes []*Table
+	names []string
+	seq   []uint64
+}
+
+func newCluster(limit int64, n int) *cluster {
+	c := &cluster{seq: make([]uint64, n)}
+	for i := range n {
+		c.names = append(c.names, fmt.Sprintf("n%d", i))
+		c.nodes = append(c.nodes, New(c.names[i], limit, n, 100))
+	}
+	return c
+}
+
+// report is node i's next report, as its peers decode it.
+func (c *cluster) report(i int, now int64, all bool) *wire.GaugeFrame {
+	gs := c.nodes[i].Report(now, all, nil)
+	c.seq[i]++
+	head := wire.GaugeFrame{Limiter: 1, Incarnation: 1, Seq: c.seq[i], Round: c.nodes[i].Round(), KeyHashID: 7}
+	b := wire.AppendGaugeHeader(nil, &head, len(gs))
+	for _, g := range gs {
+		b = wire.AppendGauge(b, g)
+	}
+	var f wire.GaugeFrame
+	if err := wire.DecodeGauges(b, &f); err != nil {
+		panic(err)
+	}
+	return &f
+}
+
+func (c *cluster) deliver(i int, f *wire.GaugeFrame) {
+	for j, t := range c.nodes {
+		if j != i {
+			t.Apply(c.names[i], f, true)
+		}
+	}
+}
+
+func (c *cluster) tick(now int64) {
+	for i, t := range c.nodes {
+		t.Tick(now, c.names)
+		c.deliver(i, c.report(i, now, true))
+	}
+}
+
+func (c *cluster) total(key uint64) (n int64) {
+	for _, t := range c.nodes {
+		own, _ := t.Count(key)
+		n += own
+	}
+	return n
+}
+
+// Alone, a table is a counting semaphore per key: the limit is held, a
+// release frees one slot, releasing more than was taken frees nothing.
+func TestStandaloneIsASemaphorePerKey(t *testing.T) {
+	tb := NewStandalone(3)
+	for range 3 {
+		if v := tb.Acquire(5, 0); v != Admitted {
+			t.Fatalf("verdict %v below the limit", v)
+		}
+	}
+	if v := tb.Acquire(5, 0); v != Full {
+		t.Fatalf("a 4th request of 3: %v", v)
+	}
+	if v := tb.Acquire(6, 0); v != Admitted {
+		t.Fatalf("another key: %v", v)
+	}
+	tb.Release(5)
+	if own, _ := tb.Count(5); own != 2 {
+		t.Fatalf("after a release: %d in flight", own)
+	}
+	for range 5 {
+		tb.Release(6)
+	}
+	if own, _ := tb.Count(6); own != 0 {
+		t.Fatalf("released more than taken: %d", own)
+	}
+	if v := tb.Acquire(5, 0); v != Admitted {
+		t.Fatalf("the freed slot: %v", v)
+	}
+	if v := tb.Acquire(5, 0); v != Full {
+		t.Fatalf("past the limit again: %v", v)
+	}
+}
+
+// Random arrivals and releases at every node, with reports that take
+// less than ReportFlight to arrive: the cluster never holds more than
+// Bound, it fills the limit, and every node gets requests in.
+func TestClusterHoldsTheOvershootBound(t *testing.T) {
+	for _, tc := range []struct {
+		limit int64
+		n     int
+	}{{10, 3}, {100, 3}, {100, 5}, {1000, 5}, {3, 5}} {
+		t.Run(fmt.Sprintf("limit %d, %d nodes", tc.limit, tc.n), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(uint64(tc.limit), uint64(tc.n)))
+			c := newCluster(tc.limit, tc.n)
+			bound := Bound(tc.limit, tc.n)
+			type pending struct {
+				at   int64
+				from int
+				f    *wire.GaugeFrame
+			}
+			var inTransit []pending
+			held := make([]int64, tc.n)
+			admitted := make([]int, tc.n)
+			var worst int64
+			now := int64(0)
+			for step := range 60_000 {
+				now += int64(rng.ExpFloat64() * float64(ms) / 20)
+				if step%2000 == 0 { // a tick every 100 ms
+					c.tick(now)
+				}
+				kept := inTransit[:0]
+				for _, p := range inTransit {
+					if p.at <= now {
+						c.deliver(p.from, p.f)
+					} else {
+						kept = append(kept, p)
+					}
+				}
+				inTransit = kept
+				i := rng.IntN(tc.n)
+				if held[i] > 0 && rng.IntN(3) == 0 {
+					c.nodes[i].Release(9)
+					held[i]--
+				} else {
+					switch c.nodes[i].Acquire(9, now) {
+					case Admitted:
+						held[i]++
+						admitted[i]++
+					case Unheard:
+					}
+				}
+				if rng.IntN(4) == 0 || c.nodes[i].unheardNow(9, now) >= c.nodes[i].LocalCap() {
+					inTransit = append(inTransit, pending{now + rng.Int64N(ReportFlight), i, c.report(i, now, false)})
+				}
+				worst = max(worst, c.total(9))
+			}
+			t.Logf("the cluster held %d at most; bound %d", worst, bound)
+			if worst > bound {
+				t.Fatalf("the cluster held %d, over the bound %d", worst, bound)
+			}
+			if worst < tc.limit {
+				t.Fatalf("the cluster never filled the limit: %d of %d", worst, tc.limit)
+			}
+			for i, a := range admitted {
+				if a == 0 {
+					t.Fatalf("node %d let nothing in: %v", i, admitted)
+				}
+			}
+		})
+	}
+}
+
+func (t *Table) unheardNow(key uint64, now int64) int64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if s := t.slots[key]; s != nil {
+		return s.unheard(now)
+	}
+	return 0
+}
+
+// Under overload the limit is shared in proportion to the requests each
+// node is asked for: with one node asked three times as often as the
+// other, each lets in the same part of what it is asked.
+func TestSharesFollowDemand(t *testing.T) {
+	c := newCluster(40, 2)
+	asks := []int{3, 1}  // requests a millisecond at each node
+	const hold = 20 * ms // each request's time in flight: twice the limit asked
+	type done struct {
+		at   int64
+		node int
+	}
+	var releases []done
+	var asked, let [2]int
+	for step := range int64(4000) {
+		now := step * ms
+		if step%50 == 0 {
+			c.tick(now)
+		}
+		kept := releases[:0]
+		for _, r := range releases {
+			if r.at <= now {
+				c.nodes[r.node].Release(1)
+			} else {
+				kept = append(kept, r)
+			}
+		}
+		releases = kept
+		for i, n := range asks {
+			for range n {
+				v := c.nodes[i].Acquire(1, now)
+				if step >= 2000 {
+					asked[i]++
+				}
+				if v == Admitted {
+					releases = append(releases, done{now + hold, i})
+					if step >= 2000 {
+						let[i]++
+					}
+				}
+			}
+		}
+		for i := range c.nodes {
+			c.deliver(i, c.report(i, now, false))
+		}
+		if total := c.total(1); total > Bound(40, 2) {
+			t.Fatalf("%d in flight at %d ms", total, step)
+		}
+	}
+	r0, r1 := float64(let[0])/float64(asked[0]), float64(let[1])/float64(asked[1])
+	cluster := float64(let[0]+let[1]) / float64(asked[0]+asked[1])
+	if r0 < 0.9*cluster || r0 > 1.1*cluster || r1 < 0.9*cluster || r1 > 1.1*cluster {
+		t.Fatalf("admit ratios %.3f and %.3f against the cluster's %.3f (let in %v of %v)", r0, r1, cluster, let, asked)
+	}
+	if cluster < 0.45 {
+		t.Fatalf("the cluster let in %.3f of twice its limit: slots went unused", cluster)
+	}
+}
+
+// A peer's slots are given back when it says goodbye, when it is no
+// longer a member, and key by key when it stops reporting a key for a
+// whole round; a report older than what is known changes nothing.
+func TestPeersSlotsComeBack(t *testing.T) {
+	c := newCluster(10, 2)
+	c.nodes[1].Acquire(4, 0)
+	c.tick(0)
+	c.tick(0) // the key is a round old: n1 fills its share at once
+	for range 5 {
+		if v := c.nodes[1].Acquire(4, ms); v != Admitted {
+			t.Fatalf("within the share: %v", v)
+		}
+	}
+	late := c.report(1, ms, false)
+	c.nodes[1].Release(4)
+	fresh := c.report(1, ms, false)
+	c.deliver(1, fresh)
+	c.deliver(1, late) // reordered: older than fresh
+	if _, cl := c.nodes[0].Count(4); cl != 5 {
+		t.Fatalf("after a reordered report the cluster holds %d, want 5", cl)
+	}
+	c.nodes[0].Tick(100*ms, c.names)
+	if _, cl := c.nodes[0].Count(4); cl != 5 {
+		t.Fatalf("a member's slots went on a tick: %d", cl)
+	}
+	c.nodes[0].Tick(200*ms, c.names[:1])
+	if _, cl := c.nodes[0].Count(4); cl != 0 {
+		t.Fatalf("a peer no longer a member still holds %d", cl)
+	}
+	c.deliver(1, c.report(1, 300*ms, true))
+	if _, cl := c.nodes[0].Count(4); cl != 5 {
+		t.Fatalf("back: %d", cl)
+	}
+	c.deliver(1, &wire.GaugeFrame{Leaving: true, Incarnation: 1, Seq: 99})
+	if _, cl := c.nodes[0].Count(4); cl != 0 || c.nodes[0].Peers() != 0 {
+		t.Fatalf("after goodbye: %d in flight, %d peers", cl, c.nodes[0].Peers())
+	}
+	// Key by key: n1 reports key 4 in round r, then rounds without it.
+	c.deliver(1, c.report(1, 400*ms, true))
+	for range 5 {
+		c.nodes[1].Release(4)
+	}
+	c.nodes[1].changedOff(4) // as if the report of the release were lost
+	for range 3 {
+		c.nodes[1].Tick(500*ms, c.names)
+		c.deliver(1, c.report(1, 500*ms, true))
+	}
+	if _, cl := c.nodes[0].Count(4); cl != 0 {
+		t.Fatalf("a key left out of whole rounds still holds %d", cl)
+	}
+}
+
+func (t *Table) changedOff(key uint64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.slots[key].changed = false
+}
+
+// A peer's restart (a new incarnation) replaces what its old run held.
+func TestRestartReplacesTheOldRun(t *testing.T) {
+	a := New("a", 10, 2, 100)
+	a.Apply("b", &wire.GaugeFrame{Incarnation: 1, Seq: 5, Gauges: []wire.Gauge{{Key: 2, InFlight: 7, Demand: 1}}}, true)
+	a.Apply("b", &wire.GaugeFrame{Incarnation: 2, Seq: 1, Gauges: []wire.Gauge{{Key: 3, InFlight: 1, Demand: 1}}}, true)
+	a.Apply("b", &wire.GaugeFrame{Incarnation: 1, Seq: 6, Gauges: []wire.Gauge{{Key: 2, InFlight: 9, Demand: 1}}}, true)
+	if _, cl := a.Count(2); cl != 0 {
+		t.Fatalf("the old run's key still counts %d", cl)
+	}
+	if _, cl := a.Count(3); cl != 1 {
+		t.Fatalf("the new run's key counts %d", cl)
+	}
+	// Keys hashed under another secret are skipped, the keyless one kept.
+	a.Apply("c", &wire.GaugeFrame{Incarnation: 1, Seq: 1, Gauges: []wire.Gauge{{Key: 0, InFlight: 4}, {Key: 3, InFlight: 4}}}, false)
+	if _, cl := a.Count(3); cl != 1 {
+		t.Fatalf("a key of another secret counted: %d", cl)
+	}
+	if _, cl := a.Count(0); cl != 4 {
+		t.Fatalf("the keyless count: %d", cl)
+	}
+}
+
+// A peer that reports more keys than are kept of each peer has the rest
+// dropped and counted: no memory beyond the bound.
+func TestPeerKeysAreBounded(t *testing.T) {
+	a := New("a", 10, 2, 3)
+	f := &wire.GaugeFrame{Incarnation: 1, Seq: 1}
+	for k := range uint64(10) {
+		f.Gauges = append(f.Gauges, wire.Gauge{Key: k + 1, InFlight: 1})
+	}
+	a.Apply("b", f, true)
+	if a.DroppedEntries() != 7 || len(a.slots) != 3 {
+		t.Fatalf("dropped %d, kept %d slots", a.DroppedEntries(), len(a.slots))
+	}
+}
