@@ -162,12 +162,8 @@ func (f *InFlight) TryAcquireAt(now time.Time, key string) (release func(), ok b
 // does nothing). It returns ctx's error if the wait ended first.
 func (f *InFlight) Acquire(ctx context.Context, key string) (release func(), err error) {
 	h := f.hash(key)
-	var timer *time.Timer
-	defer func() {
-		if timer != nil {
-			timer.Stop()
-		}
-	}()
+	var timer loopTimer
+	defer timer.stop()
 	for {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -179,12 +175,7 @@ func (f *InFlight) Acquire(ctx context.Context, key string) (release func(), err
 			return f.releaser(h), nil
 		case inflight.Unheard:
 			f.gossip.flushNow()
-			if timer == nil {
-				timer = time.NewTimer(reportRetry)
-			} else {
-				timer.Reset(reportRetry)
-			}
-			retry = timer.C
+			retry = timer.after(reportRetry)
 		}
 		select {
 		case <-ctx.Done():

@@ -85,6 +85,9 @@ func (m *rateLimiter) serve(c *echo.Context, next echo.HandlerFunc) error {
 		}
 		return ErrRateLimitExceeded
 	}
+	if req.HoldsSlot() {
+		defer req.Done() // a panicking handler gives its slot back too
+	}
 	err := next(c)
 	if g.Refunds() {
 		m.flow.Finish(&req, status(c, err))

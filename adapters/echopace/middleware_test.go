@@ -63,7 +63,8 @@ var adapterOptions = conformance.Options[Option]{
 	UsageFromHeader: func(name string) Option {
 		return WithUsage(func(c echo.Context) int64 { return conformance.Cost(c.Request().Header.Get(name)) })
 	},
-	MaxDelay: WithMaxDelay,
+	MaxDelay:    WithMaxDelay,
+	Concurrency: WithConcurrency,
 	AlsoFromHeader: func(l *gopherpace.Limiter, name, policy string) Option {
 		return WithAlso(l, HeaderKey(name), policy)
 	},
@@ -77,6 +78,7 @@ func newEcho(mw echo.MiddlewareFunc) *echo.Echo {
 	e.IPExtractor = echo.ExtractIPFromXFFHeader(echo.TrustIPRange(mustCIDR("0.0.0.0/0")))
 	e.Use(mw)
 	e.GET("/", func(c echo.Context) error {
+		conformance.Hold(c.Request().Header.Get("X-Hold"))
 		if d, ok := FromContext(c); ok {
 			c.Response().Header().Set("X-Remaining", fmt.Sprint(d.Remaining))
 		}

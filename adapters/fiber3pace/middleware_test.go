@@ -76,7 +76,8 @@ var adapterOptions = conformance.Options[Option]{
 	UsageFromHeader: func(name string) Option {
 		return WithUsage(func(c fiber.Ctx) int64 { return conformance.Cost(c.Get(name)) })
 	},
-	MaxDelay: WithMaxDelay,
+	MaxDelay:    WithMaxDelay,
+	Concurrency: WithConcurrency,
 	AlsoFromHeader: func(l *gopherpace.Limiter, name, policy string) Option {
 		return WithAlso(l, HeaderKey(name), policy)
 	},
@@ -91,6 +92,7 @@ func newApp(h fiber.Handler) *fiber.App {
 	})
 	app.Use(h)
 	app.Get("/", func(c fiber.Ctx) error {
+		conformance.Hold(c.Get("X-Hold"))
 		if d, ok := FromContext(c); ok {
 			c.Set("X-Remaining", fmt.Sprint(d.Remaining))
 		}

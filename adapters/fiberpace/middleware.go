@@ -97,6 +97,9 @@ func (m *middleware) serve(c *fiber.Ctx) error {
 		}
 		return c.Status(adapter.DeniedStatus).SendString(adapter.DeniedMessage)
 	}
+	if req.HoldsSlot() {
+		defer req.Done() // a panicking handler gives its slot back too
+	}
 	err := c.Next()
 	if g.Refunds() {
 		m.flow.Finish(&req, status(c, err))

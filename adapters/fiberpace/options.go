@@ -118,6 +118,12 @@ func WithMaxDelay(d time.Duration) Option { return shared(adapter.MaxDelay(d)) }
 // more is denied at once. Default: no cap beyond what the delay allows.
 func WithMaxQueue(n int) Option { return shared(adapter.MaxQueue(n)) }
 
+// WithConcurrency caps the requests in flight at once with f (across the
+// cluster when f is clustered): a request the limiter admits is denied
+// (429, Retry-After: 1) while every slot is taken, and holds one slot
+// until its handler returns. Its tokens go back when it is refused a slot.
+func WithConcurrency(f *gopherpace.InFlight) Option { return shared(adapter.Concurrency(f)) }
+
 // WithDecisionInContext stores each request's Decision in c.Locals for
 // FromContext. Storing it allocates, so it is off by default.
 func WithDecisionInContext() Option { return shared(adapter.DecisionInContext()) }

@@ -86,6 +86,9 @@ func (m *middleware) serve(c *gin.Context) {
 		})
 		return
 	}
+	if req.HoldsSlot() {
+		defer req.Done() // a panicking handler gives its slot back too
+	}
 	c.Next()
 	if g.Refunds() {
 		m.flow.Finish(&req, c.Writer.Status())

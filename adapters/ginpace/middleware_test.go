@@ -65,7 +65,8 @@ var adapterOptions = conformance.Options[Option]{
 	UsageFromHeader: func(name string) Option {
 		return WithUsage(func(c *gin.Context) int64 { return conformance.Cost(c.GetHeader(name)) })
 	},
-	MaxDelay: WithMaxDelay,
+	MaxDelay:    WithMaxDelay,
+	Concurrency: WithConcurrency,
 	AlsoFromHeader: func(l *gopherpace.Limiter, name, policy string) Option {
 		return WithAlso(l, HeaderKey(name), policy)
 	},
@@ -77,6 +78,7 @@ func engine(l *gopherpace.Limiter, opts ...Option) *gin.Engine {
 	r := gin.New()
 	r.Use(New(l, opts...))
 	r.GET("/", func(c *gin.Context) {
+		conformance.Hold(c.GetHeader("X-Hold"))
 		if d, ok := FromContext(c); ok {
 			c.Header("X-Remaining", fmt.Sprint(d.Remaining))
 		}

@@ -103,3 +103,46 @@ func ExamplePacer() {
 	}
 	// Output: OK OK OK OK
 }
+
+// At most 100 calls in the handlers at once, per method, after a rate of
+// 1,000 calls a second: the rate's interceptors first, so that a call the
+// rate refuses takes no slot.
+func ExampleBuildConcurrency() {
+	limiter, err := gopherpace.New(gopherpace.WithRefillRate(1000))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer limiter.Close()
+	inFlight, err := gopherpace.NewInFlight(100)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer inFlight.Close()
+
+	rate, err := grpcpace.BuildServer(limiter)
+	if err != nil {
+		log.Fatal(err)
+	}
+	slots, err := grpcpace.BuildConcurrency(inFlight, grpcpace.MethodKey)
+	if err != nil {
+		log.Fatal(err)
+	}
+	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(rate.Unary, slots.Unary), grpc.ChainStreamInterceptor(rate.Stream, slots.Stream))
+	healthpb.RegisterHealthServer(srv, health.NewServer())
+	lis := bufconn.Listen(1 << 20)
+	go srv.Serve(lis)
+	defer srv.Stop()
+
+	conn, err := grpc.NewClient("passthrough:///bufnet",
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
+		grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer conn.Close()
+	_, err = healthpb.NewHealthClient(conn).Check(context.Background(), &healthpb.HealthCheckRequest{})
+	own, _ := inFlight.Count("/grpc.health.v1.Health/Check")
+	fmt.Println(status.Code(err), own)
+	// Output:
+	// OK 0
+}

@@ -601,3 +601,108 @@ func TestPacerWaitsOutRefusals(t *testing.T) {
 		t.Fatalf("a refusal with no RetryInfo: %v", err)
 	}
 }
+
+// blockingService holds every unary call until its gate closes.
+type blockingService struct {
+	testpb.UnimplementedTestServiceServer
+	entered chan struct{}
+	gate    chan struct{}
+}
+
+func (s *blockingService) FullDuplexCall(stream testpb.TestService_FullDuplexCallServer) error {
+	return (&testService{}).FullDuplexCall(stream)
+}
+
+func (s *blockingService) UnaryCall(ctx context.Context, _ *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
+	s.entered <- struct{}{}
+	select {
+	case <-s.gate:
+	case <-ctx.Done():
+	}
+	return &testpb.SimpleResponse{}, nil
+}
+
+// With a cap of 2 in flight, a third call over a real connection fails at
+// once with ResourceExhausted and RetryInfo, and the slots come back when
+// the calls end.
+func TestConcurrencyCapsCallsInFlight(t *testing.T) {
+	f, err := gopherpace.NewInFlight(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ics, err := BuildConcurrency(f, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := BuildConcurrency(nil, nil); err == nil {
+		t.Fatal("a nil limit was accepted")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := &blockingService{entered: make(chan struct{}, 3), gate: make(chan struct{})}
+	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(ics.Unary), grpc.ChainStreamInterceptor(ics.Stream))
+	testpb.RegisterTestServiceServer(srv, svc)
+	go srv.Serve(ln)
+	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Stop()
+	defer conn.Close()
+	client := testpb.NewTestServiceClient(conn)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	done := make(chan error, 2)
+	for range 2 {
+		go func() { done <- call(client, ctx) }()
+	}
+	<-svc.entered
+	<-svc.entered
+	err = call(client, ctx)
+	st := status.Convert(err)
+	if st.Code() != codes.ResourceExhausted || len(st.Details()) != 1 {
+		t.Fatalf("a third call: %v", err)
+	}
+	if ri, ok := st.Details()[0].(*errdetails.RetryInfo); !ok || ri.RetryDelay.AsDuration() != time.Second {
+		t.Fatalf("details %v", st.Details())
+	}
+	close(svc.gate)
+	for range 2 {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if own, _ := f.Count(""); own != 0 {
+		t.Fatalf("%d in flight after the calls", own)
+	}
+	if err := call(client, ctx); err != nil {
+		t.Fatalf("a call after the others: %v", err)
+	}
+	// A stream holds a slot while it lasts.
+	stream, err := client.FullDuplexCall(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Send(&testpb.StreamingOutputCallRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stream.Recv(); err != nil {
+		t.Fatal(err)
+	}
+	if own, _ := f.Count(""); own != 1 {
+		t.Fatalf("an open stream holds %d slots", own)
+	}
+	stream.CloseSend()
+	if _, err := stream.Recv(); err == nil {
+		t.Fatal("the stream did not end")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for own, _ := f.Count(""); own != 0; own, _ = f.Count("") {
+		if time.Now().After(deadline) {
+			t.Fatalf("an ended stream still holds %d", own)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}

@@ -60,6 +60,10 @@ type Settings struct {
 	// MaxQueue caps the requests waiting at once; 0 is no cap beyond what
 	// MaxDelay allows (the rate times MaxDelay).
 	MaxQueue int
+	// InFlight, if set, caps the requests in flight (slot.go): a request
+	// the limits admit also takes one of its slots, for as long as its
+	// handler runs.
+	InFlight *gopherpace.InFlight
 }
 
 // A Part is a further limit a request must pass too, with its policy's
@@ -97,6 +101,7 @@ type Gate struct {
 	inCtx    bool
 	absolute bool // the fields state an absolute time (X-RateLimit-Reset)
 	shaper        // MaxDelay and MaxQueue (shape.go)
+	inFlight *gopherpace.InFlight
 }
 
 // New checks s and returns the Gate for l. Its errors say what is wrong
@@ -124,7 +129,7 @@ func New(l *gopherpace.Limiter, s Settings) (*Gate, error) {
 	}
 	g := &Gate{shaper: sh,
 		l: l, ip: s.ClientIP, policy: render.NewPolicy(render.Style(s.Headers), name), style: s.Headers,
-		name: name, refund: s.Refund, inCtx: s.DecisionInContext,
+		name: name, refund: s.Refund, inCtx: s.DecisionInContext, inFlight: s.InFlight,
 		absolute: s.Headers == headers.Legacy || s.Headers == headers.Both,
 	}
 	if len(s.Also) > 0 {

@@ -216,7 +216,7 @@ func (f *Flow[C]) Decide(c C, r *Request) Step {
 	if err != nil {
 		return r.fail(err)
 	}
-	if !r.d.Allowed {
+	if !r.d.Allowed || f.gate.inFlight != nil && !f.gate.holdSlot(r) {
 		return Deny
 	}
 	return Admit

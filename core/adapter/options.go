@@ -122,6 +122,19 @@ func MaxQueue(n int) Option {
 	}
 }
 
+// Concurrency caps the requests in flight at once with f, across the
+// cluster when f is clustered: a request the limits admit is denied when
+// no slot is free, and one let in holds a slot until its handler returns.
+func Concurrency(f *gopherpace.InFlight) Option {
+	return func(s *Settings) error {
+		if f == nil {
+			return errors.New("WithConcurrency(nil): pass an in-flight limit, such as gopherpace.NewInFlight's")
+		}
+		s.InFlight = f
+		return nil
+	}
+}
+
 // DecisionInContext makes each request's Decision available to the
 // handlers after the limiter.
 func DecisionInContext() Option {

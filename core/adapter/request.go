@@ -24,6 +24,8 @@ type Request struct {
 	all  [MaxLimits]gopherpace.Decision // each limit's, with Also
 	err  error
 	back bool // its tokens were given back (RefundFor, GiveBack)
+	// release gives back its in-flight slot (slot.go).
+	release func()
 	// A client key a Flow built is kept in buf, not in Keys: a string
 	// converted from bytes on the stack would move to the heap once stored
 	// through a pointer. Bit i of own says Keys[i] is that key. Key reads

@@ -56,6 +56,68 @@ var cases = []testCase{
 		expect(t, get(t, url+"/"), 200)
 		expect(t, get(t, url+"/"), 429)
 	}},
+	{"with a cap on requests in flight, one more is denied, and every request gives its slot back", func(t *testing.T, server Server) {
+		f, err := gopherpace.NewInFlight(2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		url := server(t, limiter(t, 100), Setup{InFlight: f})
+		letGo := holdRequests(t.Name())
+		defer letGo()
+		statuses := make(chan int, 2)
+		for range 2 {
+			go func() {
+				req, _ := http.NewRequest(http.MethodGet, url+"/", nil)
+				req.Header.Set("X-Hold", t.Name())
+				resp, err := client.Do(req)
+				if err != nil {
+					statuses <- 0
+					return
+				}
+				resp.Body.Close()
+				statuses <- resp.StatusCode
+			}()
+		}
+		inFlight := func(want int64, what string) {
+			t.Helper()
+			for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+				if own, _ := f.Count(""); own == want {
+					return
+				} else if time.Now().After(deadline) {
+					t.Fatalf("%s: %d in flight, want %d", what, own, want)
+				}
+			}
+		}
+		inFlight(2, "two held requests")
+		r := get(t, url+"/")
+		expect(t, r, 429)
+		header(t, r, "Retry-After", "1")
+		letGo()
+		for range 2 {
+			if st := <-statuses; st != 200 {
+				t.Fatalf("a held request ended %d", st)
+			}
+		}
+		inFlight(0, "after the held requests")
+		expect(t, get(t, url+"/"), 200)
+		expect(t, get(t, url+"/fail"), 500)
+		inFlight(0, "after a failed request")
+		// A request the rate denies takes no slot, and one refused a slot
+		// spends no token: a bucket of 1 still lets the next request in.
+		g, err := gopherpace.NewInFlight(1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		url = server(t, limiter(t, 1), Setup{Key: KeyGlobal, InFlight: g})
+		hold, _ := g.TryAcquire("")
+		expect(t, get(t, url+"/"), 429) // no slot
+		hold()
+		expect(t, get(t, url+"/"), 200) // its token was given back
+		expect(t, get(t, url+"/"), 429) // the rate's denial
+		if own, _ := g.Count(""); own != 0 {
+			t.Fatalf("%d in flight after a rate denial", own)
+		}
+	}},
 	{"the default key is the client's address, whatever it claims", func(t *testing.T, server Server) {
 		url := server(t, limiter(t, 2), Setup{})
 		for i, want := range []int{200, 200, 429} {

@@ -117,13 +117,15 @@ type Setup struct {
 	// UsageHeader, if set, names a request header holding what the request
 	// used as a decimal integer, charged after the handler (WithUsage).
 	UsageHeader string
+	// InFlight, if set, caps the requests in flight (WithConcurrency).
+	InFlight *gopherpace.InFlight
 }
 
 // A Server starts l behind the adapter under test, configured by s, on a
 // real listener on loopback, and returns its base URL ("http://ip:port");
 // it stops the server when t ends. It serves:
 //
-//	GET /      200 "ok"
+//	GET /      200 "ok", once Hold(the request's X-Hold header) returns
 //	GET /fail  500
 //	GET /skip  200 "ok"
 type Server func(t *testing.T, l *gopherpace.Limiter, s Setup) (url string)

@@ -36,6 +36,7 @@ type Options[O any] struct {
 	// UsageFromHeader charges after the handler what the request header
 	// name holds (Cost of its value).
 	UsageFromHeader func(name string) O
+	Concurrency     func(*gopherpace.InFlight) O
 }
 
 // ErrKeyFailing is the error of the KeyFailing key function: the
@@ -89,6 +90,9 @@ func OptionsFor[O any](s Setup, o Options[O]) []O {
 	}
 	if s.UsageHeader != "" {
 		opts = append(opts, o.UsageFromHeader(s.UsageHeader))
+	}
+	if s.InFlight != nil {
+		opts = append(opts, o.Concurrency(s.InFlight))
 	}
 	return opts
 }

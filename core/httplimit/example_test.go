@@ -118,3 +118,28 @@ func ExampleWithMaxDelay() {
 	}
 	// Output: 200 200 200 200
 }
+
+// At most one request in the handler at once: a second, while the first
+// runs, is denied.
+func ExampleWithConcurrency() {
+	limiter, _ := gopherpace.New(gopherpace.WithRate(100, time.Second))
+	defer limiter.Close()
+	backend, _ := gopherpace.NewInFlight(1)
+	var handler http.Handler
+	handler = httplimit.New(limiter, httplimit.WithConcurrency(backend))(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/nested" {
+			return
+		}
+		// While this request holds the one slot, another is refused.
+		inner := httptest.NewRecorder()
+		handler.ServeHTTP(inner, httptest.NewRequest("GET", "/nested", nil))
+		fmt.Println("while one runs:", inner.Code)
+	}))
+	handler.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/", nil))
+	after := httptest.NewRecorder()
+	handler.ServeHTTP(after, httptest.NewRequest("GET", "/nested", nil))
+	fmt.Println("after it ended:", after.Code)
+	// Output:
+	// while one runs: 429
+	// after it ended: 200
+}

@@ -86,6 +86,9 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		}
 		return
 	}
+	if req.HoldsSlot() {
+		defer req.Done() // a panicking handler gives its slot back too
+	}
 	if !g.Refunds() {
 		next.ServeHTTP(w, r)
 		if m.cfg.Usage != nil {

@@ -55,7 +55,8 @@ var adapterOptions = conformance.Options[Option]{
 	UsageFromHeader: func(name string) Option {
 		return WithUsage(func(r *http.Request, _ http.Header) int64 { return conformance.Cost(r.Header.Get(name)) })
 	},
-	MaxDelay: WithMaxDelay,
+	MaxDelay:    WithMaxDelay,
+	Concurrency: WithConcurrency,
 	AlsoFromHeader: func(l *gopherpace.Limiter, name, policy string) Option {
 		return WithAlso(l, HeaderKey(name), policy)
 	},
@@ -65,6 +66,7 @@ var adapterOptions = conformance.Options[Option]{
 func app() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /", func(w http.ResponseWriter, r *http.Request) {
+		conformance.Hold(r.Header.Get("X-Hold"))
 		if d, ok := FromContext(r.Context()); ok {
 			w.Header().Set("X-Remaining", fmt.Sprint(d.Remaining))
 		}
