@@ -185,7 +185,12 @@ func (f *InFlight) Acquire(ctx context.Context, key string) (release func(), err
 	}
 }
 
+// releaser is what an admitted request of key hash h gets back: the func
+// that gives its slot back. Clustered, the admit goes in the next report.
 func (f *InFlight) releaser(h uint64) func() {
+	if f.gossip != nil {
+		f.gossip.changed()
+	}
 	var done atomic.Bool
 	return func() {
 		if !done.CompareAndSwap(false, true) {
@@ -214,6 +219,9 @@ type InFlightStats struct {
 	// ReportWaits counts the tries that met the local cap and waited for
 	// this node's report.
 	ReportWaits uint64
+	// Held and ClusterHeld are the keyless limit's requests in flight:
+	// this node's, and the cluster's as this node knows it.
+	Held, ClusterHeld int64
 	// Peers is how many peers this node has heard from; FramesSent and
 	// FramesDropped count its gauge frames sent and the peers' it could
 	// not use (malformed, of a non-member, of another key hash secret's
@@ -229,6 +237,7 @@ func (f *InFlight) Stats() InFlightStats {
 	full, unheard := f.table.Refusals()
 	st := InFlightStats{Acquired: acquired, Attempts: attempts, Refused: full, ReportWaits: unheard,
 		Peers: f.table.Peers(), PeerKeysDropped: f.table.DroppedEntries()}
+	st.Held, st.ClusterHeld = f.table.Count(0)
 	if g := f.gossip; g != nil {
 		st.FramesSent = g.sent.Frames.Load()
 		st.FramesDropped = g.dropped.Load()

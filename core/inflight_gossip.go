@@ -61,6 +61,7 @@ func newInFlightGossip(f *InFlight, c *config, release func()) *inFlightGossip {
 		release:    release,
 	}
 	g.members = c.transport.Members()
+	g.membersRead = -int64(g.tick) // a newcomer's first frame may read the list at once
 	g.hub = datagram.Join(g.t, g.id, g, int64(g.tick), f.clock, f.log)
 	g.mu.Lock()
 	g.stopTick = f.clock.AfterFunc(g.tick, g.onTick)

@@ -191,3 +191,32 @@ func TestInFlightAcrossASimulatedCluster(t *testing.T) {
 		t.Fatalf("after failure detection n0 sees %d, want 0", cl)
 	}
 }
+
+// A node hears a peer that joined after it from the peer's first report,
+// not from its own next reading of the member list a tick later.
+func TestInFlightHearsANewcomerAtOnce(t *testing.T) {
+	net := memtransport.New(memtransport.WithRandom(4))
+	var fs []*gopherpace.InFlight
+	for _, name := range []string{"a", "b"} {
+		tr, err := net.Join(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := gopherpace.NewInFlight(3, gopherpace.WithTransport(tr))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		fs = append(fs, f)
+	}
+	if _, ok := fs[1].TryAcquireAt(net.Now(), "k"); !ok {
+		t.Fatal("refused")
+	}
+	net.Advance(10 * time.Millisecond) // the report, not yet a tick
+	if _, cl := fs[0].Count("k"); cl != 1 {
+		t.Fatalf("a knows of %d in flight, want b's 1 (a %+v, b %+v)", cl, fs[0].Stats(), fs[1].Stats())
+	}
+	if st := fs[0].Stats(); st.FramesDropped != 0 || st.Peers != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+}

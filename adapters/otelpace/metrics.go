@@ -17,10 +17,12 @@ import (
 type Metrics struct {
 	meter metric.Meter
 	inst  instruments
+	fInst inFlightInstruments
 	reg   metric.Registration
 
 	mu         sync.Mutex
 	limiters   map[string]*gopherpace.Limiter
+	inFlight   map[string]*gopherpace.InFlight
 	transports map[string]*transport
 	closed     bool
 }
@@ -44,12 +46,15 @@ func New(meter metric.Meter) (*Metrics, error) {
 	if meter == nil {
 		return nil, errors.New("otelpace: nil Meter")
 	}
-	m := &Metrics{meter: meter, limiters: map[string]*gopherpace.Limiter{}, transports: map[string]*transport{}}
+	m := &Metrics{meter: meter, limiters: map[string]*gopherpace.Limiter{}, inFlight: map[string]*gopherpace.InFlight{}, transports: map[string]*transport{}}
 	var err error
 	if m.inst, err = newInstruments(meter); err != nil {
 		return nil, err
 	}
-	if m.reg, err = meter.RegisterCallback(m.observe, m.inst.all()...); err != nil {
+	if m.fInst, err = newInFlightInstruments(meter); err != nil {
+		return nil, err
+	}
+	if m.reg, err = meter.RegisterCallback(m.observe, append(m.inst.all(), m.fInst.all()...)...); err != nil {
 		return nil, err
 	}
 	return m, nil
@@ -146,7 +151,7 @@ func (m *Metrics) Close() error {
 	return errors.Join(errs...)
 }
 
-// observe reads every limiter's Stats once.
+// observe reads every limiter's and in-flight limit's Stats once.
 func (m *Metrics) observe(_ context.Context, o metric.Observer) error {
 	m.mu.Lock()
 	names := sortedKeys(m.limiters)
@@ -154,9 +159,17 @@ func (m *Metrics) observe(_ context.Context, o metric.Observer) error {
 	for i, n := range names {
 		limiters[i] = m.limiters[n]
 	}
+	fnames := sortedKeys(m.inFlight)
+	inFlight := make([]*gopherpace.InFlight, len(fnames))
+	for i, n := range fnames {
+		inFlight[i] = m.inFlight[n]
+	}
 	m.mu.Unlock()
 	for i, l := range limiters {
 		m.inst.observe(o, names[i], l)
+	}
+	for i, f := range inFlight {
+		m.fInst.observe(o, fnames[i], f)
 	}
 	return nil
 }

@@ -308,3 +308,40 @@ func TestPrometheusExporterScrape(t *testing.T) {
 		t.Logf("scrape:\n%s", text)
 	}
 }
+
+// An in-flight limit's counters and what it and the cluster hold.
+func TestObservesAnInFlightLimit(t *testing.T) {
+	m, r := newMetrics(t)
+	f, err := gopherpace.NewInFlight(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := m.AddInFlight("payments", f); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.AddInFlight("payments", f); err == nil {
+		t.Fatal("a second in-flight limit of one name was accepted")
+	}
+	release, _ := f.TryAcquire("")
+	f.TryAcquire("")
+	f.TryAcquire("")
+	release()
+	rm := collect(t, r)
+	for _, want := range []struct {
+		name  string
+		attrs []string
+		value float64
+	}{
+		{"gopherpace.inflight.requests", []string{"limiter", "payments", "decision", "acquired"}, 2},
+		{"gopherpace.inflight.requests", []string{"limiter", "payments", "decision", "refused"}, 1},
+		{"gopherpace.inflight.held", []string{"limiter", "payments", "scope", "node"}, 1},
+		{"gopherpace.inflight.held", []string{"limiter", "payments", "scope", "cluster"}, 1},
+		{"gopherpace.inflight.limit", []string{"limiter", "payments"}, 2},
+		{"gopherpace.inflight.peers", []string{"limiter", "payments"}, 0},
+	} {
+		if v, ok := point(rm, want.name, want.attrs...); !ok || v != want.value {
+			t.Errorf("%s%v = %v (found %v), want %v", want.name, want.attrs, v, ok, want.value)
+		}
+	}
+}

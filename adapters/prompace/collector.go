@@ -17,6 +17,7 @@ import (
 type Collector struct {
 	mu         sync.Mutex
 	limiters   map[string]*gopherpace.Limiter
+	inFlight   map[string]*gopherpace.InFlight
 	transports map[string]TransportSource
 }
 
@@ -29,13 +30,20 @@ type TransportSource interface {
 // New returns an empty Collector; register it with a prometheus.Registerer
 // and Add limiters to it.
 func New() *Collector {
-	return &Collector{limiters: map[string]*gopherpace.Limiter{}, transports: map[string]TransportSource{}}
+	return &Collector{limiters: map[string]*gopherpace.Limiter{}, inFlight: map[string]*gopherpace.InFlight{}, transports: map[string]TransportSource{}}
 }
 
 // Add exports l under the label limiter=name (its policy's name, say:
 // "login", "api"). Names must be unique within the collector.
 func (c *Collector) Add(name string, l *gopherpace.Limiter) error {
 	return addNamed(c, c.limiters, "limiter", name, l, l == nil)
+}
+
+// AddInFlight exports the in-flight limit f under the label limiter=name,
+// as gopherpace_inflight_* series (docs/operations.md). Names must be
+// unique among the in-flight limits.
+func (c *Collector) AddInFlight(name string, f *gopherpace.InFlight) error {
+	return addNamed(c, c.inFlight, "in-flight limit", name, f, f == nil)
 }
 
 // AddTransport exports t's counters and gauges under the label
@@ -69,6 +77,9 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, n := range sortedKeys(c.limiters) {
 		ch <- prometheus.NewDesc("gopherpace_collector_limiter", "A limiter a prompace Collector exports.", nil, prometheus.Labels{"limiter": n})
 	}
+	for _, n := range sortedKeys(c.inFlight) {
+		ch <- prometheus.NewDesc("gopherpace_collector_inflight", "An in-flight limit a prompace Collector exports.", nil, prometheus.Labels{"limiter": n})
+	}
 	for _, n := range sortedKeys(c.transports) {
 		ch <- prometheus.NewDesc("gopherpace_collector_transport", "A transport a prompace Collector exports.", nil, prometheus.Labels{"transport": n})
 	}
@@ -82,6 +93,11 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	for i, n := range names {
 		limiters[i] = c.limiters[n]
 	}
+	fnames := sortedKeys(c.inFlight)
+	inFlight := make([]*gopherpace.InFlight, len(fnames))
+	for i, n := range fnames {
+		inFlight[i] = c.inFlight[n]
+	}
 	tnames := sortedKeys(c.transports)
 	transports := make([]TransportSource, len(tnames))
 	for i, n := range tnames {
@@ -90,6 +106,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	c.mu.Unlock()
 	for i, l := range limiters {
 		collectLimiter(ch, names[i], l)
+	}
+	for i, f := range inFlight {
+		collectInFlight(ch, fnames[i], f)
 	}
 	for i, t := range transports {
 		counters, gauges := t.Metrics()

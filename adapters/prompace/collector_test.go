@@ -198,3 +198,68 @@ func TestRegisterRefusesADuplicateName(t *testing.T) {
 		}
 	}
 }
+
+// Two nodes' in-flight limits over a simulated network, scraped over
+// HTTP: the counts of what each decided, what it and the cluster hold,
+// and what it sent.
+func TestScrapeInFlight(t *testing.T) {
+	net := memtransport.New(memtransport.WithRandom(3))
+	var fs []*gopherpace.InFlight
+	for _, name := range []string{"a", "b"} {
+		tr, err := net.Join(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := gopherpace.NewInFlight(3, gopherpace.WithTransport(tr))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		fs = append(fs, f)
+	}
+	// b takes two slots (a new key's requests go one report at a time),
+	// then a takes the third, and is refused a fourth.
+	for range 4 {
+		fs[1].TryAcquireAt(net.Now(), "")
+		net.Advance(5 * time.Millisecond)
+	}
+	for range 2 {
+		fs[0].TryAcquireAt(net.Now(), "")
+		net.Advance(5 * time.Millisecond)
+	}
+	net.Advance(100 * time.Millisecond)
+	c := New()
+	if err := c.AddInFlight("payments", fs[0]); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.AddInFlight("payments", fs[1]); err == nil {
+		t.Fatal("a second in-flight limit of one name was accepted")
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(c)
+	srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	defer srv.Close()
+	resp, err := http.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	text := string(body)
+	for _, want := range []string{
+		`gopherpace_inflight_requests_total{decision="refused",limiter="payments"} 1`,
+		`gopherpace_inflight_requests_total{decision="acquired",limiter="payments"} 1`,
+		`gopherpace_inflight_held{limiter="payments",scope="node"} 1`,
+		`gopherpace_inflight_held{limiter="payments",scope="cluster"} 3`,
+		`gopherpace_inflight_limit{limiter="payments"} 3`,
+		`gopherpace_inflight_peers{limiter="payments"} 1`,
+		"# TYPE gopherpace_inflight_frames_total counter",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("scrape lacks %s", want)
+		}
+	}
+	if strings.Contains(text, `gopherpace_inflight_frames_total{direction="sent",limiter="payments"} 0`) {
+		t.Error("no gauge frame counted as sent")
+	}
+}

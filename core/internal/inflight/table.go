@@ -62,9 +62,13 @@ type Table struct {
 	maxPeerKeys int
 	standalone  bool
 
-	mu                          sync.Mutex
-	slots                       map[uint64]*slot
-	peers                       map[string]*peer
+	mu    sync.Mutex
+	slots map[uint64]*slot
+	peers map[string]*peer
+	// left are the incarnations that said goodbye, by name: a report of
+	// theirs that arrives after the goodbye (reordered) is ignored. One
+	// is forgotten once the transport no longer lists its node.
+	left                        map[string]uint64
 	round                       uint64 // ticks so far
 	lastTick                    int64
 	freed                       chan struct{} // closed, and replaced, when a slot may have come free
@@ -113,7 +117,7 @@ type peer struct {
 // it keeps at most maxPeerKeys keys of each peer's.
 func New(self string, limit int64, nodes, maxPeerKeys int) *Table {
 	return &Table{self: self, limit: limit, localCap: LocalCapFor(limit, nodes), maxPeerKeys: maxPeerKeys,
-		slots: map[uint64]*slot{}, peers: map[string]*peer{}, freed: make(chan struct{})}
+		slots: map[uint64]*slot{}, peers: map[string]*peer{}, left: map[string]uint64{}, freed: make(chan struct{})}
 }
 
 // NewStandalone is a table of a node alone: no local cap, no ticks, and a
@@ -308,6 +312,11 @@ func (t *Table) Tick(now int64, members []string) {
 			t.forgetLocked(p)
 		}
 	}
+	for name := range t.left {
+		if !slices.Contains(members, name) {
+			delete(t.left, name)
+		}
+	}
 	for key, s := range t.slots {
 		s.dealt = s.demand
 		if dt > 0 {
@@ -337,6 +346,9 @@ func (t *Table) Tick(now int64, members []string) {
 func (t *Table) Apply(from string, f *wire.GaugeFrame, keyed bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if inc, ok := t.left[from]; ok && f.Incarnation <= inc {
+		return
+	}
 	p := t.peers[from]
 	if p != nil && f.Incarnation < p.inc {
 		return
@@ -346,6 +358,7 @@ func (t *Table) Apply(from string, f *wire.GaugeFrame, keyed bool) {
 		p = nil
 	}
 	if f.Leaving {
+		t.left[from] = f.Incarnation
 		if p != nil {
 			t.forgetLocked(p)
 			t.wakeLocked()

@@ -268,9 +268,24 @@ func TestPeersSlotsComeBack(t *testing.T) {
 	if _, cl := c.nodes[0].Count(4); cl != 5 {
 		t.Fatalf("back: %d", cl)
 	}
+	beforeBye := c.report(1, 300*ms, true)
 	c.deliver(1, &wire.GaugeFrame{Leaving: true, Incarnation: 1, Seq: 99})
 	if _, cl := c.nodes[0].Count(4); cl != 0 || c.nodes[0].Peers() != 0 {
 		t.Fatalf("after goodbye: %d in flight, %d peers", cl, c.nodes[0].Peers())
+	}
+	c.deliver(1, beforeBye) // sent before the goodbye, arriving after it
+	if _, cl := c.nodes[0].Count(4); cl != 0 {
+		t.Fatalf("a report reordered after the goodbye brought back %d", cl)
+	}
+	c.nodes[0].Tick(350*ms, c.names[:1]) // n1 no longer listed: forgotten
+	c.nodes[0].Tick(360*ms, c.names)
+	c.nodes[1] = New("n1", 10, 2, 100) // it comes back under its name
+	c.nodes[1].Acquire(4, 370*ms)
+	f := c.report(1, 370*ms, true)
+	f.Incarnation = 1 // a restart with a clock that has not moved on
+	c.deliver(1, f)
+	if _, cl := c.nodes[0].Count(4); cl != 1 {
+		t.Fatalf("a node that left and came back counts %d", cl)
 	}
 	// Key by key: n1 reports key 4 in round r, then rounds without it.
 	c.deliver(1, c.report(1, 400*ms, true))
