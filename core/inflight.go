@@ -19,11 +19,11 @@ import (
 //
 // Clustered (WithTransport), each node decides alone and tells its peers
 // what it holds, per key, over the same transport as its rate limiters.
-// The cluster may hold more than the limit only by what the nodes have
-// not heard of each other yet, which each node keeps small: at most
-// Bound(N) for N nodes. Under load the limit is
-// shared in proportion to the requests each node is asked for, so that a
-// replica behind an uneven load balancer gets its part; a node's slots
+// Under load the limit is shared in proportion to the requests each node
+// is asked for, so that a replica behind an uneven load balancer gets its
+// part. The cluster may hold more than the limit only by what the nodes
+// have not heard of each other yet, which each node keeps small: at most
+// Bound(N) for N nodes. A node's slots
 // are given back to the others when it leaves, or when the transport
 // declares it dead (memberlist's failure detection), never while it is
 // only silent. docs/design.md, "In-flight limits", has the details.
@@ -98,9 +98,9 @@ const (
 func (f *InFlight) Limit() int64 { return f.limit }
 
 // Bound is the most requests in flight per key that a cluster of nodes
-// nodes holds at once: the limit, and what the nodes may not have heard
-// of each other yet (docs/design.md, "In-flight limits"). Standalone, the
-// limit.
+// nodes holds at once while reports arrive within a tick (half the gossip
+// interval): the limit, and what the nodes may not have heard of each
+// other yet (docs/design.md, "In-flight limits"). Standalone, the limit.
 func (f *InFlight) Bound(nodes int) int64 {
 	if f.gossip == nil {
 		return f.limit
@@ -122,65 +122,33 @@ func (f *InFlight) now() int64 { return clampNanos(f.clock.Now().Sub(f.epoch)) }
 
 // TryAcquire takes a slot of key's if one is free, and returns the func
 // that gives it back, to call once the request is done (calling it again
-// does nothing). Clustered, when this node has let in the most requests
-// its peers have not heard of yet, it sends its report and waits for it,
-// a few milliseconds (as Allow does), before it decides.
+// does nothing). It never waits.
 func (f *InFlight) TryAcquire(key string) (release func(), ok bool) {
 	h := f.hash(key)
-	v := f.table.Acquire(h, f.now())
-	if v == inflight.Unheard {
-		f.gossip.flushNow()
-		waitForReport(f.epoch, f.now(), reportRetry, func(int64) (bool, time.Duration) {
-			if v = f.table.Acquire(h, f.now()); v == inflight.Unheard {
-				f.gossip.flushNow()
-			}
-			return v == inflight.Unheard, reportRetry
-		})
-	}
-	if v != inflight.Admitted {
+	if f.table.Acquire(h) != inflight.Admitted {
 		return nil, false
 	}
 	return f.releaser(h), true
 }
 
-// TryAcquireAt is TryAcquire at the given time, which never waits: when
-// this node's unheard requests are at the local cap it sends its report
-// and refuses, for the caller to try again a few milliseconds later.
-func (f *InFlight) TryAcquireAt(now time.Time, key string) (release func(), ok bool) {
-	h := f.hash(key)
-	switch f.table.Acquire(h, clampNanos(now.Sub(f.epoch))) {
-	case inflight.Admitted:
-		return f.releaser(h), true
-	case inflight.Unheard:
-		f.gossip.flushNow()
-	}
-	return nil, false
-}
-
 // Acquire waits for a slot of key's until ctx is done, and returns the func
 // that gives it back, to call once the request is done (calling it again
-// does nothing). It returns ctx's error if the wait ended first.
+// does nothing). It returns ctx's error if the wait ended first. Waiters
+// are not served in order of arrival: each tries again whenever a slot
+// may have come free (a release here, a peer's report, a tick).
 func (f *InFlight) Acquire(ctx context.Context, key string) (release func(), err error) {
 	h := f.hash(key)
-	var timer loopTimer
-	defer timer.stop()
 	for {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
 		freed := f.table.Freed()
-		var retry <-chan time.Time
-		switch f.table.Acquire(h, f.now()) {
-		case inflight.Admitted:
+		if f.table.Acquire(h) == inflight.Admitted {
 			return f.releaser(h), nil
-		case inflight.Unheard:
-			f.gossip.flushNow()
-			retry = timer.after(reportRetry)
 		}
 		select {
 		case <-ctx.Done():
 		case <-freed:
-		case <-retry:
 		}
 	}
 }
@@ -214,11 +182,12 @@ type InFlightStats struct {
 	// Acquired counts the requests let in, Attempts every request asked
 	// for, let in or not.
 	Acquired, Attempts uint64
-	// Refused counts the requests refused for want of a slot.
+	// Refused counts the requests refused, Capped among them.
 	Refused uint64
-	// ReportWaits counts the tries that met the local cap and waited for
-	// this node's report.
-	ReportWaits uint64
+	// Capped counts the requests refused at the local cap: a slot was
+	// free beyond this node's share, but it had taken its local cap of
+	// those since its last tick.
+	Capped uint64
 	// Held and ClusterHeld are the keyless limit's requests in flight:
 	// this node's, and the cluster's as this node knows it.
 	Held, ClusterHeld int64
@@ -234,8 +203,8 @@ type InFlightStats struct {
 // Stats reads the counters.
 func (f *InFlight) Stats() InFlightStats {
 	acquired, attempts := f.table.Totals()
-	full, unheard := f.table.Refusals()
-	st := InFlightStats{Acquired: acquired, Attempts: attempts, Refused: full, ReportWaits: unheard,
+	full, capped := f.table.Refusals()
+	st := InFlightStats{Acquired: acquired, Attempts: attempts, Refused: full + capped, Capped: capped,
 		Peers: f.table.Peers(), PeerKeysDropped: f.table.DroppedEntries()}
 	st.Held, st.ClusterHeld = f.table.Count(0)
 	if g := f.gossip; g != nil {

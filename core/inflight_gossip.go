@@ -78,7 +78,7 @@ func (g *inFlightGossip) onTick() {
 	g.members = g.t.Members()
 	now := g.f.now()
 	g.table.Tick(now, g.members)
-	g.sendLocked(now, true, false)
+	g.sendLocked(true)
 	g.stopTick = g.f.clock.AfterFunc(g.tick, g.onTick)
 }
 
@@ -89,30 +89,22 @@ func (g *inFlightGossip) changed() {
 	}
 	g.f.clock.AfterFunc(g.flushDelay, func() {
 		g.armed.Store(false)
-		g.flush(false)
+		g.flush()
 	})
 }
 
-// flushNow sends what changed at once: a request waits for it.
-func (g *inFlightGossip) flushNow() {
-	if g == nil {
-		return
-	}
-	g.flush(true)
-}
-
-func (g *inFlightGossip) flush(now bool) {
+func (g *inFlightGossip) flush() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if !g.stopped {
-		g.sendLocked(g.f.now(), false, now)
+		g.sendLocked(false)
 	}
 }
 
 // sendLocked reports the table's keys (all of them on a tick) in as many
 // frames as they take, at least one on a tick.
-func (g *inFlightGossip) sendLocked(now int64, all, urgent bool) {
-	g.gauges = g.table.Report(now, all, g.gauges[:0])
+func (g *inFlightGossip) sendLocked(all bool) {
+	g.gauges = g.table.Report(all, g.gauges[:0])
 	if len(g.gauges) == 0 && !all {
 		return
 	}
@@ -134,9 +126,9 @@ func (g *inFlightGossip) sendLocked(now int64, all, urgent bool) {
 			break
 		}
 	}
-	if urgent || !all {
+	if !all {
 		for _, fr := range g.frames {
-			g.hub.Send(&g.sent, fr, urgent)
+			g.hub.Send(&g.sent, fr, false)
 		}
 		return
 	}
@@ -172,6 +164,7 @@ func (g *inFlightGossip) isMember(from string) bool {
 	}
 	g.membersRead = now
 	g.members = g.t.Members()
+	g.table.SetNodes(1 + len(g.members))
 	return slices.Contains(g.members, from)
 }
 

@@ -88,16 +88,19 @@ func TestInFlightAcrossASimulatedCluster(t *testing.T) {
 		memtransport.WithLoss(0.02), memtransport.WithFailureDetection(2*time.Second))
 	var lims []*gopherpace.InFlight
 	var trs []*memtransport.Transport
-	for i := range nodes {
+	for i := range nodes { // the transports join first, as memberpace's do
 		tr, err := net.Join(fmt.Sprintf("n%d", i))
 		if err != nil {
 			t.Fatal(err)
 		}
+		trs = append(trs, tr)
+	}
+	for _, tr := range trs {
 		f, err := gopherpace.NewInFlight(limit, gopherpace.WithTransport(tr))
 		if err != nil {
 			t.Fatal(err)
 		}
-		trs, lims = append(trs, tr), append(lims, f)
+		lims = append(lims, f)
 	}
 	defer func() {
 		for i := range lims {
@@ -132,7 +135,7 @@ func TestInFlightAcrossASimulatedCluster(t *testing.T) {
 			if i == nodes {
 				i = 0 // n0 is asked twice as often
 			}
-			rel, ok := lims[i].TryAcquireAt(now, "backend")
+			rel, ok := lims[i].TryAcquire("backend")
 			if step >= 10_000 {
 				asked[i]++
 			}
@@ -169,7 +172,7 @@ func TestInFlightAcrossASimulatedCluster(t *testing.T) {
 	}
 	for i := 3; i < 5; i++ {
 		for range 5 {
-			lims[i].TryAcquireAt(net.Now(), "backend")
+			lims[i].TryAcquire("backend")
 		}
 	}
 	net.Advance(200 * time.Millisecond)
@@ -209,7 +212,7 @@ func TestInFlightHearsANewcomerAtOnce(t *testing.T) {
 		defer f.Close()
 		fs = append(fs, f)
 	}
-	if _, ok := fs[1].TryAcquireAt(net.Now(), "k"); !ok {
+	if _, ok := fs[1].TryAcquire("k"); !ok {
 		t.Fatal("refused")
 	}
 	net.Advance(10 * time.Millisecond) // the report, not yet a tick

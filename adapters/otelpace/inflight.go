@@ -12,7 +12,7 @@ import (
 // limit (and per attribute value below); docs/operations.md lists them
 // beside prompace's names.
 type inFlightInstruments struct {
-	requests, reportWaits, frames, peerKeysDropped metric.Int64ObservableCounter
+	requests, capped, frames, peerKeysDropped metric.Int64ObservableCounter
 	held, limit, peers                             metric.Int64ObservableGauge
 }
 
@@ -35,7 +35,8 @@ func newInFlightInstruments(m metric.Meter) (in inFlightInstruments, err error) 
 	}
 	in.requests = counter("gopherpace.inflight.requests", "{request}",
 		"Requests asked of an in-flight limit, by decision: acquired (a slot taken) or refused (none free).")
-	in.reportWaits = counter("gopherpace.inflight.report_waits", "{request}", "Tries that met the local cap and waited for this node's report.")
+	in.capped = counter("gopherpace.inflight.capped", "{request}",
+		"Refused requests (among the refused) for which a slot was free beyond this node's share, but it had taken its local cap of those this tick.")
 	in.frames = counter("gopherpace.inflight.frames", "{frame}",
 		"Gauge frames sent (direction sent) and peers' frames not used, whole or in part (direction dropped).")
 	in.peerKeysDropped = counter("gopherpace.inflight.peer_keys.dropped", "{key}", "Peers' keys beyond WithMaxKeys, not counted.")
@@ -47,7 +48,7 @@ func newInFlightInstruments(m metric.Meter) (in inFlightInstruments, err error) 
 }
 
 func (in *inFlightInstruments) all() []metric.Observable {
-	return []metric.Observable{in.requests, in.reportWaits, in.frames, in.peerKeysDropped, in.held, in.limit, in.peers}
+	return []metric.Observable{in.requests, in.capped, in.frames, in.peerKeysDropped, in.held, in.limit, in.peers}
 }
 
 // observe reads f's Stats once and observes every instrument.
@@ -60,7 +61,7 @@ func (in *inFlightInstruments) observe(o metric.Observer, name string, f *gopher
 	}
 	o.ObserveInt64(in.requests, clamp(s.Acquired), by("decision", "acquired"))
 	o.ObserveInt64(in.requests, clamp(s.Refused), by("decision", "refused"))
-	o.ObserveInt64(in.reportWaits, clamp(s.ReportWaits), one)
+	o.ObserveInt64(in.capped, clamp(s.Capped), one)
 	o.ObserveInt64(in.frames, clamp(s.FramesSent), by("direction", "sent"))
 	o.ObserveInt64(in.frames, clamp(s.FramesDropped), by("direction", "dropped"))
 	o.ObserveInt64(in.peerKeysDropped, clamp(s.PeerKeysDropped), one)

@@ -220,11 +220,11 @@ func TestScrapeInFlight(t *testing.T) {
 	// b takes two slots (a new key's requests go one report at a time),
 	// then a takes the third, and is refused a fourth.
 	for range 4 {
-		fs[1].TryAcquireAt(net.Now(), "")
+		fs[1].TryAcquire("")
 		net.Advance(5 * time.Millisecond)
 	}
 	for range 2 {
-		fs[0].TryAcquireAt(net.Now(), "")
+		fs[0].TryAcquire("")
 		net.Advance(5 * time.Millisecond)
 	}
 	net.Advance(100 * time.Millisecond)

@@ -10,8 +10,8 @@ import (
 var (
 	inFlightRequests = prometheus.NewDesc("gopherpace_inflight_requests_total",
 		"Requests asked of an in-flight limit, by decision: acquired (a slot taken) or refused (none free).", []string{"limiter", "decision"}, nil)
-	inFlightReportWaits = prometheus.NewDesc("gopherpace_inflight_report_waits_total",
-		"Tries that met the local cap and waited for this node's report.", []string{"limiter"}, nil)
+	inFlightCapped = prometheus.NewDesc("gopherpace_inflight_capped_total",
+		"Refused requests (among the refused) for which a slot was free beyond this node's share, but it had taken its local cap of those this tick.", []string{"limiter"}, nil)
 	inFlightHeld = prometheus.NewDesc("gopherpace_inflight_held",
 		"The keyless limit's requests in flight, by scope: node (this one's) or cluster (as this node knows it).", []string{"limiter", "scope"}, nil)
 	inFlightLimit = prometheus.NewDesc("gopherpace_inflight_limit",
@@ -31,7 +31,7 @@ func collectInFlight(ch chan<- prometheus.Metric, name string, f *gopherpace.InF
 	}
 	send(inFlightRequests, prometheus.CounterValue, float64(s.Acquired), "acquired")
 	send(inFlightRequests, prometheus.CounterValue, float64(s.Refused), "refused")
-	send(inFlightReportWaits, prometheus.CounterValue, float64(s.ReportWaits))
+	send(inFlightCapped, prometheus.CounterValue, float64(s.Capped))
 	send(inFlightHeld, prometheus.GaugeValue, float64(s.Held), "node")
 	send(inFlightHeld, prometheus.GaugeValue, float64(s.ClusterHeld), "cluster")
 	send(inFlightLimit, prometheus.GaugeValue, float64(f.Limit()))

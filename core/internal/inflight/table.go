@@ -10,17 +10,19 @@
 // it, has a free slot (its own count and the peers' last reported counts
 // are below the limit) and either
 //
-//   - it holds fewer than its share: no other node deals that slot to
-//     itself, so these need no word from the peers; or
-//   - the free slot is not kept for a peer (a peer that refuses requests
-//     and holds fewer than its share has the difference kept for it, so
-//     a busy node cannot take every slot a quieter one frees), and the
-//     node has let in fewer than LocalCap requests its peers may not have
-//     heard of yet (since its last report, or within ReportFlight of it);
-//     at the cap the caller sends a report and tries again.
+//   - it holds fewer than its share: the others deal themselves the rest
+//     of the limit, so these need no word from the peers, however late
+//     their reports arrive; or
+//   - it has taken fewer than LocalCap slots beyond its share since its
+//     last tick, and the free slot is not kept for a peer (a peer that
+//     refuses requests and holds fewer than its share has the difference
+//     kept for it, so a busy node cannot take every slot a quieter one
+//     frees).
 //
-// Slots beyond the shares go only LocalCap at a time per node unheard, so
-// the cluster holds at most Bound (docs/design.md, "In-flight limits").
+// A key less than two rounds old has no shares yet (a peer asked for it
+// may not have reported it): each node fills at most an even split of the
+// limit. So the cluster holds at most Bound while reports arrive within a
+// tick (docs/design.md, "In-flight limits").
 package inflight
 
 import (
@@ -33,10 +35,6 @@ import (
 	"github.com/pedreviljoen/gopherpace/core/internal/wire"
 )
 
-// ReportFlight is how long a report counts as not yet heard by the peers:
-// more than delivery takes on a LAN.
-const ReportFlight = int64(2_000_000)
-
 // demandTau is the time constant of the demand's smoothing (ns).
 const demandTau = 500_000_000
 
@@ -48,9 +46,9 @@ const (
 	Admitted Verdict = iota
 	// Full: the cluster's slots, or those free for this node, are taken.
 	Full
-	// Unheard: LocalCap requests of this node's are not heard yet; send a
-	// report and try again after ReportFlight.
-	Unheard
+	// Capped: a slot is free beyond this node's share, but it took
+	// LocalCap of those since its last tick.
+	Capped
 )
 
 // A Table is one in-flight limiter's counts on one node. It is safe for
@@ -59,6 +57,7 @@ type Table struct {
 	self        string
 	limit       int64
 	localCap    int64
+	nodes       int // this one and its members, at the last tick
 	maxPeerKeys int
 	standalone  bool
 
@@ -68,13 +67,13 @@ type Table struct {
 	// left are the incarnations that said goodbye, by name: a report of
 	// theirs that arrives after the goodbye (reordered) is ignored. One
 	// is forgotten once the transport no longer lists its node.
-	left                        map[string]uint64
-	round                       uint64 // ticks so far
-	lastTick                    int64
-	freed                       chan struct{} // closed, and replaced, when a slot may have come free
-	acquired, attempts          uint64
-	refusedFull, refusedUnheard uint64
-	dropped                     uint64 // peers' entries beyond maxPeerKeys
+	left                       map[string]uint64
+	round                      uint64 // ticks so far
+	lastTick                   int64
+	freed                      chan struct{} // closed, and replaced, when a slot may have come free
+	acquired, attempts         uint64
+	refusedFull, refusedCapped uint64
+	dropped                    uint64 // peers' entries beyond maxPeerKeys
 }
 
 // slot is one key's counts: key hash 0 is the limiter's keyless limit.
@@ -82,9 +81,7 @@ type slot struct {
 	key      uint64
 	born     uint64  // the round it was made in
 	own      int64   // this node's requests in flight
-	unsent   int64   // let in since the last report
-	flying   int64   // reported, not yet counted as heard
-	landsAt  int64   // when flying counts as heard
+	borrowed int64   // slots taken beyond the share since the last tick
 	asked    int64   // attempts since the last tick
 	refused  int64   // refusals since the last tick
 	demand   float64 // attempts a second, smoothed
@@ -95,7 +92,8 @@ type slot struct {
 	// slots kept for peers (reshare).
 	others int64
 	byPeer map[*peer]*gauge
-	share  int64
+	share  int64 // what it may fill unheard (with fair): the safe share
+	fair   int64 // its share by demand alone
 	kept   int64
 }
 
@@ -116,11 +114,11 @@ type peer struct {
 // named self, of a cluster of about nodes nodes (which sets LocalCap);
 // it keeps at most maxPeerKeys keys of each peer's.
 func New(self string, limit int64, nodes, maxPeerKeys int) *Table {
-	return &Table{self: self, limit: limit, localCap: LocalCapFor(limit, nodes), maxPeerKeys: maxPeerKeys,
+	return &Table{self: self, limit: limit, localCap: LocalCapFor(limit, nodes), nodes: max(1, nodes), maxPeerKeys: maxPeerKeys,
 		slots: map[uint64]*slot{}, peers: map[string]*peer{}, left: map[string]uint64{}, freed: make(chan struct{})}
 }
 
-// NewStandalone is a table of a node alone: no local cap, no ticks, and a
+// NewStandalone is a table of a node alone: no shares, no ticks, and a
 // key's slot dropped when its last request is released.
 func NewStandalone(limit int64) *Table {
 	t := New("", limit, 1, 0)
@@ -128,18 +126,27 @@ func NewStandalone(limit int64) *Table {
 	return t
 }
 
-// LocalCapFor is the most requests a node lets in that its peers may not
-// have heard of: an eighth of an even share of the limit, at least one.
+// LocalCapFor is the most slots a node takes beyond its share in a tick
+// (a tick's reports are what its peers may not have heard yet): an
+// eighth of an even split of the limit, at least one.
 func LocalCapFor(limit int64, nodes int) int64 {
 	return max(1, limit/int64(8*max(1, nodes)))
 }
 
 // Bound is the most requests a cluster of nodes nodes holds at once under
 // a limit of limit: the limit, LocalCap per node for the slots beyond the
-// shares, and one per node but one, for shares rounded from demands heard
-// a few milliseconds apart.
+// shares, and one per node but one, for shares (and even splits) rounded
+// up from demands heard a few milliseconds apart.
 func Bound(limit int64, nodes int) int64 {
 	return limit + int64(nodes)*LocalCapFor(limit, nodes) + int64(nodes-1)
+}
+
+// SetNodes says how many nodes the cluster has, this one included, when
+// the member list is read between ticks: a young key's even split.
+func (t *Table) SetNodes(n int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.nodes = max(1, n)
 }
 
 // LocalCap is the table's.
@@ -167,8 +174,8 @@ func (t *Table) slotLocked(key uint64) *slot {
 	return s
 }
 
-// Acquire decides one request for key at now.
-func (t *Table) Acquire(key uint64, now int64) Verdict {
+// Acquire decides one request for key.
+func (t *Table) Acquire(key uint64) Verdict {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	s := t.slotLocked(key)
@@ -176,16 +183,23 @@ func (t *Table) Acquire(key uint64, now int64) Verdict {
 	t.attempts++
 	switch {
 	case s.own+s.others >= t.limit:
-	case s.own < s.share && t.round >= s.born+2:
-		// Within this node's share, dealt from demands every node has
-		// heard (the slot is a whole round old: a peer asked for the key
-		// has reported it): no other node deals it to itself.
+	case t.standalone:
 		return t.admitLocked(s)
-	case s.own+s.others+s.kept >= t.limit && s.own >= s.share: // the free slots are kept for peers
-	case s.unheard(now) >= t.localCap:
-		t.refusedUnheard++
-		return Unheard
+	case t.round < s.born+2:
+		// A young key: a peer asked for it may not have reported it yet,
+		// so every node fills at most an even split.
+		if n := int64(max(t.nodes, 1+len(t.peers))); s.own < (t.limit+n-1)/n {
+			return t.admitLocked(s)
+		}
+	case s.own < min(s.share, s.fair):
+		return t.admitLocked(s)
+	case s.own+s.others+s.kept >= t.limit && s.own >= s.fair: // the free slots are kept for peers
+	case s.borrowed >= t.localCap:
+		s.refused++
+		t.refusedCapped++
+		return Capped
 	default: // a slot beyond the share, free as far as this node has heard
+		s.borrowed++
 		return t.admitLocked(s)
 	}
 	s.refused++
@@ -195,17 +209,9 @@ func (t *Table) Acquire(key uint64, now int64) Verdict {
 
 func (t *Table) admitLocked(s *slot) Verdict {
 	s.own++
-	s.unsent++
 	s.changed = true
 	t.acquired++
 	return Admitted
-}
-
-func (s *slot) unheard(now int64) int64 {
-	if now < s.landsAt {
-		return s.unsent + s.flying
-	}
-	return s.unsent
 }
 
 // Release gives back one slot of key's that Acquire let in.
@@ -236,10 +242,8 @@ func (t *Table) Count(key uint64) (own, cluster int64) {
 }
 
 // Report is what the next report says: every key that changed, or on a
-// tick (all) every key this node holds, is asked for or has just given
-// up, with its counts. The requests in it count as heard after
-// ReportFlight from now.
-func (t *Table) Report(now int64, all bool, to []wire.Gauge) []wire.Gauge {
+// tick (all) every key this node holds or is asked for, with its counts.
+func (t *Table) Report(all bool, to []wire.Gauge) []wire.Gauge {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, s := range t.slots {
@@ -247,12 +251,6 @@ func (t *Table) Report(now int64, all bool, to []wire.Gauge) []wire.Gauge {
 			continue
 		}
 		s.changed = false
-		if now < s.landsAt {
-			s.flying += s.unsent
-		} else {
-			s.flying = s.unsent
-		}
-		s.unsent, s.landsAt = 0, now+ReportFlight
 		to = append(to, wire.Gauge{Key: s.key, InFlight: s.own, Demand: perSecond(s.demand), Refusing: perSecond(s.refusing)})
 	}
 	return to
@@ -279,12 +277,12 @@ func (t *Table) Totals() (acquired, attempts uint64) {
 	return t.acquired, t.attempts
 }
 
-// Refusals counts the requests refused for want of a slot, and the tries
-// that met the local cap.
-func (t *Table) Refusals() (full, unheard uint64) {
+// Refusals counts the requests refused for want of a slot, and those
+// refused at the local cap (Capped).
+func (t *Table) Refusals() (full, capped uint64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.refusedFull, t.refusedUnheard
+	return t.refusedFull, t.refusedCapped
 }
 
 // Round is the current tick's number, for the report's frames.
@@ -302,6 +300,7 @@ func (t *Table) Tick(now int64, members []string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.round++
+	t.nodes = 1 + len(members)
 	dt := now - t.lastTick
 	if t.lastTick == 0 || dt <= 0 {
 		dt = 0
@@ -325,7 +324,7 @@ func (t *Table) Tick(now int64, members []string) {
 			s.demand += a * (float64(s.asked)*perSec - s.demand)
 			s.refusing += a * (float64(s.refused)*perSec - s.refusing)
 		}
-		s.asked, s.refused = 0, 0
+		s.asked, s.refused, s.borrowed = 0, 0, 0
 		// Its share is dealt from the lower of this tick's demand and the
 		// last: a rise counts once the peers have it, so that no node
 		// deals itself more than the peers deal it.
@@ -371,9 +370,11 @@ func (t *Table) Apply(from string, f *wire.GaugeFrame, keyed bool) {
 	}
 	if f.Round > p.round {
 		p.round = f.Round
-		// A key the peer left out of a whole round has gone from it.
+		// A key the peer left out of two whole rounds has gone from it
+		// (one round's report may be lost: dropping a key the peer still
+		// holds would let the others overfill).
 		for _, s := range p.keys {
-			if g := s.byPeer[p]; g.round+1 < f.Round {
+			if g := s.byPeer[p]; g.round+2 < f.Round {
 				t.dropLocked(p, s)
 			}
 		}
@@ -462,60 +463,112 @@ func (t *Table) dropLocked(p *peer, s *slot) {
 	delete(p.keys, s.key)
 }
 
-// reshareLocked deals s's limit to the nodes asking for it, in proportion
-// to their demand, by largest remainder (ties to the lower name, so every
-// node that knows the same demands deals alike), and counts the slots kept
-// for refusing peers below their share.
+// reshareLocked deals s's limit to the nodes (reshare), and counts the
+// slots kept for refusing peers below their share.
 func (t *Table) reshareLocked(s *slot) {
-	type claim struct {
-		name   string
-		weight int64
-		g      *gauge
-	}
 	claims := make([]claim, 0, 1+len(s.byPeer))
 	own := perSecond(s.dealt)
 	if s.asked > 0 || s.own > 0 {
 		own = max(own, 1)
 	}
-	claims = append(claims, claim{t.self, own, nil})
-	total := own
+	claims = append(claims, claim{name: t.self, weight: own, held: s.own})
 	for p, g := range s.byPeer {
-		claims = append(claims, claim{p.name, g.demand, g})
-		total += g.demand
+		claims = append(claims, claim{name: p.name, weight: g.demand, held: g.inFlight, refusing: g.refusing > 0})
 	}
-	s.kept = 0
-	if total == 0 {
-		s.share = t.limit
-		return
-	}
-	// Shares in units of total: floor first, then the largest remainders.
-	type dealt struct {
-		share, rem int64
-	}
-	deal := make([]dealt, len(claims))
-	left := t.limit
-	for i, c := range claims {
-		q, r := mulDiv(t.limit, c.weight, total)
-		deal[i] = dealt{q, r}
-		left -= q
-	}
-	order := make([]int, len(claims))
-	for i := range order {
-		order[i] = i
-	}
-	slices.SortFunc(order, func(a, b int) int {
-		if c := cmp.Compare(deal[b].rem, deal[a].rem); c != 0 {
-			return c
+	// The fair shares, by demand alone, say which slots are kept for
+	// refusing peers and when this node borrows; the safe ones, which
+	// leave every node what it holds, say what it may fill unheard.
+	deal(t.limit, claims, false)
+	s.fair, s.kept = claims[0].share, 0
+	for _, c := range claims[1:] {
+		if c.refusing {
+			s.kept += max(0, c.share-c.held)
 		}
-		return cmp.Compare(claims[a].name, claims[b].name)
-	})
-	for _, i := range order[:min(int(left), len(order))] {
-		deal[i].share++
 	}
-	s.share = deal[0].share
-	for i, c := range claims[1:] {
-		if c.g.refusing > 0 {
-			s.kept += max(0, deal[i+1].share-c.g.inFlight)
+	deal(t.limit, claims, true)
+	s.share = claims[0].share
+}
+
+// claim is one node's part in a key's dealing: its demand, the slots it
+// holds, and the share dealt to it.
+type claim struct {
+	name     string
+	weight   int64
+	held     int64
+	refusing bool
+	share    int64
+	fixed    bool
+	rem      int64
+}
+
+// deal deals limit to claims in proportion to their weights, by largest
+// remainder (ties to the lower name, so that every node that knows the
+// same claims deals alike). With keepHeld, a node that holds more than
+// its part keeps
+// what it holds as its share, and the rest is dealt again among the
+// others: the shares then never add up to more than the limit, however
+// the slots were taken (a node whose demand fell, or one that holds slots
+// and is asked for none). With no weight at all, each node's share is
+// what it holds and the rest of the limit is everyone's: every share is
+// the limit less the others' holdings.
+func deal(limit int64, claims []claim, keepHeld bool) {
+	for i := range claims {
+		claims[i].fixed = false
+	}
+	for {
+		left, total := limit, int64(0)
+		for _, c := range claims {
+			if c.fixed {
+				left -= c.held
+			} else {
+				total += c.weight
+			}
+		}
+		left = max(left, 0)
+		if total == 0 {
+			for i := range claims {
+				if !claims[i].fixed {
+					claims[i].share = claims[i].held + left
+				}
+			}
+			return
+		}
+		rest := left
+		for i := range claims {
+			c := &claims[i]
+			if c.fixed {
+				c.share = c.held
+				continue
+			}
+			c.share, c.rem = mulDiv(left, c.weight, total)
+			rest -= c.share
+		}
+		order := make([]int, 0, len(claims))
+		for i, c := range claims {
+			if !c.fixed {
+				order = append(order, i)
+			}
+		}
+		slices.SortFunc(order, func(a, b int) int {
+			if c := cmp.Compare(claims[b].rem, claims[a].rem); c != 0 {
+				return c
+			}
+			return cmp.Compare(claims[a].name, claims[b].name)
+		})
+		for _, i := range order[:min(int(rest), len(order))] {
+			claims[i].share++
+		}
+		again := false
+		for i := range claims {
+			if !keepHeld {
+				break
+			}
+			if c := &claims[i]; !c.fixed && c.held > c.share {
+				c.fixed, again = true, true
+			}
+		}
+		if !again {
+			return
 		}
 	}
 }

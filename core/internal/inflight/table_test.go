@@ -29,7 +29,7 @@ func newCluster(limit int64, n int) *cluster {
 
 // report is node i's next report, as its peers decode it.
 func (c *cluster) report(i int, now int64, all bool) *wire.GaugeFrame {
-	gs := c.nodes[i].Report(now, all, nil)
+	gs := c.nodes[i].Report(all, nil)
 	c.seq[i]++
 	head := wire.GaugeFrame{Limiter: 1, Incarnation: 1, Seq: c.seq[i], Round: c.nodes[i].Round(), KeyHashID: 7}
 	b := wire.AppendGaugeHeader(nil, &head, len(gs))
@@ -71,14 +71,14 @@ func (c *cluster) total(key uint64) (n int64) {
 func TestStandaloneIsASemaphorePerKey(t *testing.T) {
 	tb := NewStandalone(3)
 	for range 3 {
-		if v := tb.Acquire(5, 0); v != Admitted {
+		if v := tb.Acquire(5); v != Admitted {
 			t.Fatalf("verdict %v below the limit", v)
 		}
 	}
-	if v := tb.Acquire(5, 0); v != Full {
+	if v := tb.Acquire(5); v != Full {
 		t.Fatalf("a 4th request of 3: %v", v)
 	}
-	if v := tb.Acquire(6, 0); v != Admitted {
+	if v := tb.Acquire(6); v != Admitted {
 		t.Fatalf("another key: %v", v)
 	}
 	tb.Release(5)
@@ -91,17 +91,18 @@ func TestStandaloneIsASemaphorePerKey(t *testing.T) {
 	if own, _ := tb.Count(6); own != 0 {
 		t.Fatalf("released more than taken: %d", own)
 	}
-	if v := tb.Acquire(5, 0); v != Admitted {
+	if v := tb.Acquire(5); v != Admitted {
 		t.Fatalf("the freed slot: %v", v)
 	}
-	if v := tb.Acquire(5, 0); v != Full {
+	if v := tb.Acquire(5); v != Full {
 		t.Fatalf("past the limit again: %v", v)
 	}
 }
 
-// Random arrivals and releases at every node, with reports that take
-// less than ReportFlight to arrive: the cluster never holds more than
-// Bound, it fills the limit, and every node gets requests in.
+// Random arrivals and releases at every node, with reports that take up
+// to half a tick to arrive, reordered: the cluster never holds more than
+// Bound, it comes within 5% of the limit, and every node gets requests
+// in.
 func TestClusterHoldsTheOvershootBound(t *testing.T) {
 	for _, tc := range []struct {
 		limit int64
@@ -140,15 +141,14 @@ func TestClusterHoldsTheOvershootBound(t *testing.T) {
 					c.nodes[i].Release(9)
 					held[i]--
 				} else {
-					switch c.nodes[i].Acquire(9, now) {
-					case Admitted:
+					if c.nodes[i].Acquire(9) == Admitted {
 						held[i]++
 						admitted[i]++
-					case Unheard:
 					}
 				}
-				if rng.IntN(4) == 0 || c.nodes[i].unheardNow(9, now) >= c.nodes[i].LocalCap() {
-					inTransit = append(inTransit, pending{now + rng.Int64N(ReportFlight), i, c.report(i, now, false)})
+				if rng.IntN(4) == 0 {
+					// Delivered within half a tick, in any order.
+					inTransit = append(inTransit, pending{now + rng.Int64N(50*ms), i, c.report(i, now, false)})
 				}
 				worst = max(worst, c.total(9))
 			}
@@ -156,8 +156,8 @@ func TestClusterHoldsTheOvershootBound(t *testing.T) {
 			if worst > bound {
 				t.Fatalf("the cluster held %d, over the bound %d", worst, bound)
 			}
-			if worst < tc.limit {
-				t.Fatalf("the cluster never filled the limit: %d of %d", worst, tc.limit)
+			if worst < tc.limit*95/100 {
+				t.Fatalf("the cluster never came near the limit: %d of %d", worst, tc.limit)
 			}
 			for i, a := range admitted {
 				if a == 0 {
@@ -166,15 +166,6 @@ func TestClusterHoldsTheOvershootBound(t *testing.T) {
 			}
 		})
 	}
-}
-
-func (t *Table) unheardNow(key uint64, now int64) int64 {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if s := t.slots[key]; s != nil {
-		return s.unheard(now)
-	}
-	return 0
 }
 
 // Under overload the limit is shared in proportion to the requests each
@@ -206,7 +197,7 @@ func TestSharesFollowDemand(t *testing.T) {
 		releases = kept
 		for i, n := range asks {
 			for range n {
-				v := c.nodes[i].Acquire(1, now)
+				v := c.nodes[i].Acquire(1)
 				if step >= 2000 {
 					asked[i]++
 				}
@@ -237,14 +228,14 @@ func TestSharesFollowDemand(t *testing.T) {
 
 // A peer's slots are given back when it says goodbye, when it is no
 // longer a member, and key by key when it stops reporting a key for a
-// whole round; a report older than what is known changes nothing.
+// whole rounds; a report older than what is known changes nothing.
 func TestPeersSlotsComeBack(t *testing.T) {
 	c := newCluster(10, 2)
-	c.nodes[1].Acquire(4, 0)
+	c.nodes[1].Acquire(4)
 	c.tick(0)
 	c.tick(0) // the key is a round old: n1 fills its share at once
 	for range 5 {
-		if v := c.nodes[1].Acquire(4, ms); v != Admitted {
+		if v := c.nodes[1].Acquire(4); v != Admitted {
 			t.Fatalf("within the share: %v", v)
 		}
 	}
@@ -280,7 +271,7 @@ func TestPeersSlotsComeBack(t *testing.T) {
 	c.nodes[0].Tick(350*ms, c.names[:1]) // n1 no longer listed: forgotten
 	c.nodes[0].Tick(360*ms, c.names)
 	c.nodes[1] = New("n1", 10, 2, 100) // it comes back under its name
-	c.nodes[1].Acquire(4, 370*ms)
+	c.nodes[1].Acquire(4)
 	f := c.report(1, 370*ms, true)
 	f.Incarnation = 1 // a restart with a clock that has not moved on
 	c.deliver(1, f)

@@ -17,7 +17,7 @@ import (
 //	seq         uv       per-sender sequence number, from 1
 //	round       uv       the sender's tick when it wrote the frame: every
 //	                     tick it reports every key it holds or is asked
-//	                     for, so a key it stopped reporting two rounds ago
+//	                     for, so a key it left out of two whole rounds
 //	                     has nothing in flight there
 //	acquired    uv       requests the sender let in since it started
 //	attempts    uv       requests asked of it since it started, let in or not
