@@ -19,9 +19,9 @@
 //     kept for it, so a busy node cannot take every slot a quieter one
 //     frees).
 //
-// A key less than two rounds old has no shares yet (a peer asked for it
-// may not have reported it): each node fills at most an even split of the
-// limit. So the cluster holds at most Bound while reports arrive within a
+// A node newly asked for a key (within two rounds of its first request,
+// or of its first after a pause) has no share yet, as its peers do not
+// know its demand: it fills at most an even split of the limit. So the cluster holds at most Bound while reports arrive within a
 // tick (docs/design.md, "In-flight limits").
 package inflight
 
@@ -78,16 +78,19 @@ type Table struct {
 
 // slot is one key's counts: key hash 0 is the limiter's keyless limit.
 type slot struct {
-	key      uint64
-	born     uint64  // the round it was made in
-	own      int64   // this node's requests in flight
-	borrowed int64   // slots taken beyond the share since the last tick
-	asked    int64   // attempts since the last tick
-	refused  int64   // refusals since the last tick
-	demand   float64 // attempts a second, smoothed
-	dealt    float64 // the demand its share is dealt from (Tick)
-	refusing float64 // refusals a second, smoothed
-	changed  bool    // to go in the next report
+	key uint64
+	// asking says this node has been asked for the key since the round
+	// askedFrom; it stops when a tick finds its demand gone.
+	asking    bool
+	askedFrom uint64
+	own       int64   // this node's requests in flight
+	borrowed  int64   // slots taken beyond the share since the last tick
+	asked     int64   // attempts since the last tick
+	refused   int64   // refusals since the last tick
+	demand    float64 // attempts a second, smoothed
+	dealt     float64 // the demand its share is dealt from (Tick)
+	refusing  float64 // refusals a second, smoothed
+	changed   bool    // to go in the next report
 	// From the peers' reports: their sum, and this node's share and the
 	// slots kept for peers (reshare).
 	others int64
@@ -168,7 +171,7 @@ func (t *Table) wakeLocked() {
 func (t *Table) slotLocked(key uint64) *slot {
 	s := t.slots[key]
 	if s == nil {
-		s = &slot{key: key, born: t.round, byPeer: map[*peer]*gauge{}, share: t.limit}
+		s = &slot{key: key, byPeer: map[*peer]*gauge{}, share: t.limit}
 		t.slots[key] = s
 	}
 	return s
@@ -181,13 +184,17 @@ func (t *Table) Acquire(key uint64) Verdict {
 	s := t.slotLocked(key)
 	s.asked++
 	t.attempts++
+	if !s.asking {
+		s.asking, s.askedFrom = true, t.round
+	}
 	switch {
 	case s.own+s.others >= t.limit:
 	case t.standalone:
 		return t.admitLocked(s)
-	case t.round < s.born+2:
-		// A young key: a peer asked for it may not have reported it yet,
-		// so every node fills at most an even split.
+	case t.round < s.askedFrom+2:
+		// Newly asked for here: the peers do not know this node's demand
+		// yet, and any of them may have just begun too, so every such
+		// node fills at most an even split.
 		if n := int64(max(t.nodes, 1+len(t.peers))); s.own < (t.limit+n-1)/n {
 			return t.admitLocked(s)
 		}
@@ -317,19 +324,25 @@ func (t *Table) Tick(now int64, members []string) {
 		}
 	}
 	for key, s := range t.slots {
-		s.dealt = s.demand
+		// A tick that finds no time passed (the first) leaves the counts
+		// to the next.
 		if dt > 0 {
+			prev := s.demand
 			a := min(1, float64(dt)/demandTau)
 			perSec := 1e9 / float64(dt)
 			s.demand += a * (float64(s.asked)*perSec - s.demand)
 			s.refusing += a * (float64(s.refused)*perSec - s.refusing)
+			// Its share is dealt from the lower of this tick's demand and
+			// the last: a rise counts once the peers have it, so that no
+			// node deals itself more than the peers deal it.
+			s.dealt = min(prev, s.demand)
+			if s.asked == 0 && s.demand < 0.5 {
+				s.asking = false
+			}
+			s.asked, s.refused = 0, 0
 		}
-		s.asked, s.refused, s.borrowed = 0, 0, 0
-		// Its share is dealt from the lower of this tick's demand and the
-		// last: a rise counts once the peers have it, so that no node
-		// deals itself more than the peers deal it.
-		s.dealt = min(s.dealt, s.demand)
-		if s.own == 0 && !s.changed && s.demand < 0.5 && len(s.byPeer) == 0 {
+		s.borrowed = 0
+		if s.own == 0 && !s.changed && !s.asking && s.demand < 0.5 && len(s.byPeer) == 0 {
 			delete(t.slots, key)
 			continue
 		}

@@ -227,27 +227,28 @@ func TestSharesFollowDemand(t *testing.T) {
 }
 
 // A peer's slots are given back when it says goodbye, when it is no
-// longer a member, and key by key when it stops reporting a key for a
+// longer a member, and key by key when it stops reporting a key for two
 // whole rounds; a report older than what is known changes nothing.
 func TestPeersSlotsComeBack(t *testing.T) {
 	c := newCluster(10, 2)
 	c.nodes[1].Acquire(4)
-	c.tick(0)
-	c.tick(0) // the key is a round old: n1 fills its share at once
+	c.tick(10 * ms)
+	c.tick(60 * ms)
+	c.tick(110 * ms) // n1 was asked two rounds ago: it fills its share at once
 	for range 5 {
 		if v := c.nodes[1].Acquire(4); v != Admitted {
 			t.Fatalf("within the share: %v", v)
 		}
 	}
-	late := c.report(1, ms, false)
+	late := c.report(1, 111*ms, false)
 	c.nodes[1].Release(4)
-	fresh := c.report(1, ms, false)
+	fresh := c.report(1, 111*ms, false)
 	c.deliver(1, fresh)
 	c.deliver(1, late) // reordered: older than fresh
 	if _, cl := c.nodes[0].Count(4); cl != 5 {
 		t.Fatalf("after a reordered report the cluster holds %d, want 5", cl)
 	}
-	c.nodes[0].Tick(100*ms, c.names)
+	c.nodes[0].Tick(150*ms, c.names)
 	if _, cl := c.nodes[0].Count(4); cl != 5 {
 		t.Fatalf("a member's slots went on a tick: %d", cl)
 	}
