@@ -419,3 +419,31 @@ func BenchmarkReceiveDigest(b *testing.B) {
 		b.Fatalf("%d of %d entries received, %d malformed, %d from non-members, %d not relayed", st.FramesReceived, b.N, st.FramesMalformed, st.FramesNotMember, st.RelayDropped)
 	}
 }
+
+// An in-flight limit's take and release, standalone, against the
+// smallest counting semaphore a Go program writes: a buffered channel
+// (which has no keys, no stats and no cluster).
+func BenchmarkInFlight(b *testing.B) {
+	b.Run("gopherpace TryAcquire+release", func(b *testing.B) {
+		f, err := NewInFlight(1 << 20)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportAllocs()
+		for b.Loop() {
+			release, ok := f.TryAcquire("backend")
+			if !ok {
+				b.Fatal("refused")
+			}
+			release()
+		}
+	})
+	b.Run("channel semaphore", func(b *testing.B) {
+		sem := make(chan struct{}, 1<<20)
+		b.ReportAllocs()
+		for b.Loop() {
+			sem <- struct{}{}
+			<-sem
+		}
+	})
+}

@@ -13,7 +13,7 @@ import (
 // beside prompace's names.
 type inFlightInstruments struct {
 	requests, capped, frames, peerKeysDropped metric.Int64ObservableCounter
-	held, limit, peers                             metric.Int64ObservableGauge
+	held, limit, peers                        metric.Int64ObservableGauge
 }
 
 func newInFlightInstruments(m metric.Meter) (in inFlightInstruments, err error) {
