@@ -159,15 +159,24 @@ func (f *InFlight) releaser(h uint64) func() {
 	if f.gossip != nil {
 		f.gossip.changed()
 	}
-	var done atomic.Bool
-	return func() {
-		if !done.CompareAndSwap(false, true) {
-			return
-		}
-		f.table.Release(h)
-		if f.gossip != nil {
-			f.gossip.changed()
-		}
+	r := &slotRelease{f: f, h: h}
+	return r.release
+}
+
+// slotRelease gives back one slot, once.
+type slotRelease struct {
+	f    *InFlight
+	h    uint64
+	done atomic.Bool
+}
+
+func (r *slotRelease) release() {
+	if !r.done.CompareAndSwap(false, true) {
+		return
+	}
+	r.f.table.Release(r.h)
+	if r.f.gossip != nil {
+		r.f.gossip.changed()
 	}
 }
 

@@ -35,6 +35,9 @@ import (
 	"github.com/pedreviljoen/gopherpace/core/internal/wire"
 )
 
+// maxSpare bounds the slots a standalone table keeps for reuse.
+const maxSpare = 64
+
 // demandTau is the time constant of the demand's smoothing (ns).
 const demandTau = 500_000_000
 
@@ -70,10 +73,13 @@ type Table struct {
 	left                       map[string]uint64
 	round                      uint64 // ticks so far
 	lastTick                   int64
-	freed                      chan struct{} // closed, and replaced, when a slot may have come free
+	freed                      chan struct{} // closed when a slot may have come free; made by Freed
 	acquired, attempts         uint64
 	refusedFull, refusedCapped uint64
 	dropped                    uint64 // peers' entries beyond maxPeerKeys
+	// spare are slots a standalone table dropped, kept for the next keys:
+	// a semaphore taken and given back makes no slot each time.
+	spare []*slot
 }
 
 // slot is one key's counts: key hash 0 is the limiter's keyless limit.
@@ -118,7 +124,7 @@ type peer struct {
 // it keeps at most maxPeerKeys keys of each peer's.
 func New(self string, limit int64, nodes, maxPeerKeys int) *Table {
 	return &Table{self: self, limit: limit, localCap: LocalCapFor(limit, nodes), nodes: max(1, nodes), maxPeerKeys: maxPeerKeys,
-		slots: map[uint64]*slot{}, peers: map[string]*peer{}, left: map[string]uint64{}, freed: make(chan struct{})}
+		slots: map[uint64]*slot{}, peers: map[string]*peer{}, left: map[string]uint64{}}
 }
 
 // NewStandalone is a table of a node alone: no shares, no ticks, and a
@@ -160,18 +166,30 @@ func (t *Table) LocalCap() int64 { return t.localCap }
 func (t *Table) Freed() <-chan struct{} {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if t.freed == nil {
+		t.freed = make(chan struct{})
+	}
 	return t.freed
 }
 
+// wakeLocked wakes the waiters, if any: with none, nothing is made.
 func (t *Table) wakeLocked() {
-	close(t.freed)
-	t.freed = make(chan struct{})
+	if t.freed != nil {
+		close(t.freed)
+		t.freed = nil
+	}
 }
 
 func (t *Table) slotLocked(key uint64) *slot {
 	s := t.slots[key]
 	if s == nil {
-		s = &slot{key: key, byPeer: map[*peer]*gauge{}, share: t.limit}
+		if n := len(t.spare); n > 0 {
+			s, t.spare = t.spare[n-1], t.spare[:n-1]
+			*s = slot{}
+		} else {
+			s = new(slot)
+		}
+		s.key, s.share = key, t.limit
 		t.slots[key] = s
 	}
 	return s
@@ -233,6 +251,9 @@ func (t *Table) Release(key uint64) {
 	s.changed = true
 	if t.standalone && s.own == 0 {
 		delete(t.slots, key)
+		if len(t.spare) < maxSpare {
+			t.spare = append(t.spare, s)
+		}
 	}
 	t.wakeLocked()
 }
@@ -406,6 +427,9 @@ func (t *Table) Apply(from string, f *wire.GaugeFrame, keyed bool) {
 				continue
 			}
 			s = t.slotLocked(e.Key)
+			if s.byPeer == nil {
+				s.byPeer = map[*peer]*gauge{}
+			}
 			s.byPeer[p] = &gauge{}
 			p.keys[e.Key] = s
 		}
