@@ -138,7 +138,7 @@ func (g *inFlightGossip) sendLocked(all bool) {
 // Deliver takes a peer's frame (datagram.Limiter).
 func (g *inFlightGossip) Deliver(from string, frame []byte, _ bool) {
 	var f wire.GaugeFrame
-	if wire.DecodeGauges(frame, &f) != nil || !g.isMember(from) {
+	if wire.DecodeGauges(frame, &f) != nil || !g.isMember(from) && !g.table.Knows(from) {
 		g.dropped.Add(1)
 		return
 	}

@@ -47,22 +47,30 @@ const (
 	childSlots    = 5
 )
 
-// Three nodes over real memberlist share an in-flight limit of 40 with a
-// fourth, a separate process holding 5 slots. Each of the three is asked
-// at its own rate (3:2:1, three times the limit in all) and holds every
-// request it lets in for 20 ms. Counted at every admit, the handlers
-// never hold more than the Bound at once; each node lets in the same
-// part of its requests as the cluster, within a tenth; and
-// after the fourth process is killed (SIGKILL), its slots come back to
-// the others within 3 s.
+// Over real memberlist, 3 and then 5 nodes share an in-flight limit of
+// 40: all but one in this process, the last a separate process holding 5
+// slots. Each of the others is asked at its own rate (n−1 : … : 2 : 1,
+// three times the limit in all) and holds every request it lets in for
+// 20 ms. Counted at every admit, the handlers never hold more than the
+// Bound at once; each node lets in the same part of its requests as the
+// cluster, within a tenth; and after the separate process is killed
+// (SIGKILL), its slots come back to the others within 3 s.
 func TestInFlightOverRealMemberlist(t *testing.T) {
+	for _, nodes := range []int{3, 5} {
+		t.Run(fmt.Sprint(nodes, " nodes"), func(t *testing.T) { inFlightOverMemberlist(t, nodes) })
+	}
+}
+
+func inFlightOverMemberlist(t *testing.T, nodes int) {
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
 	trs := []*Transport{node(t, "i0")}
 	s := WithSeeds(seeds.Static{trs[0].GossipAddr()})
-	trs = append(trs, node(t, "i1", s), node(t, "i2", s))
+	for i := 1; i < nodes-1; i++ {
+		trs = append(trs, node(t, fmt.Sprint("i", i), s))
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, exe, "-test.run=^$")
@@ -82,7 +90,7 @@ func TestInFlightOverRealMemberlist(t *testing.T) {
 	}
 	var lims []*gopherpace.InFlight
 	for _, tr := range trs {
-		eventually(t, 10*time.Second, "four members", func() bool { return len(tr.Members()) == 3 })
+		eventually(t, 10*time.Second, "every member", func() bool { return len(tr.Members()) == nodes-1 })
 		f, err := gopherpace.NewInFlight(inFlightLimit, gopherpace.WithTransport(tr), gopherpace.WithLogger(quiet))
 		if err != nil {
 			t.Fatal(err)
@@ -94,7 +102,7 @@ func TestInFlightOverRealMemberlist(t *testing.T) {
 		_, cl := lims[0].Count("backend")
 		return cl == childSlots
 	})
-	bound := lims[0].Bound(4)
+	bound := lims[0].Bound(nodes)
 
 	// The requests the handlers hold at once, counted exactly: from the
 	// moment TryAcquire lets one in until just before its slot is given
@@ -102,15 +110,18 @@ func TestInFlightOverRealMemberlist(t *testing.T) {
 	var live, worst atomic.Int64
 	live.Store(childSlots)
 	var wg sync.WaitGroup
-	var asked, let [3]atomic.Int64
+	k := len(lims)
+	asked, let := make([]atomic.Int64, k), make([]atomic.Int64, k)
 	stop := make(chan struct{})
 	judged := atomic.Bool{} // the first second is the warm-up
 	for i, f := range lims {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			// (3-i) requests a millisecond, owed by the clock: a starved
-			// loop catches up in bursts rather than asking less.
+			// Its part of 60 requests every 10 ms (three times what 40
+			// slots of 20 ms hold), weighted k−i, owed by the clock: a
+			// starved loop catches up in bursts rather than asking less.
+			per10ms := int64(60 * (k - i) / (k * (k + 1) / 2))
 			start, issued := time.Now(), int64(0)
 			for {
 				select {
@@ -118,7 +129,7 @@ func TestInFlightOverRealMemberlist(t *testing.T) {
 					return
 				case <-time.After(time.Millisecond):
 				}
-				owed := int64(3-i)*time.Since(start).Milliseconds() - issued
+				owed := per10ms*time.Since(start).Milliseconds()/10 - issued
 				for range min(owed, 100) {
 					issued++
 					release, ok := f.TryAcquire("backend")
@@ -147,7 +158,7 @@ func TestInFlightOverRealMemberlist(t *testing.T) {
 	close(stop)
 	wg.Wait()
 	var sumAsked, sumLet int64
-	for i := range 3 {
+	for i := range k {
 		sumAsked, sumLet = sumAsked+asked[i].Load(), sumLet+let[i].Load()
 	}
 	cluster := float64(sumLet) / float64(sumAsked)
@@ -158,7 +169,7 @@ func TestInFlightOverRealMemberlist(t *testing.T) {
 	if cluster > 0.8 || worst.Load() < inFlightLimit {
 		t.Errorf("not the overload asked for: %.3f of the requests let in, at most %d in flight", cluster, worst.Load())
 	}
-	for i := range 3 {
+	for i := range k {
 		if r := float64(let[i].Load()) / float64(asked[i].Load()); r < 0.9*cluster || r > 1.1*cluster {
 			t.Errorf("node %d let in %.3f of its requests, the cluster %.3f", i, r, cluster)
 		}

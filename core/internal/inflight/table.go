@@ -89,14 +89,17 @@ type slot struct {
 	// askedFrom; it stops when a tick finds its demand gone.
 	asking    bool
 	askedFrom uint64
-	own       int64   // this node's requests in flight
-	borrowed  int64   // slots taken beyond the share since the last tick
-	asked     int64   // attempts since the last tick
-	refused   int64   // refusals since the last tick
-	demand    float64 // attempts a second, smoothed
-	dealt     float64 // the demand its share is dealt from (Tick)
-	refusing  float64 // refusals a second, smoothed
-	changed   bool    // to go in the next report
+	// settled: two rounds have passed since askedFrom, and every peer
+	// has been heard since (settledLocked).
+	settled  bool
+	own      int64   // this node's requests in flight
+	borrowed int64   // slots taken beyond the share since the last tick
+	asked    int64   // attempts since the last tick
+	refused  int64   // refusals since the last tick
+	demand   float64 // attempts a second, smoothed
+	dealt    float64 // the demand its share is dealt from (Tick)
+	refusing float64 // refusals a second, smoothed
+	changed  bool    // to go in the next report
 	// From the peers' reports: their sum, and this node's share and the
 	// slots kept for peers (reshare).
 	others int64
@@ -117,6 +120,8 @@ type peer struct {
 	inc   uint64
 	round uint64
 	keys  map[uint64]*slot
+	// heard is this node's round when the peer's last frame came.
+	heard uint64
 }
 
 // New is a table for a limit of limit requests in flight, on the node
@@ -203,13 +208,13 @@ func (t *Table) Acquire(key uint64) Verdict {
 	s.asked++
 	t.attempts++
 	if !s.asking {
-		s.asking, s.askedFrom = true, t.round
+		s.asking, s.settled, s.askedFrom = true, false, t.round
 	}
 	switch {
 	case s.own+s.others >= t.limit:
 	case t.standalone:
 		return t.admitLocked(s)
-	case t.round < s.askedFrom+2:
+	case !t.settledLocked(s):
 		// Newly asked for here: the peers do not know this node's demand
 		// yet, and any of them may have just begun too, so every such
 		// node fills at most an even split.
@@ -230,6 +235,26 @@ func (t *Table) Acquire(key uint64) Verdict {
 	s.refused++
 	t.refusedFull++
 	return Full
+}
+
+// settledLocked reports whether s has left its first rounds: two of this
+// node's rounds since it was first asked for the key, and a frame from
+// every member since (a busy process may read its peers' reports late:
+// until it has, it does not know what they have begun).
+func (t *Table) settledLocked(s *slot) bool {
+	if s.settled {
+		return true
+	}
+	if t.round < s.askedFrom+2 || len(t.peers) < t.nodes-1 {
+		return false
+	}
+	for _, p := range t.peers {
+		if p.heard <= s.askedFrom {
+			return false
+		}
+	}
+	s.settled = true
+	return true
 }
 
 func (t *Table) admitLocked(s *slot) Verdict {
@@ -321,9 +346,9 @@ func (t *Table) Round() uint64 {
 }
 
 // Tick is the table's turn every tick: the demand is smoothed, peers no
-// longer members (members is the transport's list) are forgotten, and the
-// shares are dealt again. Slots nobody holds or asks for are dropped once
-// their last report went.
+// longer members (members is the transport's list) and silent for two
+// rounds are forgotten, and the shares are dealt again. Slots nobody
+// holds or asks for are dropped once their last report went.
 func (t *Table) Tick(now int64, members []string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -335,7 +360,10 @@ func (t *Table) Tick(now int64, members []string) {
 	}
 	t.lastTick = now
 	for name, p := range t.peers {
-		if !slices.Contains(members, name) {
+		// Gone from the member list and silent for two rounds: a node
+		// the failure detector wrongly declared dead (a busy process slow
+		// to answer its probes) still reports, and keeps its slots.
+		if !slices.Contains(members, name) && t.round >= p.heard+2 {
 			t.forgetLocked(p)
 		}
 	}
@@ -402,6 +430,7 @@ func (t *Table) Apply(from string, f *wire.GaugeFrame, keyed bool) {
 		p = &peer{name: from, inc: f.Incarnation, keys: map[uint64]*slot{}}
 		t.peers[from] = p
 	}
+	p.heard = t.round
 	if f.Round > p.round {
 		p.round = f.Round
 		// A key the peer left out of two whole rounds has gone from it
@@ -458,6 +487,14 @@ func (t *Table) Alone() {
 	}
 	t.localCap, t.standalone = math.MaxInt64, true
 	t.wakeLocked()
+}
+
+// Knows reports whether name's reports are counted: a peer heard and not
+// yet forgotten.
+func (t *Table) Knows(name string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.peers[name] != nil
 }
 
 // Forget drops what peer name reported: it left the cluster.

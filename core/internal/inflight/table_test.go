@@ -53,9 +53,14 @@ func (c *cluster) deliver(i int, f *wire.GaugeFrame) {
 
 func (c *cluster) tick(now int64) {
 	for i, t := range c.nodes {
-		t.Tick(now, c.names)
+		t.Tick(now, c.others(i))
 		c.deliver(i, c.report(i, now, true))
 	}
+}
+
+// others are the members as node i's transport lists them: all but i.
+func (c *cluster) others(i int) []string {
+	return append(append([]string{}, c.names[:i]...), c.names[i+1:]...)
 }
 
 func (c *cluster) total(key uint64) (n int64) {
@@ -248,11 +253,11 @@ func TestPeersSlotsComeBack(t *testing.T) {
 	if _, cl := c.nodes[0].Count(4); cl != 5 {
 		t.Fatalf("after a reordered report the cluster holds %d, want 5", cl)
 	}
-	c.nodes[0].Tick(150*ms, c.names)
+	c.nodes[0].Tick(150*ms, c.others(0))
 	if _, cl := c.nodes[0].Count(4); cl != 5 {
 		t.Fatalf("a member's slots went on a tick: %d", cl)
 	}
-	c.nodes[0].Tick(200*ms, c.names[:1])
+	c.nodes[0].Tick(200*ms, nil)
 	if _, cl := c.nodes[0].Count(4); cl != 0 {
 		t.Fatalf("a peer no longer a member still holds %d", cl)
 	}
@@ -269,8 +274,8 @@ func TestPeersSlotsComeBack(t *testing.T) {
 	if _, cl := c.nodes[0].Count(4); cl != 0 {
 		t.Fatalf("a report reordered after the goodbye brought back %d", cl)
 	}
-	c.nodes[0].Tick(350*ms, c.names[:1]) // n1 no longer listed: forgotten
-	c.nodes[0].Tick(360*ms, c.names)
+	c.nodes[0].Tick(350*ms, nil) // n1 no longer listed: forgotten
+	c.nodes[0].Tick(360*ms, c.others(0))
 	c.nodes[1] = New("n1", 10, 2, 100) // it comes back under its name
 	c.nodes[1].Acquire(4)
 	f := c.report(1, 370*ms, true)
@@ -286,7 +291,7 @@ func TestPeersSlotsComeBack(t *testing.T) {
 	}
 	c.nodes[1].changedOff(4) // as if the report of the release were lost
 	for range 3 {
-		c.nodes[1].Tick(500*ms, c.names)
+		c.nodes[1].Tick(500*ms, c.others(1))
 		c.deliver(1, c.report(1, 500*ms, true))
 	}
 	if _, cl := c.nodes[0].Count(4); cl != 0 {
@@ -333,5 +338,29 @@ func TestPeerKeysAreBounded(t *testing.T) {
 	a.Apply("b", f, true)
 	if a.DroppedEntries() != 7 || len(a.slots) != 3 {
 		t.Fatalf("dropped %d, kept %d slots", a.DroppedEntries(), len(a.slots))
+	}
+}
+
+// A peer the transport stops listing keeps its slots while it still
+// reports (the failure detector wrongly declared a busy node dead), and
+// loses them after two silent rounds (it crashed).
+func TestAnUnlistedPeerThatReportsKeepsItsSlots(t *testing.T) {
+	c := newCluster(10, 2)
+	c.nodes[1].Acquire(3)
+	c.tick(10 * ms)
+	for r := range int64(4) {
+		c.nodes[0].Tick((20+r*50)*ms, nil) // n1 unlisted
+		c.deliver(1, c.report(1, (20+r*50)*ms, true))
+		if _, cl := c.nodes[0].Count(3); cl != 1 {
+			t.Fatalf("round %d: an unlisted peer that reports counts %d", r, cl)
+		}
+	}
+	c.nodes[0].Tick(300*ms, nil)
+	if _, cl := c.nodes[0].Count(3); cl != 1 {
+		t.Fatalf("one silent round dropped %d", 1-cl)
+	}
+	c.nodes[0].Tick(350*ms, nil)
+	if _, cl := c.nodes[0].Count(3); cl != 0 || c.nodes[0].Knows("n1") {
+		t.Fatalf("after two silent rounds unlisted: %d", cl)
 	}
 }
