@@ -138,7 +138,7 @@ func newEngine(parts engineParts, c *config) *engine {
 	}
 	// The wiring: each part sees the environment and the parts it reads.
 	env := &e.engineEnv
-	flushDelay := min(max(int64(c.interval)/20, minFlushGap), int64(5*time.Millisecond))
+	flushDelay := flushDelayFor(c.interval)
 	if e.floor {
 		flushDelay = e.tick // the reference design reports on its ticks only
 	}
@@ -161,6 +161,13 @@ func newEngine(parts engineParts, c *config) *engine {
 	e.keyShares = newKeyShares(env, &e.view)
 	e.join = joining{engineEnv: env, word: &e.word, mode: &e.mode, view: &e.view}
 	return e
+}
+
+// flushDelayFor is how long after the first unsent change a node of
+// gossip interval interval reports it: a twentieth of the interval,
+// between minFlushGap and 5 ms.
+func flushDelayFor(interval time.Duration) int64 {
+	return min(max(int64(interval)/20, minFlushGap), int64(5*time.Millisecond))
 }
 
 // now is the engine's clock in nanoseconds since the limiter's epoch.

@@ -56,7 +56,7 @@ func newInFlightGossip(f *InFlight, c *config, release func()) *inFlightGossip {
 		table: f.table, f: f, t: c.transport, id: wire.NameHash(inFlightSalt, c.limiterID),
 		inc: uint64(f.clock.Now().UnixNano()), keyHashID: f.hasher.Fingerprint(),
 		tick:       c.interval / 2,
-		flushDelay: time.Duration(min(max(int64(c.interval)/20, minFlushGap), int64(5*time.Millisecond))),
+		flushDelay: time.Duration(flushDelayFor(c.interval)),
 		maxFrame:   datagram.FrameRoom(c.transport),
 		release:    release,
 	}
