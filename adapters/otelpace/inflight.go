@@ -16,23 +16,9 @@ type inFlightInstruments struct {
 	held, limit, peers                        metric.Int64ObservableGauge
 }
 
-func newInFlightInstruments(m metric.Meter) (in inFlightInstruments, err error) {
-	counter := func(name, unit, desc string) metric.Int64ObservableCounter {
-		if err != nil {
-			return nil
-		}
-		var c metric.Int64ObservableCounter
-		c, err = m.Int64ObservableCounter(name, metric.WithUnit(unit), metric.WithDescription(desc))
-		return c
-	}
-	gauge := func(name, unit, desc string) metric.Int64ObservableGauge {
-		if err != nil {
-			return nil
-		}
-		var g metric.Int64ObservableGauge
-		g, err = m.Int64ObservableGauge(name, metric.WithUnit(unit), metric.WithDescription(desc))
-		return g
-	}
+func newInFlightInstruments(m metric.Meter) (in inFlightInstruments, _ error) {
+	b := &builder{m: m}
+	counter, gauge := b.counter, b.gauge
 	in.requests = counter("gopherpace.inflight.requests", "{request}",
 		"Requests asked of an in-flight limit, by decision: acquired (a slot taken) or refused (none free).")
 	in.capped = counter("gopherpace.inflight.capped", "{request}",
@@ -44,7 +30,7 @@ func newInFlightInstruments(m metric.Meter) (in inFlightInstruments, err error) 
 		"The keyless limit's requests in flight, by scope: node (this one's) or cluster (as this node knows it).")
 	in.limit = gauge("gopherpace.inflight.limit", "{request}", "The most requests in flight per key.")
 	in.peers = gauge("gopherpace.inflight.peers", "{node}", "Peers this node has heard from.")
-	return in, err
+	return in, b.err
 }
 
 func (in *inFlightInstruments) all() []metric.Observable {

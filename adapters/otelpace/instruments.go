@@ -24,24 +24,34 @@ type instruments struct {
 // so that the streams stay bounded whatever the keys.
 const TopRanks = 5
 
-func newInstruments(m metric.Meter) (in instruments, err error) {
-	// The first error stops the rest: each later call then does nothing.
-	counter := func(name, unit, desc string) metric.Int64ObservableCounter {
-		if err != nil {
-			return nil
-		}
-		var c metric.Int64ObservableCounter
-		c, err = m.Int64ObservableCounter(name, metric.WithUnit(unit), metric.WithDescription(desc))
-		return c
+// builder makes instruments on a Meter. The first error stops the rest:
+// each later call then does nothing, and err says what failed.
+type builder struct {
+	m   metric.Meter
+	err error
+}
+
+func (b *builder) counter(name, unit, desc string) metric.Int64ObservableCounter {
+	if b.err != nil {
+		return nil
 	}
-	gauge := func(name, unit, desc string) metric.Int64ObservableGauge {
-		if err != nil {
-			return nil
-		}
-		var g metric.Int64ObservableGauge
-		g, err = m.Int64ObservableGauge(name, metric.WithUnit(unit), metric.WithDescription(desc))
-		return g
+	var c metric.Int64ObservableCounter
+	c, b.err = b.m.Int64ObservableCounter(name, metric.WithUnit(unit), metric.WithDescription(desc))
+	return c
+}
+
+func (b *builder) gauge(name, unit, desc string) metric.Int64ObservableGauge {
+	if b.err != nil {
+		return nil
 	}
+	var g metric.Int64ObservableGauge
+	g, b.err = b.m.Int64ObservableGauge(name, metric.WithUnit(unit), metric.WithDescription(desc))
+	return g
+}
+
+func newInstruments(m metric.Meter) (in instruments, _ error) {
+	b := &builder{m: m}
+	counter, gauge := b.counter, b.gauge
 	in.requests = counter("gopherpace.requests", "{request}",
 		"Requests decided, by decision: allowed, denied, or shadowed (let through by shadow mode though the limit denied them).")
 	in.tokensAllowed = counter("gopherpace.tokens.allowed", "{token}", "Tokens spent by allowed requests.")
@@ -52,8 +62,8 @@ func newInstruments(m metric.Meter) (in instruments, err error) {
 	in.refundsRefused = counter("gopherpace.refunds.refused", "{refund}",
 		"Refunds of more tokens than their key can have spent, refused whole: a bug, or a caller undoing others' spending.")
 	in.limitTokens = gauge("gopherpace.limit.tokens", "{token}", "The default policy's rate: tokens per gopherpace.limit.period.")
-	if err == nil {
-		in.limitPeriod, err = m.Float64ObservableGauge("gopherpace.limit.period", metric.WithUnit("s"),
+	if b.err == nil {
+		in.limitPeriod, b.err = m.Float64ObservableGauge("gopherpace.limit.period", metric.WithUnit("s"),
 			metric.WithDescription("The default policy's period."))
 	}
 	in.limitBucketSize = gauge("gopherpace.limit.bucket_size", "{token}", "The default policy's bucket size.")
@@ -76,7 +86,7 @@ func newInstruments(m metric.Meter) (in instruments, err error) {
 		"With WithTopKeys: the tokens denied (list denied) or admitted (list admitted, sampled) over the last one to two minutes to the key at each rank, 1 the heaviest; the keys themselves are on the status page, never in an attribute.")
 	in.relayed = counter("gopherpace.gossip.frames.relayed", "{frame}",
 		"Other nodes' frames this node passed on in a grouped cluster (outcome relayed), or could not for want of room (dropped); shared by the limiters of a transport.")
-	return in, err
+	return in, b.err
 }
 
 func (in *instruments) all() []metric.Observable {
