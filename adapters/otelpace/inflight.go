@@ -4,7 +4,6 @@ import (
 	"errors"
 
 	gopherpace "github.com/pedreviljoen/gopherpace/core"
-	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 )
 
@@ -40,11 +39,7 @@ func (in *inFlightInstruments) all() []metric.Observable {
 // observe reads f's Stats once and observes every instrument.
 func (in *inFlightInstruments) observe(o metric.Observer, name string, f *gopherpace.InFlight) {
 	s := f.Stats()
-	lim := attribute.String("limiter", name)
-	one := metric.WithAttributes(lim)
-	by := func(key, value string) metric.ObserveOption {
-		return metric.WithAttributes(lim, attribute.String(key, value))
-	}
+	_, one, by := limiterAttrs(name)
 	o.ObserveInt64(in.requests, clamp(s.Acquired), by("decision", "acquired"))
 	o.ObserveInt64(in.requests, clamp(s.Refused), by("decision", "refused"))
 	o.ObserveInt64(in.capped, clamp(s.Capped), one)

@@ -97,14 +97,19 @@ func (in *instruments) all() []metric.Observable {
 	}
 }
 
+// limiterAttrs are the attributes of the streams of the limit named
+// name: the pair itself, the option of it alone, and of it with one more.
+func limiterAttrs(name string) (lim attribute.KeyValue, one metric.ObserveOption, by func(key, value string) metric.ObserveOption) {
+	lim = attribute.String("limiter", name)
+	return lim, metric.WithAttributes(lim), func(key, value string) metric.ObserveOption {
+		return metric.WithAttributes(lim, attribute.String(key, value))
+	}
+}
+
 // observe reads l's Stats once and observes every instrument.
 func (in *instruments) observe(o metric.Observer, name string, l *gopherpace.Limiter) {
 	s := l.Stats()
-	lim := attribute.String("limiter", name)
-	one := metric.WithAttributes(lim)
-	by := func(key, value string) metric.ObserveOption {
-		return metric.WithAttributes(lim, attribute.String(key, value))
-	}
+	lim, one, by := limiterAttrs(name)
 	o.ObserveInt64(in.requests, clamp(s.Allowed), by("decision", "allowed"))
 	o.ObserveInt64(in.requests, clamp(s.Denied), by("decision", "denied"))
 	o.ObserveInt64(in.requests, clamp(s.ShadowDenials), by("decision", "shadowed"))
