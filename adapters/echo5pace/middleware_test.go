@@ -63,8 +63,9 @@ var adapterOptions = conformance.Options[Option]{
 	UsageFromHeader: func(name string) Option {
 		return WithUsage(func(c *echo.Context) int64 { return conformance.Cost(c.Request().Header.Get(name)) })
 	},
-	MaxDelay:    WithMaxDelay,
-	Concurrency: WithConcurrency,
+	MaxDelay:          WithMaxDelay,
+	Concurrency:       WithConcurrency,
+	ConcurrencyPerKey: WithConcurrencyPerKey,
 	AlsoFromHeader: func(l *gopherpace.Limiter, name, policy string) Option {
 		return WithAlso(l, HeaderKey(name), policy)
 	},

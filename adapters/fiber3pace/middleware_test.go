@@ -76,8 +76,9 @@ var adapterOptions = conformance.Options[Option]{
 	UsageFromHeader: func(name string) Option {
 		return WithUsage(func(c fiber.Ctx) int64 { return conformance.Cost(c.Get(name)) })
 	},
-	MaxDelay:    WithMaxDelay,
-	Concurrency: WithConcurrency,
+	MaxDelay:          WithMaxDelay,
+	Concurrency:       WithConcurrency,
+	ConcurrencyPerKey: WithConcurrencyPerKey,
 	AlsoFromHeader: func(l *gopherpace.Limiter, name, policy string) Option {
 		return WithAlso(l, HeaderKey(name), policy)
 	},

@@ -124,6 +124,13 @@ func WithMaxQueue(n int) Option { return shared(adapter.MaxQueue(n)) }
 // until its handler returns. Its tokens go back when it is refused a slot.
 func WithConcurrency(f *gopherpace.InFlight) Option { return shared(adapter.Concurrency(f)) }
 
+// WithConcurrencyPerKey is WithConcurrency with f's slots per request key
+// (the client's address by default, or WithKeyFunc's), so that each
+// client has at most f's limit in flight.
+func WithConcurrencyPerKey(f *gopherpace.InFlight) Option {
+	return shared(adapter.ConcurrencyPerKey(f))
+}
+
 // WithDecisionInContext stores each request's Decision in c.Locals for
 // FromContext. Storing it allocates, so it is off by default.
 func WithDecisionInContext() Option { return shared(adapter.DecisionInContext()) }

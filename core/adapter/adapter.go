@@ -62,8 +62,10 @@ type Settings struct {
 	MaxQueue int
 	// InFlight, if set, caps the requests in flight (slot.go): a request
 	// the limits admit also takes one of its slots, for as long as its
-	// handler runs.
-	InFlight *gopherpace.InFlight
+	// handler runs: one of the keyless limit's, or with InFlightPerKey
+	// one of its key's (Request.Key(0)).
+	InFlight       *gopherpace.InFlight
+	InFlightPerKey bool
 }
 
 // A Part is a further limit a request must pass too, with its policy's
@@ -102,6 +104,7 @@ type Gate struct {
 	absolute bool // the fields state an absolute time (X-RateLimit-Reset)
 	shaper        // MaxDelay and MaxQueue (shape.go)
 	inFlight *gopherpace.InFlight
+	perKey   bool // the slots are per key (Settings.InFlightPerKey)
 }
 
 // New checks s and returns the Gate for l. Its errors say what is wrong
@@ -129,7 +132,7 @@ func New(l *gopherpace.Limiter, s Settings) (*Gate, error) {
 	}
 	g := &Gate{shaper: sh,
 		l: l, ip: s.ClientIP, policy: render.NewPolicy(render.Style(s.Headers), name), style: s.Headers,
-		name: name, refund: s.Refund, inCtx: s.DecisionInContext, inFlight: s.InFlight,
+		name: name, refund: s.Refund, inCtx: s.DecisionInContext, inFlight: s.InFlight, perKey: s.InFlightPerKey,
 		absolute: s.Headers == headers.Legacy || s.Headers == headers.Both,
 	}
 	if len(s.Also) > 0 {

@@ -128,10 +128,21 @@ func MaxQueue(n int) Option {
 func Concurrency(f *gopherpace.InFlight) Option {
 	return func(s *Settings) error {
 		if f == nil {
-			return errors.New("WithConcurrency(nil): pass an in-flight limit, such as gopherpace.NewInFlight's")
+			return errors.New("nil in-flight limit: pass one, such as gopherpace.NewInFlight's")
 		}
 		s.InFlight = f
 		return nil
+	}
+}
+
+// ConcurrencyPerKey is Concurrency with f's slots per request key (the
+// key of the middleware's own limit: the client's address by default),
+// so that each client has at most f's limit in flight.
+func ConcurrencyPerKey(f *gopherpace.InFlight) Option {
+	set := Concurrency(f)
+	return func(s *Settings) error {
+		s.InFlightPerKey = true
+		return set(s)
 	}
 }
 

@@ -11,7 +11,11 @@ const slotRetryAfter = time.Second
 // (Settings.InFlight). Refused, r is denied: its tokens go back, since it
 // never runs, and its Decision says to retry after slotRetryAfter.
 func (g *Gate) holdSlot(r *Request) bool {
-	release, ok := g.inFlight.TryAcquire("")
+	key := ""
+	if g.perKey {
+		key = r.Key(0)
+	}
+	release, ok := g.inFlight.TryAcquire(key)
 	if ok {
 		r.release = release
 		return true

@@ -117,6 +117,17 @@ var cases = []testCase{
 		if own, _ := g.Count(""); own != 0 {
 			t.Fatalf("%d in flight after a rate denial", own)
 		}
+		// Per key: a client's slot does not count against another's.
+		h, err := gopherpace.NewInFlight(1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		url = server(t, limiter(t, 100), Setup{Key: KeyHeader, KeyHeader: "X-Client", InFlight: h, InFlightPerKey: true})
+		busy, _ := h.TryAcquire("a")
+		expect(t, get(t, url+"/", "X-Client", "a"), 429)
+		expect(t, get(t, url+"/", "X-Client", "b"), 200)
+		busy()
+		expect(t, get(t, url+"/", "X-Client", "a"), 200)
 	}},
 	{"the default key is the client's address, whatever it claims", func(t *testing.T, server Server) {
 		url := server(t, limiter(t, 2), Setup{})

@@ -117,8 +117,10 @@ type Setup struct {
 	// UsageHeader, if set, names a request header holding what the request
 	// used as a decimal integer, charged after the handler (WithUsage).
 	UsageHeader string
-	// InFlight, if set, caps the requests in flight (WithConcurrency).
-	InFlight *gopherpace.InFlight
+	// InFlight, if set, caps the requests in flight (WithConcurrency, or
+	// with InFlightPerKey WithConcurrencyPerKey).
+	InFlight       *gopherpace.InFlight
+	InFlightPerKey bool
 }
 
 // A Server starts l behind the adapter under test, configured by s, on a

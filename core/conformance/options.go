@@ -35,8 +35,9 @@ type Options[O any] struct {
 	MaxDelay       func(time.Duration) O
 	// UsageFromHeader charges after the handler what the request header
 	// name holds (Cost of its value).
-	UsageFromHeader func(name string) O
-	Concurrency     func(*gopherpace.InFlight) O
+	UsageFromHeader   func(name string) O
+	Concurrency       func(*gopherpace.InFlight) O
+	ConcurrencyPerKey func(*gopherpace.InFlight) O
 }
 
 // ErrKeyFailing is the error of the KeyFailing key function: the
@@ -91,7 +92,10 @@ func OptionsFor[O any](s Setup, o Options[O]) []O {
 	if s.UsageHeader != "" {
 		opts = append(opts, o.UsageFromHeader(s.UsageHeader))
 	}
-	if s.InFlight != nil {
+	switch {
+	case s.InFlight != nil && s.InFlightPerKey:
+		opts = append(opts, o.ConcurrencyPerKey(s.InFlight))
+	case s.InFlight != nil:
 		opts = append(opts, o.Concurrency(s.InFlight))
 	}
 	return opts

@@ -55,8 +55,9 @@ var adapterOptions = conformance.Options[Option]{
 	UsageFromHeader: func(name string) Option {
 		return WithUsage(func(r *http.Request, _ http.Header) int64 { return conformance.Cost(r.Header.Get(name)) })
 	},
-	MaxDelay:    WithMaxDelay,
-	Concurrency: WithConcurrency,
+	MaxDelay:          WithMaxDelay,
+	Concurrency:       WithConcurrency,
+	ConcurrencyPerKey: WithConcurrencyPerKey,
 	AlsoFromHeader: func(l *gopherpace.Limiter, name, policy string) Option {
 		return WithAlso(l, HeaderKey(name), policy)
 	},
