@@ -43,6 +43,14 @@ func exporters(t *testing.T) map[string]scraped {
 		l.AllowAt(now)
 		l.TakeAt(now, "k", 1)
 	}
+	f, err := gopherpace.NewInFlight(2, gopherpace.WithTransport(tr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	for range 3 {
+		f.TryAcquire("")
+	}
 	gather := func(reg *prometheus.Registry) scraped {
 		families, err := reg.Gather()
 		if err != nil {
@@ -67,6 +75,9 @@ func exporters(t *testing.T) map[string]scraped {
 	if err := c.Add("api", l); err != nil {
 		t.Fatal(err)
 	}
+	if err := c.AddInFlight("payments", f); err != nil {
+		t.Fatal(err)
+	}
 	prom.MustRegister(c)
 
 	otelReg := prometheus.NewRegistry()
@@ -81,6 +92,9 @@ func exporters(t *testing.T) map[string]scraped {
 		t.Fatal(err)
 	}
 	if err := m.Add("api", l); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.AddInFlight("payments", f); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { m.Close() })
