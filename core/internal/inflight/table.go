@@ -14,7 +14,8 @@
 //     of the limit, so these need no word from the peers, however late
 //     their reports arrive; or
 //   - it has taken fewer than LocalCap slots beyond its share since its
-//     last tick, and the free slot is not kept for a peer (a peer that
+//     last tick, holds fewer than LocalCap beyond its fair share, and the
+//     free slot is not kept for a peer (a peer that
 //     refuses requests and holds fewer than its share has the difference
 //     kept for it, so a busy node cannot take every slot a quieter one
 //     frees).
@@ -224,7 +225,7 @@ func (t *Table) Acquire(key uint64) Verdict {
 	case s.own < min(s.share, s.fair):
 		return t.admitLocked(s)
 	case s.own+s.others+s.kept >= t.limit && s.own >= s.fair: // the free slots are kept for peers
-	case s.borrowed >= t.localCap:
+	case s.borrowed >= t.localCap || s.own >= s.fair+t.localCap:
 		s.refused++
 		t.refusedCapped++
 		return Capped
