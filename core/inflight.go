@@ -211,10 +211,9 @@ type InFlightStats struct {
 
 // Stats reads the counters.
 func (f *InFlight) Stats() InFlightStats {
-	acquired, attempts := f.table.Totals()
-	full, capped := f.table.Refusals()
-	st := InFlightStats{Acquired: acquired, Attempts: attempts, Refused: full + capped, Capped: capped,
-		Peers: f.table.Peers(), PeerKeysDropped: f.table.DroppedEntries()}
+	c := f.table.Counts()
+	st := InFlightStats{Acquired: c.Acquired, Attempts: c.Attempts, Refused: c.RefusedFull + c.RefusedCapped, Capped: c.RefusedCapped,
+		Peers: c.Peers, PeerKeysDropped: c.DroppedEntries}
 	st.Held, st.ClusterHeld = f.table.Count(0)
 	if g := f.gossip; g != nil {
 		st.FramesSent = g.sent.Frames.Load()

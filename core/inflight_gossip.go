@@ -108,8 +108,8 @@ func (g *inFlightGossip) sendLocked(all bool) {
 	if len(g.gauges) == 0 && !all {
 		return
 	}
-	acquired, attempts := g.table.Totals()
-	head := wire.GaugeFrame{Limiter: g.id, Incarnation: g.inc, Round: g.table.Round(), Acquired: acquired, Attempts: attempts, KeyHashID: g.keyHashID}
+	c := g.table.Counts()
+	head := wire.GaugeFrame{Limiter: g.id, Incarnation: g.inc, Round: g.table.Round(), Acquired: c.Acquired, Attempts: c.Attempts, KeyHashID: g.keyHashID}
 	per := max(1, (g.maxFrame-wire.HeaderMax)/wire.GaugeEntryMax)
 	g.frames, g.buf = g.frames[:0], g.buf[:0]
 	for rest := g.gauges; ; {

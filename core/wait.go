@@ -22,8 +22,12 @@ var ErrWaitTooLong = errors.New("gopherpace: the tokens would not be free before
 // as soon as they are free, and one that loses them to another caller
 // waits again.
 func (l *Limiter) Wait(ctx context.Context, key string, n int64) error {
-	var timer loopTimer
-	defer timer.stop()
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
 	for {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -40,29 +44,15 @@ func (l *Limiter) Wait(ctx context.Context, key string, n int64) error {
 			l.counts.take(&d, n)
 			return ErrWaitTooLong
 		}
+		if timer == nil {
+			timer = time.NewTimer(wait)
+		} else {
+			timer.Reset(wait)
+		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-timer.after(wait):
+		case <-timer.C:
 		}
-	}
-}
-
-// loopTimer is the one timer of a wait loop, made on its first turn and
-// reset on the others; stop it when the loop ends.
-type loopTimer struct{ t *time.Timer }
-
-func (lt *loopTimer) after(d time.Duration) <-chan time.Time {
-	if lt.t == nil {
-		lt.t = time.NewTimer(d)
-	} else {
-		lt.t.Reset(d)
-	}
-	return lt.t.C
-}
-
-func (lt *loopTimer) stop() {
-	if lt.t != nil {
-		lt.t.Stop()
 	}
 }

@@ -28,7 +28,6 @@ package inflight
 
 import (
 	"cmp"
-	"math"
 	"math/bits"
 	"slices"
 	"sync"
@@ -137,7 +136,7 @@ func New(self string, limit int64, nodes, maxPeerKeys int) *Table {
 // key's slot dropped when its last request is released.
 func NewStandalone(limit int64) *Table {
 	t := New("", limit, 1, 0)
-	t.localCap, t.standalone = math.MaxInt64, true
+	t.standalone = true
 	return t
 }
 
@@ -163,9 +162,6 @@ func (t *Table) SetNodes(n int) {
 	defer t.mu.Unlock()
 	t.nodes = max(1, n)
 }
-
-// LocalCap is the table's.
-func (t *Table) LocalCap() int64 { return t.localCap }
 
 // Freed is closed when a slot may have come free (a release, a peer's
 // report, a tick); read it again after each wake.
@@ -323,20 +319,21 @@ func perSecond(v float64) int64 {
 	return min(n, wire.MaxInFlight)
 }
 
-// Totals are the requests this node let in, and was asked for, since it
-// started.
-func (t *Table) Totals() (acquired, attempts uint64) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.acquired, t.attempts
+// Counts are a table's counters, read at one instant: the requests let
+// in and asked for since it started, those refused for want of a slot
+// and at the local cap (Capped), the peers heard, and the peers' entries
+// beyond the keys kept of each.
+type Counts struct {
+	Acquired, Attempts, RefusedFull, RefusedCapped uint64
+	Peers                                          int
+	DroppedEntries                                 uint64
 }
 
-// Refusals counts the requests refused for want of a slot, and those
-// refused at the local cap (Capped).
-func (t *Table) Refusals() (full, capped uint64) {
+// Counts reads the counters.
+func (t *Table) Counts() Counts {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.refusedFull, t.refusedCapped
+	return Counts{t.acquired, t.attempts, t.refusedFull, t.refusedCapped, len(t.peers), t.dropped}
 }
 
 // Round is the current tick's number, for the report's frames.
@@ -478,7 +475,7 @@ func (t *Table) Apply(from string, f *wire.GaugeFrame, keyed bool) {
 }
 
 // Alone makes the table a node's alone from now on (its limit closed):
-// the peers' counts are dropped and the local cap lifted, and waiters
+// the peers' counts are dropped, it decides as a node alone, and waiters
 // wake to decide again.
 func (t *Table) Alone() {
 	t.mu.Lock()
@@ -486,7 +483,7 @@ func (t *Table) Alone() {
 	for _, p := range t.peers {
 		t.forgetLocked(p)
 	}
-	t.localCap, t.standalone = math.MaxInt64, true
+	t.standalone = true
 	t.wakeLocked()
 }
 
@@ -506,20 +503,6 @@ func (t *Table) Forget(name string) {
 		t.forgetLocked(p)
 		t.wakeLocked()
 	}
-}
-
-// Peers counts the peers heard from.
-func (t *Table) Peers() int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return len(t.peers)
-}
-
-// DroppedEntries counts the peers' entries beyond the keys kept of each.
-func (t *Table) DroppedEntries() uint64 {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.dropped
 }
 
 func (t *Table) forgetLocked(p *peer) {

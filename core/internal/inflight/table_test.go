@@ -267,8 +267,8 @@ func TestPeersSlotsComeBack(t *testing.T) {
 	}
 	beforeBye := c.report(1, 300*ms, true)
 	c.deliver(1, &wire.GaugeFrame{Leaving: true, Incarnation: 1, Seq: 99})
-	if _, cl := c.nodes[0].Count(4); cl != 0 || c.nodes[0].Peers() != 0 {
-		t.Fatalf("after goodbye: %d in flight, %d peers", cl, c.nodes[0].Peers())
+	if _, cl := c.nodes[0].Count(4); cl != 0 || c.nodes[0].Counts().Peers != 0 {
+		t.Fatalf("after goodbye: %d in flight, %d peers", cl, c.nodes[0].Counts().Peers)
 	}
 	c.deliver(1, beforeBye) // sent before the goodbye, arriving after it
 	if _, cl := c.nodes[0].Count(4); cl != 0 {
@@ -336,8 +336,8 @@ func TestPeerKeysAreBounded(t *testing.T) {
 		f.Gauges = append(f.Gauges, wire.Gauge{Key: k + 1, InFlight: 1})
 	}
 	a.Apply("b", f, true)
-	if a.DroppedEntries() != 7 || len(a.slots) != 3 {
-		t.Fatalf("dropped %d, kept %d slots", a.DroppedEntries(), len(a.slots))
+	if a.Counts().DroppedEntries != 7 || len(a.slots) != 3 {
+		t.Fatalf("dropped %d, kept %d slots", a.Counts().DroppedEntries, len(a.slots))
 	}
 }
 
