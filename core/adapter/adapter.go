@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"time"
 
 	gopherpace "github.com/pedreviljoen/gopherpace/core"
@@ -165,6 +166,16 @@ func New(l *gopherpace.Limiter, s Settings) (*Gate, error) {
 			return nil, fmt.Errorf("WithAlso: %w", err)
 		}
 		g.limits = ls
+	}
+	if g.inFlight != nil {
+		names := g.names
+		if names == nil {
+			names = []string{name}
+		}
+		// The draft fields name the in-flight limit beside the rates.
+		if slices.Contains(names, render.SlotPolicyName) {
+			return nil, fmt.Errorf("policy name %q is the in-flight limit's (WithConcurrency): name the rate otherwise", render.SlotPolicyName)
+		}
 	}
 	return g, nil
 }

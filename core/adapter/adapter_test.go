@@ -251,3 +251,35 @@ func TestAdmittedDraftIsTheRenderedFields(t *testing.T) {
 		t.Fatal("AdmittedDraft with further limits: their fields list every policy")
 	}
 }
+
+// The in-flight limit's policy name is its own: a rate named the same,
+// the gate's or a further limit's, is refused with a reason.
+func TestInFlightPolicyNameIsTaken(t *testing.T) {
+	f, err := gopherpace.NewInFlight(3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := newLimiter(t, 1, 2)
+	for _, opts := range [][]adapter.Option{
+		{adapter.Concurrency(f), adapter.PolicyName("inflight")},
+		{adapter.Concurrency(f), adapter.Also(newLimiter(t, 1, 1), "inflight")},
+	} {
+		if _, err := adapter.Configure(l, "x", opts); err == nil || !strings.Contains(err.Error(), `"inflight" is the in-flight limit's`) {
+			t.Errorf("error %v", err)
+		}
+	}
+	g, err := adapter.Configure(l, "x", []adapter.Option{adapter.Concurrency(f), adapter.Also(newLimiter(t, 1, 1), "per-key")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := adapter.Request{Keys: [adapter.MaxLimits]string{"client", "key"}, Cost: 1}
+	if err := g.Decide(&r); err != nil || !r.Decision().Allowed {
+		t.Fatalf("%+v %v", r.Decision(), err)
+	}
+	h := http.Header{}
+	g.SetHeaders(h, &r)
+	// Decide alone takes no slot: all three are free.
+	if got := h.Get("RateLimit"); got != `"default";r=1;t=1, "per-key";r=0;t=1, "inflight";r=3` {
+		t.Fatalf("RateLimit %q", got)
+	}
+}

@@ -24,8 +24,11 @@ type Request struct {
 	all  [MaxLimits]gopherpace.Decision // each limit's, with Also
 	err  error
 	back bool // its tokens were given back (RefundFor, GiveBack)
-	// release gives back its in-flight slot (slot.go).
-	release func()
+	// release gives back its in-flight slot (slot.go); slotsFree are the
+	// slots free when it asked for one, if slotAsked.
+	release   func()
+	slotsFree int64
+	slotAsked bool
 	// A client key a Flow built is kept in buf, not in Keys: a string
 	// converted from bytes on the stack would move to the heap once stored
 	// through a pointer. Bit i of own says Keys[i] is that key. Key reads
@@ -106,7 +109,7 @@ func (g *Gate) Decide(r *Request) error {
 // before, and their []string, are shared (see headers.Renderer.Set): no
 // allocation, but for the draft values of several policies (two).
 func (g *Gate) SetHeaders(h http.Header, r *Request) {
-	if g.limits == nil {
+	if g.limits == nil && g.inFlight == nil {
 		if !g.policy.SetAdmitted(h, (*render.Decision)(&r.d)) {
 			g.policy.SetHeader(h, render.Decision(r.d), r.at)
 		}
@@ -121,7 +124,7 @@ func (g *Gate) SetHeaders(h http.Header, r *Request) {
 // and RateLimit, when those are all its fields (the default style, one
 // limit); ok is false otherwise (render it with RenderRequest).
 func (g *Gate) AdmittedDraft(r *Request) (policy, limit string, ok bool) {
-	if g.limits != nil || g.policy.Style != render.Draft || !r.d.Allowed {
+	if g.limits != nil || g.inFlight != nil || g.policy.Style != render.Draft || !r.d.Allowed {
 		return "", "", false
 	}
 	policy, limit = g.policy.DraftTexts((*render.Decision)(&r.d))
@@ -131,18 +134,20 @@ func (g *Gate) AdmittedDraft(r *Request) (policy, limit string, ok bool) {
 // RenderRequest renders the request's fields into f, as SetHeaders writes
 // them.
 func (g *Gate) RenderRequest(f *Fields, r *Request) {
-	if g.limits == nil {
-		if !f.f.RenderAdmitted(&g.policy, (*render.Decision)(&r.d)) {
-			f.f.Render(g.policy, render.Decision(r.d), r.at)
+	switch {
+	case g.limits != nil:
+		n := len(g.policies)
+		var qs [MaxLimits]render.Decision
+		for i := range n {
+			qs[i] = render.Decision(r.all[i])
 		}
-		return
+		f.f.RenderMany(g.policies, qs[:n], render.Decision(r.d), r.at)
+	case !f.f.RenderAdmitted(&g.policy, (*render.Decision)(&r.d)):
+		f.f.Render(g.policy, render.Decision(r.d), r.at)
 	}
-	n := len(g.policies)
-	var qs [MaxLimits]render.Decision
-	for i := range n {
-		qs[i] = render.Decision(r.all[i])
+	if g.inFlight != nil {
+		g.addSlots(f, r)
 	}
-	f.f.RenderMany(g.policies, qs[:n], render.Decision(r.d), r.at)
 }
 
 // RefundFor gives the request's tokens back, to every limit, when the gate

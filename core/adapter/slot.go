@@ -11,19 +11,45 @@ const slotRetryAfter = time.Second
 // (Settings.InFlight). Refused, r is denied: its tokens go back, since it
 // never runs, and its Decision says to retry after slotRetryAfter.
 func (g *Gate) holdSlot(r *Request) bool {
-	key := ""
-	if g.perKey {
-		key = r.Key(0)
-	}
-	release, ok := g.inFlight.TryAcquire(key)
+	release, ok := g.inFlight.TryAcquire(g.slotKey(r))
+	r.slotAsked = true
 	if ok {
 		r.release = release
+		r.slotsFree = g.slotsFree(r)
 		return true
 	}
+	r.slotsFree = 0
 	g.GiveBack(r)
 	r.d.Allowed, r.d.Shadowed, r.d.Remaining = false, false, 0
 	r.d.RetryAfter = max(r.d.RetryAfter, slotRetryAfter)
 	return false
+}
+
+// slotKey is the in-flight key of r: its own with per-key slots, else the
+// keyless limit's.
+func (g *Gate) slotKey(r *Request) string {
+	if g.perKey {
+		return r.Key(0)
+	}
+	return ""
+}
+
+// slotsFree is how many of r's slots are free, as this node knows the
+// cluster's count.
+func (g *Gate) slotsFree(r *Request) int64 {
+	_, cluster := g.inFlight.Count(g.slotKey(r))
+	return max(0, g.inFlight.Limit()-cluster)
+}
+
+// addSlots adds the gate's in-flight limit to r's draft fields in f: the
+// free slots it saw when it asked for one, or, for a request the rates
+// denied first, those free now.
+func (g *Gate) addSlots(f *Fields, r *Request) {
+	free := r.slotsFree
+	if !r.slotAsked {
+		free = g.slotsFree(r)
+	}
+	f.f.AddSlots(g.inFlight.Limit(), free)
 }
 
 // HoldsSlot reports whether r holds an in-flight slot (WithConcurrency):

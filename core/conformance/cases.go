@@ -92,6 +92,9 @@ var cases = []testCase{
 		r := get(t, url+"/")
 		expect(t, r, 429)
 		header(t, r, "Retry-After", "1")
+		// The draft fields list the in-flight limit after the rate, in
+		// its own unit: none free.
+		slotFields(t, r, `"inflight";q=2;qu="concurrent-requests"`, `"inflight";r=0`)
 		letGo()
 		for range 2 {
 			if st := <-statuses; st != 200 {
@@ -99,7 +102,9 @@ var cases = []testCase{
 			}
 		}
 		inFlight(0, "after the held requests")
-		expect(t, get(t, url+"/"), 200)
+		r = get(t, url+"/")
+		expect(t, r, 200)
+		slotFields(t, r, `"inflight";q=2;qu="concurrent-requests"`, `"inflight";r=1`) // its own is held
 		expect(t, get(t, url+"/fail"), 500)
 		inFlight(0, "after a failed request")
 		// A request the rate denies takes no slot, and one refused a slot
@@ -412,6 +417,16 @@ func says(t *testing.T, r response, message string) {
 }
 
 // header checks a response field; want "" means absent.
+// slotFields checks that the draft fields of r end with an in-flight
+// limit's items.
+func slotFields(t *testing.T, r response, policy, limit string) {
+	t.Helper()
+	p, l := r.header.Get("RateLimit-Policy"), r.header.Get("RateLimit")
+	if !strings.HasSuffix(p, ", "+policy) || !strings.HasSuffix(l, ", "+limit) {
+		t.Fatalf("RateLimit-Policy %q and RateLimit %q, want them to end with %s and %s", p, l, policy, limit)
+	}
+}
+
 func header(t *testing.T, r response, name, want string) {
 	t.Helper()
 	if got := r.header.Get(name); got != want {

@@ -251,3 +251,42 @@ func (f *Fields) SetHeader(h map[string][]string) {
 		h[f.names[i]] = f.values[i].header()
 	}
 }
+
+// SlotPolicyName names an in-flight limit in the draft fields.
+const SlotPolicyName = "inflight"
+
+// AddSlots adds an in-flight limit of limit requests, free of them free,
+// to the draft fields in f: `"inflight";q=<limit>;qu="concurrent-requests"`
+// to RateLimit-Policy and `"inflight";r=<free>` to RateLimit (the draft's
+// quota unit for requests in flight; no window and no reset, since a slot
+// frees when a request ends, not at a time). Fields without the draft
+// ones (the legacy style) are left alone. It costs three allocations.
+func (f *Fields) AddSlots(limit, free int64) {
+	pi, li := f.index(RateLimitPolicy), f.index(RateLimit)
+	if pi < 0 || li < 0 {
+		return
+	}
+	var buf [2 * fieldBytes]byte
+	b := append(buf[:0], f.values[pi].text()...)
+	b = append(b, `, "`+SlotPolicyName+`";q=`...)
+	b = strconv.AppendInt(b, limit, 10)
+	b = append(b, `;qu="concurrent-requests"`...)
+	split := len(b)
+	b = append(b, f.values[li].text()...)
+	b = append(b, `, "`+SlotPolicyName+`";r=`...)
+	b = strconv.AppendInt(b, max(0, free), 10)
+	s := string(b)
+	pair := new([2]value)
+	pair[0].field[0], pair[1].field[0] = s[:split], s[split:]
+	f.values[pi], f.values[li] = &pair[0], &pair[1]
+}
+
+// index is the position of the field named name in f, or -1.
+func (f *Fields) index(name string) int {
+	for i := range f.n {
+		if f.names[i] == name {
+			return i
+		}
+	}
+	return -1
+}

@@ -182,3 +182,44 @@ func TestSharedValuesStayPut(t *testing.T) {
 		t.Fatalf("the other response's RateLimit-Policy became %q", got)
 	}
 }
+
+// An in-flight limit joins the draft fields as its own policy, in the
+// draft's concurrent-requests unit, after the rate's; the shared values
+// it extends are not written into; the legacy style has no place for it.
+func TestAddSlots(t *testing.T) {
+	p := NewPolicy(Draft, "per-ip")
+	q := Decision{Allowed: true, BucketSize: 10, Remaining: 4, ResetAfter: 600 * time.Millisecond, Window: time.Second}
+	var f Fields
+	f.Render(p, q, time.Time{})
+	policyBefore, limitBefore := f.Value(0), f.Value(1)
+	f.AddSlots(100, 37)
+	got := map[string]string{}
+	for i := range f.Len() {
+		got[f.Name(i)] = f.Value(i)
+	}
+	want := map[string]string{
+		RateLimitPolicy: `"per-ip";q=10;w=1, "inflight";q=100;qu="concurrent-requests"`,
+		RateLimit:       `"per-ip";r=4;t=1, "inflight";r=37`,
+	}
+	if len(got) != len(want) || got[RateLimitPolicy] != want[RateLimitPolicy] || got[RateLimit] != want[RateLimit] {
+		t.Fatalf("fields %v, want %v", got, want)
+	}
+	var again Fields
+	again.Render(p, q, time.Time{})
+	if again.Value(0) != policyBefore || again.Value(1) != limitBefore {
+		t.Fatalf("the shared values changed: %q, %q", again.Value(0), again.Value(1))
+	}
+	// A refusal: Retry-After stays, and no slot is below zero.
+	f.Render(p, Decision{BucketSize: 10, RetryAfter: time.Second, Window: time.Second}, time.Time{})
+	f.AddSlots(100, -3)
+	if v := f.Value(2); v != `"per-ip";r=0;t=1, "inflight";r=0` || f.Value(0) != "1" {
+		t.Fatalf("refused: %q %q", f.Value(0), v)
+	}
+	var legacy Fields
+	legacy.Render(NewPolicy(Legacy, "per-ip"), q, time.Unix(0, 0))
+	n := legacy.Len()
+	legacy.AddSlots(100, 37)
+	if legacy.Len() != n || legacy.index(RateLimit) >= 0 {
+		t.Fatalf("legacy fields changed")
+	}
+}
