@@ -98,9 +98,10 @@ const (
 func (f *InFlight) Limit() int64 { return f.limit }
 
 // Bound is the most requests in flight per key that a cluster of nodes
-// nodes holds at once while reports arrive within a tick (half the gossip
-// interval): the limit, and what the nodes may not have heard of each
-// other yet (docs/design.md, "In-flight limits"). Standalone, the limit.
+// nodes holds at once while reports arrive within three ticks (a tick is
+// half the gossip interval): the limit, and what the nodes may not have
+// heard of each other yet (docs/design.md, "In-flight limits").
+// Standalone, the limit.
 func (f *InFlight) Bound(nodes int) int64 {
 	if f.gossip == nil {
 		return f.limit

@@ -195,6 +195,126 @@ func TestInFlightAcrossASimulatedCluster(t *testing.T) {
 	}
 }
 
+// The real-memberlist scenario, simulated: 3 and 5 nodes share a limit of
+// 40, asked three times what it holds (each request 20 ms), weighted
+// n : … : 1, at random instants; reports take 1 to 3 ms and 2% are lost.
+// Then as busy processes read them: one node, or every node, reads its
+// peers' reports 20 to 140 ms late (up to three ticks); and with every
+// node late, the demand moves from node to node every 200 ms. The cluster
+// never holds more than Bound and fills the limit; with steady demand
+// every node lets in its part of its requests within a tenth of the
+// cluster's.
+func TestInFlightWithLateReports(t *testing.T) {
+	for _, c := range []struct {
+		name         string
+		late, moving bool
+		oneLate      bool
+	}{{name: "on time"}, {name: "one late reader", late: true, oneLate: true}, {name: "every report late", late: true},
+		{name: "every report late, demand moving", late: true, moving: true}} {
+		for _, nodes := range []int{3, 5} {
+			t.Run(fmt.Sprint(c.name, ", ", nodes, " nodes"), func(t *testing.T) { inFlightWithLateReports(t, nodes, c.late, c.oneLate, c.moving) })
+		}
+	}
+}
+
+func inFlightWithLateReports(t *testing.T, nodes int, late, oneLate, moving bool) {
+	const limit = 40
+	lag := rand.New(rand.NewPCG(uint64(nodes), 9))
+	net := memtransport.New(memtransport.WithRandom(uint64(nodes)), memtransport.WithLatency(time.Millisecond, 2*time.Millisecond),
+		memtransport.WithLoss(0.02), memtransport.WithLinkLatency(func(from, to string) time.Duration {
+			if !late || oneLate && to != "n1" {
+				return 0
+			}
+			return time.Duration(20+lag.IntN(121)) * time.Millisecond
+		}))
+	var lims []*gopherpace.InFlight
+	var trs []*memtransport.Transport
+	for i := range nodes {
+		tr, err := net.Join(fmt.Sprintf("n%d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		trs = append(trs, tr)
+	}
+	for _, tr := range trs {
+		f, err := gopherpace.NewInFlight(limit, gopherpace.WithTransport(tr))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tr.Close()
+		defer f.Close()
+		lims = append(lims, f)
+	}
+	bound := lims[0].Bound(nodes)
+	rng := rand.New(rand.NewPCG(3, uint64(nodes)))
+	type held struct {
+		until   time.Time
+		release func()
+	}
+	var inFlight []held
+	asked, let := make([]int, nodes), make([]int, nodes)
+	weights := nodes * (nodes + 1) / 2
+	worst := 0
+	// 6,000 asks a second (three a step of 0.5 ms) against 40 slots
+	// of 20 ms; the first 2 s are the warm-up.
+	for step := range 24_000 {
+		net.Advance(500 * time.Microsecond)
+		now := net.Now()
+		kept := inFlight[:0]
+		for _, h := range inFlight {
+			if !h.until.After(now) {
+				h.release()
+			} else {
+				kept = append(kept, h)
+			}
+		}
+		inFlight = kept
+		for range 3 {
+			// Node i is asked in proportion to n−i: n0 the most, n1
+			// (the late reader) next.
+			w, i := rng.IntN(weights), 0
+			for w >= nodes-i {
+				w -= nodes - i
+				i++
+			}
+			if moving {
+				i = (i + step/400) % nodes
+			}
+			rel, ok := lims[i].TryAcquire("backend")
+			if step >= 4_000 {
+				asked[i]++
+			}
+			if ok {
+				inFlight = append(inFlight, held{now.Add(20 * time.Millisecond), rel})
+				if step >= 4_000 {
+					let[i]++
+				}
+			}
+		}
+		worst = max(worst, len(inFlight))
+		if len(inFlight) > int(bound) {
+			t.Fatalf("%d in flight at step %d, over the bound %d", len(inFlight), step, bound)
+		}
+	}
+	var sumAsked, sumLet int
+	for i := range nodes {
+		sumAsked, sumLet = sumAsked+asked[i], sumLet+let[i]
+	}
+	cluster := float64(sumLet) / float64(sumAsked)
+	for i := range nodes {
+		if moving {
+			break // a node's part follows the demand late, by design
+		}
+		if r := float64(let[i]) / float64(asked[i]); r < 0.9*cluster || r > 1.1*cluster {
+			t.Errorf("node %d let in %.3f of its requests, the cluster %.3f (%v of %v)", i, r, cluster, let, asked)
+		}
+	}
+	if worst < limit {
+		t.Errorf("the cluster never filled the limit: %d", worst)
+	}
+	t.Logf("at most %d in flight (limit %d, bound %d); %.3f of the requests let in", worst, limit, bound, cluster)
+}
+
 // A node hears a peer that joined after it from the peer's first report,
 // not from its own next reading of the member list a tick later.
 func TestInFlightHearsANewcomerAtOnce(t *testing.T) {

@@ -20,10 +20,12 @@
 //     kept for it, so a busy node cannot take every slot a quieter one
 //     frees).
 //
-// A node newly asked for a key (within two rounds of its first request,
-// or of its first after a pause) has no share yet, as its peers do not
-// know its demand: it fills at most an even split of the limit. So the cluster holds at most Bound while reports arrive within a
-// tick (docs/design.md, "In-flight limits").
+// A node newly asked for a key (within demandWindow rounds of its first
+// request, or of its first after a pause, and until every peer has been
+// heard after them) has no share yet, as its peers may not know its
+// demand: it fills at most an even split of the limit. So the cluster
+// holds at most Bound while reports arrive within demandWindow−1 ticks
+// (docs/design.md, "In-flight limits").
 package inflight
 
 import (
@@ -40,6 +42,14 @@ const maxSpare = 64
 
 // demandTau is the time constant of the demand's smoothing (ns).
 const demandTau = 500_000_000
+
+// demandWindow is how many ticks a share's demands are read over: a node
+// deals itself the least of its own demands at its last demandWindow
+// ticks, and each peer the most it reported over as many of its rounds.
+// Each node then deals itself no more than the others deal it, so the
+// fair shares add up to no more than the limit while reports arrive
+// within demandWindow−1 ticks (a busy process reads them late).
+const demandWindow = 4
 
 // Verdict is what Acquire decided.
 type Verdict uint8
@@ -89,15 +99,17 @@ type slot struct {
 	// askedFrom; it stops when a tick finds its demand gone.
 	asking    bool
 	askedFrom uint64
-	// settled: two rounds have passed since askedFrom, and every peer
-	// has been heard since (settledLocked).
+	// settled: demandWindow rounds have passed since askedFrom, and
+	// every peer has been heard since then (settledLocked).
 	settled  bool
 	own      int64   // this node's requests in flight
 	borrowed int64   // slots taken beyond the share since the last tick
 	asked    int64   // attempts since the last tick
 	refused  int64   // refusals since the last tick
 	demand   float64 // attempts a second, smoothed
-	dealt    float64 // the demand its share is dealt from (Tick)
+	// recent are the demands at the last ticks, by round: the least is
+	// what its share is dealt from.
+	recent   [demandWindow]float64
 	refusing float64 // refusals a second, smoothed
 	changed  bool    // to go in the next report
 	// From the peers' reports: their sum, and this node's share and the
@@ -112,6 +124,31 @@ type slot struct {
 type gauge struct {
 	inFlight, demand, refusing int64
 	seq, round                 uint64
+	// peak is the most demand reported in each of this node's last
+	// rounds (peakRound), by round: the most is what the peer is dealt.
+	peak      [demandWindow]int64
+	peakRound [demandWindow]uint64
+}
+
+// heard records a report of d requests a second in round.
+func (g *gauge) heard(d int64, round uint64) {
+	i := round % demandWindow
+	if g.peakRound[i] != round {
+		g.peak[i], g.peakRound[i] = 0, round
+	}
+	g.peak[i] = max(g.peak[i], d)
+}
+
+// dealt is the demand the peer is dealt from in round: the most it
+// reported over the window, or its last report if older.
+func (g *gauge) dealt(round uint64) int64 {
+	d := g.demand
+	for i, r := range g.peakRound {
+		if r+demandWindow > round {
+			d = max(d, g.peak[i])
+		}
+	}
+	return d
 }
 
 // peer is what this node keeps of one peer's reports.
@@ -234,19 +271,23 @@ func (t *Table) Acquire(key uint64) Verdict {
 	return Full
 }
 
-// settledLocked reports whether s has left its first rounds: two of this
-// node's rounds since it was first asked for the key, and a frame from
-// every member since (a busy process may read its peers' reports late:
-// until it has, it does not know what they have begun).
+// settledLocked reports whether s has left its first rounds:
+// demandWindow of this node's rounds since it was first asked for the
+// key, and a frame from every member heard after those. A frame heard
+// sooner may have been sent before the peer heard this node's demand, or
+// before it began itself: reports may come up to demandWindow−1 ticks
+// late (a busy process reads them late), and a node that deals from such
+// a frame takes the whole limit while its peer does the same.
 func (t *Table) settledLocked(s *slot) bool {
 	if s.settled {
 		return true
 	}
-	if t.round < s.askedFrom+2 || len(t.peers) < t.nodes-1 {
+	settle := s.askedFrom + demandWindow
+	if t.round < settle || len(t.peers) < t.nodes-1 {
 		return false
 	}
 	for _, p := range t.peers {
-		if p.heard <= s.askedFrom {
+		if p.heard < settle {
 			return false
 		}
 	}
@@ -374,15 +415,11 @@ func (t *Table) Tick(now int64, members []string) {
 		// A tick that finds no time passed (the first) leaves the counts
 		// to the next.
 		if dt > 0 {
-			prev := s.demand
 			a := min(1, float64(dt)/demandTau)
 			perSec := 1e9 / float64(dt)
 			s.demand += a * (float64(s.asked)*perSec - s.demand)
 			s.refusing += a * (float64(s.refused)*perSec - s.refusing)
-			// Its share is dealt from the lower of this tick's demand and
-			// the last: a rise counts once the peers have it, so that no
-			// node deals itself more than the peers deal it.
-			s.dealt = min(prev, s.demand)
+			s.recent[t.round%demandWindow] = s.demand
 			if s.asked == 0 && s.demand < 0.5 {
 				s.asking = false
 			}
@@ -465,7 +502,8 @@ func (t *Table) Apply(from string, f *wire.GaugeFrame, keyed bool) {
 			continue
 		}
 		s.others += e.InFlight - g.inFlight
-		*g = gauge{inFlight: e.InFlight, demand: e.Demand, refusing: e.Refusing, seq: f.Seq, round: f.Round}
+		g.inFlight, g.demand, g.refusing, g.seq, g.round = e.InFlight, e.Demand, e.Refusing, f.Seq, f.Round
+		g.heard(e.Demand, t.round)
 		if e.InFlight == 0 && e.Demand == 0 && e.Refusing == 0 {
 			t.dropLocked(p, s)
 		}
@@ -525,13 +563,16 @@ func (t *Table) dropLocked(p *peer, s *slot) {
 // slots kept for refusing peers below their share.
 func (t *Table) reshareLocked(s *slot) {
 	claims := make([]claim, 0, 1+len(s.byPeer))
-	own := perSecond(s.dealt)
+	// A rise of this node's demand counts once its peers have it, and a
+	// fall of a peer's once this node has it for the whole window: no
+	// node deals itself more than the others deal it (demandWindow).
+	own := perSecond(slices.Min(s.recent[:]))
 	if s.asked > 0 || s.own > 0 {
 		own = max(own, 1)
 	}
 	claims = append(claims, claim{name: t.self, weight: own, held: s.own})
 	for p, g := range s.byPeer {
-		claims = append(claims, claim{name: p.name, weight: g.demand, held: g.inFlight, refusing: g.refusing > 0})
+		claims = append(claims, claim{name: p.name, weight: g.dealt(t.round), held: g.inFlight, refusing: g.refusing > 0})
 	}
 	// The fair shares, by demand alone, say which slots are kept for
 	// refusing peers and when this node borrows; the safe ones, which

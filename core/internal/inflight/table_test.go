@@ -237,35 +237,37 @@ func TestSharesFollowDemand(t *testing.T) {
 func TestPeersSlotsComeBack(t *testing.T) {
 	c := newCluster(10, 2)
 	c.nodes[1].Acquire(4)
-	c.tick(10 * ms)
-	c.tick(60 * ms)
-	c.tick(110 * ms) // n1 was asked two rounds ago: it fills its share at once
+	// Five rounds: n1 was asked four rounds ago, and has heard n0 since,
+	// so it fills its share at once.
+	for r := range int64(5) {
+		c.tick((10 + 50*r) * ms)
+	}
 	for range 5 {
 		if v := c.nodes[1].Acquire(4); v != Admitted {
 			t.Fatalf("within the share: %v", v)
 		}
 	}
-	late := c.report(1, 111*ms, false)
+	late := c.report(1, 211*ms, false)
 	c.nodes[1].Release(4)
-	fresh := c.report(1, 111*ms, false)
+	fresh := c.report(1, 211*ms, false)
 	c.deliver(1, fresh)
 	c.deliver(1, late) // reordered: older than fresh
 	if _, cl := c.nodes[0].Count(4); cl != 5 {
 		t.Fatalf("after a reordered report the cluster holds %d, want 5", cl)
 	}
-	c.nodes[0].Tick(150*ms, c.others(0))
+	c.nodes[0].Tick(250*ms, c.others(0))
 	if _, cl := c.nodes[0].Count(4); cl != 5 {
 		t.Fatalf("a member's slots went on a tick: %d", cl)
 	}
-	c.nodes[0].Tick(200*ms, nil)
+	c.nodes[0].Tick(300*ms, nil)
 	if _, cl := c.nodes[0].Count(4); cl != 0 {
 		t.Fatalf("a peer no longer a member still holds %d", cl)
 	}
-	c.deliver(1, c.report(1, 300*ms, true))
+	c.deliver(1, c.report(1, 400*ms, true))
 	if _, cl := c.nodes[0].Count(4); cl != 5 {
 		t.Fatalf("back: %d", cl)
 	}
-	beforeBye := c.report(1, 300*ms, true)
+	beforeBye := c.report(1, 400*ms, true)
 	c.deliver(1, &wire.GaugeFrame{Leaving: true, Incarnation: 1, Seq: 99})
 	if _, cl := c.nodes[0].Count(4); cl != 0 || c.nodes[0].Counts().Peers != 0 {
 		t.Fatalf("after goodbye: %d in flight, %d peers", cl, c.nodes[0].Counts().Peers)
@@ -274,25 +276,25 @@ func TestPeersSlotsComeBack(t *testing.T) {
 	if _, cl := c.nodes[0].Count(4); cl != 0 {
 		t.Fatalf("a report reordered after the goodbye brought back %d", cl)
 	}
-	c.nodes[0].Tick(350*ms, nil) // n1 no longer listed: forgotten
-	c.nodes[0].Tick(360*ms, c.others(0))
+	c.nodes[0].Tick(450*ms, nil) // n1 no longer listed: forgotten
+	c.nodes[0].Tick(460*ms, c.others(0))
 	c.nodes[1] = New("n1", 10, 2, 100) // it comes back under its name
 	c.nodes[1].Acquire(4)
-	f := c.report(1, 370*ms, true)
+	f := c.report(1, 470*ms, true)
 	f.Incarnation = 1 // a restart with a clock that has not moved on
 	c.deliver(1, f)
 	if _, cl := c.nodes[0].Count(4); cl != 1 {
 		t.Fatalf("a node that left and came back counts %d", cl)
 	}
 	// Key by key: n1 reports key 4 in round r, then rounds without it.
-	c.deliver(1, c.report(1, 400*ms, true))
+	c.deliver(1, c.report(1, 500*ms, true))
 	for range 5 {
 		c.nodes[1].Release(4)
 	}
 	c.nodes[1].changedOff(4) // as if the report of the release were lost
 	for range 3 {
-		c.nodes[1].Tick(500*ms, c.others(1))
-		c.deliver(1, c.report(1, 500*ms, true))
+		c.nodes[1].Tick(600*ms, c.others(1))
+		c.deliver(1, c.report(1, 600*ms, true))
 	}
 	if _, cl := c.nodes[0].Count(4); cl != 0 {
 		t.Fatalf("a key left out of whole rounds still holds %d", cl)
