@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 
 	gopherpace "github.com/pedreviljoen/gopherpace/core"
 	"github.com/pedreviljoen/gopherpace/core/status"
@@ -42,8 +41,6 @@ type TopKeysLists struct {
 const (
 	defaultTopShown = 10
 	maxTopShown     = 100
-	// maxTopKeysPeers bounds the replicas one ?cluster=true reads.
-	maxTopKeysPeers = 64
 )
 
 // topKeysHandler serves /status/topkeys[?n=N][&cluster=true]. peers gives
@@ -90,27 +87,22 @@ func ownTopKeys(l *gopherpace.Limiter, rls *rlsService, n int) TopKeysView {
 
 // clusterTopKeys sums own with every other replica's lists.
 func clusterTopKeys(ctx context.Context, client *http.Client, own TopKeysView, peers func() []string, n int) TopKeysView {
-	var urls []string
+	var pages []string
 	if peers != nil {
-		urls = peers()
+		pages = peers()
 	}
-	if len(urls) > maxTopKeysPeers {
-		urls = urls[:maxTopKeysPeers] // as /status/cluster reads at most
+	urls := make([]string, len(pages))
+	for i, u := range pages {
+		urls[i] = u + "/topkeys?n=" + strconv.Itoa(n)
 	}
-	views := make([]TopKeysView, len(urls))
-	errs := make([]string, len(urls))
-	var wg sync.WaitGroup
-	for i, u := range urls {
-		wg.Go(func() { views[i], errs[i] = readTopKeys(ctx, client, u+"/topkeys?n="+strconv.Itoa(n)) })
-	}
-	wg.Wait()
+	views, errs := status.ReadNodes[TopKeysView](ctx, client, urls, 1<<20)
 	all := TopKeysView{Node: own.Node, Nodes: []string{own.Node}}
 	lists := [4][][]gopherpace.KeyCount{{own.Allow.Denied}, {own.Allow.Admitted}, {own.RLS.Denied}, {own.RLS.Admitted}}
 	for i, v := range views {
 		switch {
 		case errs[i] != "":
 		case v.Node == own.Node:
-			errs[i] = "it answered as this node: do the replicas listen on one HTTP port?"
+			errs[i] = status.SameNodeError
 		default:
 			all.Nodes = append(all.Nodes, v.Node)
 			for j, l := range [4][]gopherpace.KeyCount{v.Allow.Denied, v.Allow.Admitted, v.RLS.Denied, v.RLS.Admitted} {
@@ -121,20 +113,11 @@ func clusterTopKeys(ctx context.Context, client *http.Client, own TopKeysView, p
 		if all.Unreachable == nil {
 			all.Unreachable = map[string]string{}
 		}
-		all.Unreachable[urls[i]] = errs[i]
+		all.Unreachable[pages[i]] = errs[i]
 	}
 	all.Allow.Denied, all.Allow.Admitted = gopherpace.MergeTopKeys(n, lists[0]...), gopherpace.MergeTopKeys(n, lists[1]...)
 	all.RLS.Denied, all.RLS.Admitted = gopherpace.MergeTopKeys(n, lists[2]...), gopherpace.MergeTopKeys(n, lists[3]...)
 	return all
-}
-
-// readTopKeys reads one replica's own lists.
-func readTopKeys(ctx context.Context, client *http.Client, url string) (TopKeysView, string) {
-	var v TopKeysView
-	if err := status.ReadPeer(ctx, client, url, 1<<20, &v); err != nil {
-		return TopKeysView{}, err.Error()
-	}
-	return v, ""
 }
 
 // readable renders the RateLimitService's bucket keys (bucketKey) as

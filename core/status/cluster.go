@@ -9,7 +9,6 @@ import (
 	"io"
 	"net/http"
 	"slices"
-	"sync"
 	"time"
 
 	gopherpace "github.com/pedreviljoen/gopherpace/core"
@@ -73,9 +72,6 @@ type ClusterPage struct {
 // PeerTimeout bounds the read of one other node's view.
 const PeerTimeout = time.Second
 
-// maxClusterNodes bounds the nodes a ClusterPage reads.
-const maxClusterNodes = 64
-
 // NewClusterPage returns the cluster page of self's limiter; peers gives
 // the URLs of the other nodes' Pages.
 func NewClusterPage(title string, self *Page, peers func() []string) *ClusterPage {
@@ -92,20 +88,18 @@ func (c *ClusterPage) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	own := c.self.view(s, now).node()
 	c.self.mu.Unlock()
 	own.FromThisNode = true
-	urls := c.peers()
-	if len(urls) > maxClusterNodes {
-		urls = urls[:maxClusterNodes]
+	peers := c.peers()
+	urls := make([]string, len(peers))
+	for i, u := range peers {
+		urls[i] = u + "?format=json"
 	}
-	views := make([]NodeView, len(urls))
-	var wg sync.WaitGroup
-	for i, u := range urls {
-		wg.Go(func() { views[i] = c.read(r.Context(), u) })
-	}
-	wg.Wait()
+	views, errs := ReadNodes[NodeView](r.Context(), c.http, urls, 256<<10)
 	for i := range views {
-		if views[i].Unreachable == "" && views[i].Node == own.Node {
-			// An address that leads back here: the others listen elsewhere.
-			views[i] = NodeView{Node: urls[i], Unreachable: "it answered as this node: do the replicas listen on one HTTP port?"}
+		switch {
+		case errs[i] != "":
+			views[i] = NodeView{Node: peers[i], Unreachable: errs[i]}
+		case views[i].Node == own.Node:
+			views[i] = NodeView{Node: peers[i], Unreachable: SameNodeError}
 		}
 	}
 	slices.SortFunc(views, func(a, b NodeView) int {
@@ -149,15 +143,6 @@ type ClusterView struct {
 	Nodes       []NodeView            `json:"nodes"`
 	TopDenied   []gopherpace.KeyCount `json:"top_denied"`
 	TopAdmitted []gopherpace.KeyCount `json:"top_admitted"`
-}
-
-// read fetches one node's view from its Page.
-func (c *ClusterPage) read(ctx context.Context, url string) NodeView {
-	var v NodeView
-	if err := ReadPeer(ctx, c.http, url+"?format=json", 256<<10, &v); err != nil {
-		return NodeView{Node: url, Unreachable: err.Error()}
-	}
-	return v
 }
 
 // ReadPeer reads another node's JSON at url into v, within PeerTimeout and

@@ -145,3 +145,50 @@ func ExampleReadPeer() {
 	// true <nil>
 	// not a node's JSON: invalid character '<' looking for beginning of value
 }
+
+// Two nodes' top keys, summed: node a's handler reads node b's with
+// ?cluster=true.
+func ExampleTopKeys() {
+	var handlers []http.Handler
+	var b *httptest.Server
+	for _, name := range []string{"a", "b"} {
+		l, err := gopherpace.New(gopherpace.WithRefillRate(1), gopherpace.WithBucketSize(1), gopherpace.WithNodeName(name),
+			gopherpace.WithTopKeys(true)) // true: keys as they are, not hashed
+		if err != nil {
+			panic(err)
+		}
+		defer l.Close()
+		for range 3 {
+			l.Take("client-1", 1) // one admitted, two denied
+		}
+		handlers = append(handlers, status.TopKeys(l, func() []string { return []string{b.URL} }))
+	}
+	b = httptest.NewServer(handlers[1]) // node b's /status/topkeys
+	defer b.Close()
+	w := httptest.NewRecorder()
+	handlers[0].ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/status/topkeys?cluster=true", nil))
+	fmt.Print(w.Body.String())
+	// Output:
+	// {"node":"a","denied":[{"key":"client-1","count":4,"error":0}],"admitted":[],"nodes":["a","b"]}
+}
+
+// Reading every other node's JSON at once, as a page that sums the
+// cluster does: a node that does not answer has its reason.
+func ExampleReadNodes() {
+	l, err := gopherpace.New(gopherpace.WithRate(100, time.Second), gopherpace.WithNodeName("b"))
+	if err != nil {
+		panic(err)
+	}
+	defer l.Close()
+	node := httptest.NewServer(status.NewPage("api", l))
+	defer node.Close()
+	other := httptest.NewServer(http.NotFoundHandler()) // not a gopherpace page
+	defer other.Close()
+	urls := []string{node.URL + "?format=json", other.URL}
+	views, errs := status.ReadNodes[status.NodeView](context.Background(), &http.Client{}, urls, 1<<20)
+	fmt.Printf("%q %q\n", views[0].Node, errs[0])
+	fmt.Printf("%q\n", errs[1])
+	// Output:
+	// "b" ""
+	// "404 Not Found"
+}

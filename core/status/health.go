@@ -1,6 +1,9 @@
 // Package status shows what a limiter sees: a health check for probes and
-// alerts, and a self-contained live status page. Both use only the
-// limiter's Stats and Peers, and the standard library.
+// alerts (Ready, Health, Check), a self-contained live status page (Page),
+// every node's view side by side (ClusterPage), and the keys it denies
+// most as JSON (TopKeys), this node's or the cluster's. They use only the
+// limiter's Stats, Peers and TopKeys, and the standard library; the
+// cluster-wide ones read the other nodes' pages over HTTP (ReadNodes).
 package status
 
 import (

@@ -2,8 +2,16 @@
 // variables, for the Kubernetes and VM examples: every replica enforces one
 // cluster-wide limit, gossiping over memberlist.
 //
-//	GOPHERPACE_RATE            cluster-wide requests per second (required)
-//	GOPHERPACE_BURST           bucket size (default: the rate)
+//	GOPHERPACE_RATE            cluster-wide requests per second for /work (required)
+//	GOPHERPACE_BURST           its bucket size (default: the rate)
+//	GOPHERPACE_CLIENT_RATE     requests per second each client may make to /api,
+//	                           across the cluster; its bucket is as large (default 10)
+//	GOPHERPACE_TRUSTED_PROXIES comma-separated networks (CIDR) of the load balancers
+//	                           in front: their X-Forwarded-For names /api's client
+//	                           (default none: the connection's address is the client)
+//	GOPHERPACE_SHOW_KEYS       "true": /status/topkeys lists client addresses as they
+//	                           are (default: by their keyed hashes, since addresses
+//	                           are personal data)
 //	GOPHERPACE_DNS             headless Service name to find peers (or:)
 //	GOPHERPACE_SEEDS           comma-separated host:port peers
 //	GOPHERPACE_GOSSIP_PORT     gossip port, UDP and TCP (default 7946)
@@ -30,12 +38,15 @@
 //	                           behind a proxy that connects from one address, raise
 //	                           it to GOPHERPACE_MAX_CONNS
 //
-// Routes: /work is limited; /healthz is not (liveness); /readyz answers 200
-// while this replica serves and 503 once it is shutting down (readiness:
-// peers out of sight never make it unready); /cluster answers 503 while
-// peers it knows of are out of sight (for alerts and people); /status is
-// the live status page; /metrics is for Prometheus; /stats shows the
-// limiter's view of the cluster as JSON.
+// Routes: /work is limited by one cluster-wide bucket, /api by one per
+// client; /healthz is not (liveness); /readyz answers 200 while this
+// replica serves and 503 once it is shutting down (readiness: peers out of
+// sight never make it unready); /cluster answers 503 while peers it knows
+// of are out of sight (for alerts and people); /status is the live status
+// page; /status/topkeys lists the clients /api denied and admitted most as
+// JSON, this replica's or, with ?cluster=true, every replica's summed (each
+// read on its pod address at this replica's HTTP port); /metrics is for
+// Prometheus; /stats shows the limiter's view of the cluster as JSON.
 //
 // On SIGTERM it answers /readyz with 503 for GOPHERPACE_DRAIN, then stops
 // accepting connections, finishes the requests in flight, and only then
@@ -56,6 +67,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/signal"
 	"strconv"
@@ -77,6 +89,9 @@ import (
 
 type config struct {
 	rate, burst int64
+	clientRate  int64
+	trusted     []netip.Prefix
+	showKeys    bool
 	seeds       seeds.Provider
 	gossip      []memberpace.Option
 	partition   gopherpace.PartitionPolicy
@@ -99,6 +114,22 @@ func loadConfig(getenv func(string) string) (config, error) {
 			return c, fmt.Errorf("GOPHERPACE_BURST: %w", err)
 		}
 	}
+	c.clientRate = 10
+	if v := getenv("GOPHERPACE_CLIENT_RATE"); v != "" {
+		if c.clientRate, err = strconv.ParseInt(v, 10, 64); err != nil || c.clientRate < 1 {
+			return c, fmt.Errorf("GOPHERPACE_CLIENT_RATE: %q is not a whole number above zero", v)
+		}
+	}
+	if v := getenv("GOPHERPACE_TRUSTED_PROXIES"); v != "" {
+		for _, n := range strings.Split(v, ",") {
+			p, err := netip.ParsePrefix(strings.TrimSpace(n))
+			if err != nil {
+				return c, fmt.Errorf("GOPHERPACE_TRUSTED_PROXIES: %w", err)
+			}
+			c.trusted = append(c.trusted, p)
+		}
+	}
+	c.showKeys = getenv("GOPHERPACE_SHOW_KEYS") == "true"
 	port := memberpace.DefaultPort
 	if v := getenv("GOPHERPACE_GOSSIP_PORT"); v != "" {
 		if port, err = strconv.Atoi(v); err != nil {
@@ -198,23 +229,31 @@ func serve(ctx context.Context, cfg config, ready chan<- [2]string) error {
 		return err
 	}
 	defer tr.Close()
-	opts := []gopherpace.Option{gopherpace.WithRefillRate(cfg.rate), gopherpace.WithBucketSize(cfg.burst),
-		gopherpace.WithTransport(tr), gopherpace.WithPartitionPolicy(cfg.partition), gopherpace.WithLogger(logger)}
+	// What both limiters share: the cluster and how it behaves.
+	node := []gopherpace.Option{gopherpace.WithTransport(tr), gopherpace.WithPartitionPolicy(cfg.partition), gopherpace.WithLogger(logger)}
 	if cfg.grace > 0 {
-		opts = append(opts, gopherpace.WithPeerGracePeriod(cfg.grace))
+		node = append(node, gopherpace.WithPeerGracePeriod(cfg.grace))
 	}
-	limiter, err := gopherpace.New(opts...)
+	limiter, err := gopherpace.New(append(node, gopherpace.WithRefillRate(cfg.rate), gopherpace.WithBucketSize(cfg.burst))...)
 	if err != nil {
 		return err
 	}
 	defer limiter.Close() // before tr.Close: says goodbye to the peers
+	perClient, err := gopherpace.New(append(node[:len(node):len(node)], gopherpace.WithRefillRate(cfg.clientRate),
+		gopherpace.WithBucketSize(cfg.clientRate), gopherpace.WithLimiterID("api"), gopherpace.WithTopKeys(cfg.showKeys))...)
+	if err != nil {
+		return err
+	}
+	defer perClient.Close()
 	// One cluster-wide bucket for /work, whoever calls it, so that the
-	// demo shows the limit holding across replicas.
+	// demo shows the limit holding across replicas; and one per client for
+	// /api, so that the top keys show who is limited.
 	limited := httplimit.New(limiter, httplimit.WithKeyFunc(httplimit.GlobalKey))
+	perClientLimited := httplimit.New(perClient, httplimit.WithTrustedProxies(cfg.trusted...))
+	done := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "done") })
 	mux := http.NewServeMux()
-	mux.Handle("/work", limited(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		fmt.Fprintln(w, "done")
-	})))
+	mux.Handle("/work", limited(done))
+	mux.Handle("/api", perClientLimited(done))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "ok") })
 	var draining atomic.Bool
 	readiness := status.Ready(limiter)
@@ -229,7 +268,7 @@ func serve(ctx context.Context, cfg config, ready chan<- [2]string) error {
 	mux.Handle("/cluster", status.Health(limiter))
 	mux.Handle("/status", status.NewPage("gopherpace example server", limiter))
 	metrics := prompace.New()
-	if err := errors.Join(metrics.Add("work", limiter), metrics.AddTransport("memberlist", tr)); err != nil {
+	if err := errors.Join(metrics.Add("work", limiter), metrics.Add("api", perClient), metrics.AddTransport("memberlist", tr)); err != nil {
 		return err
 	}
 	registry := prometheus.NewRegistry()
@@ -244,6 +283,16 @@ func serve(ctx context.Context, cfg config, ready chan<- [2]string) error {
 		tcp.Close()
 		return err
 	}
+	// The other replicas' /status/topkeys: on their cluster addresses, at
+	// this replica's HTTP port (every pod of a Deployment listens on one).
+	httpPort := strconv.Itoa(tcp.Addr().(*net.TCPAddr).Port)
+	mux.Handle("/status/topkeys", status.TopKeys(perClient, func() []string {
+		var urls []string
+		for _, a := range tr.MemberAddrs() {
+			urls = append(urls, "http://"+net.JoinHostPort(a.String(), httpPort)+"/status/topkeys")
+		}
+		return urls
+	}))
 	mux.HandleFunc("/stats", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(struct {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 
 	gopherpace "github.com/pedreviljoen/gopherpace/core"
 	"github.com/pedreviljoen/gopherpace/core/connlimit"
+	"github.com/pedreviljoen/gopherpace/core/status"
 )
 
 func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
@@ -20,9 +22,9 @@ func TestLoadConfig(t *testing.T) {
 	c, err := loadConfig(env(map[string]string{
 		"GOPHERPACE_RATE": "1000", "GOPHERPACE_DNS": "svc", "GOPHERPACE_SEEDS": "10.0.0.5:7946",
 		"GOPHERPACE_SECRET_KEY": "MDEyMzQ1Njc4OWFiY2RlZg==", "GOPHERPACE_PARTITION": "fail-closed",
-		"GOPHERPACE_DRAIN": "5s", "GOPHERPACE_GRACE": "30s",
+		"GOPHERPACE_DRAIN": "5s", "GOPHERPACE_GRACE": "30s", "GOPHERPACE_TRUSTED_PROXIES": "10.0.0.0/8, 192.168.1.0/24",
 	}))
-	if err != nil || c.rate != 1000 || c.burst != 1000 || c.seeds == nil || c.partition != gopherpace.PartitionFailClosed || c.drain != 5*time.Second || c.grace != 30*time.Second {
+	if err != nil || c.rate != 1000 || c.burst != 1000 || c.clientRate != 10 || len(c.trusted) != 2 || c.showKeys || c.seeds == nil || c.partition != gopherpace.PartitionFailClosed || c.drain != 5*time.Second || c.grace != 30*time.Second {
 		t.Fatalf("%+v %v", c, err)
 	}
 	for _, bad := range []map[string]string{
@@ -36,6 +38,8 @@ func TestLoadConfig(t *testing.T) {
 		{"GOPHERPACE_RATE": "1", "GOPHERPACE_DRAIN": "-1s"},
 		{"GOPHERPACE_RATE": "1", "GOPHERPACE_GRACE": "0s"},
 		{"GOPHERPACE_RATE": "1", "GOPHERPACE_GRACE": "ten"},
+		{"GOPHERPACE_RATE": "1", "GOPHERPACE_CLIENT_RATE": "0"},
+		{"GOPHERPACE_RATE": "1", "GOPHERPACE_TRUSTED_PROXIES": "10.0.0.0/8,proxy"},
 	} {
 		if _, err := loadConfig(env(bad)); err == nil {
 			t.Errorf("%v: no error", bad)
@@ -43,57 +47,73 @@ func TestLoadConfig(t *testing.T) {
 	}
 }
 
-// Two servers configured as the examples configure them, on loopback.
-func TestTwoServersShareOneLimit(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	start := func(extra map[string]string) ([2]string, chan error) {
-		vars := map[string]string{"GOPHERPACE_RATE": "1", "GOPHERPACE_BURST": "4",
-			"GOPHERPACE_GOSSIP_PORT": "0", "GOPHERPACE_BIND_ADDR": "127.0.0.1", "GOPHERPACE_HTTP_ADDR": "127.0.0.1:0"}
-		for k, v := range extra {
-			vars[k] = v
-		}
-		cfg, err := loadConfig(env(vars))
-		if err != nil {
-			t.Fatal(err)
-		}
-		ready, done := make(chan [2]string, 1), make(chan error, 1)
-		go func() { done <- serve(ctx, cfg, ready) }()
-		select {
-		case addrs := <-ready:
-			return addrs, done
-		case err := <-done:
-			t.Fatal(err)
-		}
-		return [2]string{}, done
+// startServer starts a server configured as the examples configure
+// them, on loopback, with extra over the test's defaults; it returns its
+// HTTP and gossip addresses (an error of serve's, or nil, arrives on
+// done once ctx ends).
+func startServer(t *testing.T, ctx context.Context, extra map[string]string) (addrs [2]string, done chan error) {
+	t.Helper()
+	vars := map[string]string{"GOPHERPACE_RATE": "1", "GOPHERPACE_BURST": "4",
+		"GOPHERPACE_GOSSIP_PORT": "0", "GOPHERPACE_BIND_ADDR": "127.0.0.1", "GOPHERPACE_HTTP_ADDR": "127.0.0.1:0"}
+	for k, v := range extra {
+		vars[k] = v
 	}
-	a, doneA := start(nil)
-	b, doneB := start(map[string]string{"GOPHERPACE_SEEDS": a[1]})
-	get := func(addr, path string) (int, string) {
-		resp, err := http.Get("http://" + addr + path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(body)
+	cfg, err := loadConfig(env(vars))
+	if err != nil {
+		t.Fatal(err)
 	}
+	ready, done := make(chan [2]string, 1), make(chan error, 1)
+	go func() { done <- serve(ctx, cfg, ready) }()
+	select {
+	case addrs = <-ready:
+	case err := <-done:
+		t.Fatal(err)
+	}
+	return addrs, done
+}
+
+// get answers a GET of path from the server at addr.
+func get(t *testing.T, addr, path string) (int, string) {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
+// waitHeard waits until the server at addr has heard n nodes, itself
+// included.
+func waitHeard(t *testing.T, addr string, n int) {
+	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		_, stats := get(b[0], "/stats")
-		if strings.Contains(stats, `"HeardNodes":2`) {
-			break
+		_, stats := get(t, addr, "/stats")
+		if strings.Contains(stats, fmt.Sprintf(`"HeardNodes":%d`, n)) {
+			return
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("servers never heard each other: %s", stats)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// Two servers configured as the examples configure them, on loopback.
+func TestTwoServersShareOneLimit(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	a, doneA := startServer(t, ctx, nil)
+	b, doneB := startServer(t, ctx, map[string]string{"GOPHERPACE_SEEDS": a[1]})
+	waitHeard(t, b[0], 2)
+	deadline := time.Now().Add(5 * time.Second)
 	// A bucket of 4 for the whole cluster, spent on server a (which may
 	// ask for a millisecond's pause once it holds its share of the burst
 	// unreported)...
 	for spent := 0; spent < 4; {
-		if c, _ := get(a[0], "/work"); c == http.StatusOK {
+		if c, _ := get(t, a[0], "/work"); c == http.StatusOK {
 			spent++
 		}
 		if time.Now().After(deadline) {
@@ -102,7 +122,7 @@ func TestTwoServersShareOneLimit(t *testing.T) {
 	}
 	// ...is charged to b as soon as a reports it...
 	for {
-		_, stats := get(b[0], "/stats")
+		_, stats := get(t, b[0], "/stats")
 		if strings.Contains(stats, `"TokensCharged":4`) {
 			break
 		}
@@ -112,22 +132,22 @@ func TestTwoServersShareOneLimit(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	// ...so b has nothing left to give (refill is 1/s).
-	if c, _ := get(b[0], "/work"); c != http.StatusTooManyRequests {
+	if c, _ := get(t, b[0], "/work"); c != http.StatusTooManyRequests {
 		t.Fatalf("b answered %d after the cluster's bucket was spent on a, want 429", c)
 	}
-	if c, _ := get(b[0], "/healthz"); c != http.StatusOK {
+	if c, _ := get(t, b[0], "/healthz"); c != http.StatusOK {
 		t.Fatalf("healthz %d", c)
 	}
-	if c, body := get(b[0], "/readyz"); c != http.StatusOK || body != "ready: deciding requests\n" {
+	if c, body := get(t, b[0], "/readyz"); c != http.StatusOK || body != "ready: deciding requests\n" {
 		t.Fatalf("readyz %d %q", c, body)
 	}
-	if c, body := get(b[0], "/cluster"); c != http.StatusOK || !strings.Contains(body, "2 of 2 known nodes in sight") {
+	if c, body := get(t, b[0], "/cluster"); c != http.StatusOK || !strings.Contains(body, "2 of 2 known nodes in sight") {
 		t.Fatalf("cluster %d %q", c, body)
 	}
-	if c, body := get(b[0], "/status"); c != http.StatusOK || !strings.Contains(body, "<svg") && !strings.Contains(body, "the chart fills") {
+	if c, body := get(t, b[0], "/status"); c != http.StatusOK || !strings.Contains(body, "<svg") && !strings.Contains(body, "the chart fills") {
 		t.Fatalf("status page %d", c)
 	}
-	if c, body := get(b[0], "/metrics"); c != http.StatusOK || !strings.Contains(body, `gopherpace_gossip_tokens_total{direction="charged",limiter="work"} 4`) ||
+	if c, body := get(t, b[0], "/metrics"); c != http.StatusOK || !strings.Contains(body, `gopherpace_gossip_tokens_total{direction="charged",limiter="work"} 4`) ||
 		!strings.Contains(body, `gopherpace_transport_members{transport="memberlist"} 2`) {
 		t.Fatalf("metrics %d %q", c, body)
 	}
@@ -225,5 +245,70 @@ func TestIdleConnectionsLockNobodyOut(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// /api is limited per client across the replicas, and /status/topkeys
+// names the client it denied: each replica its own count, and with
+// ?cluster=true the sum of both, read on each replica's address at one
+// HTTP port (two loopback addresses stand for two pods).
+func TestTopKeysOfTheReplicas(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	vars := map[string]string{"GOPHERPACE_CLIENT_RATE": "1", "GOPHERPACE_SHOW_KEYS": "true"}
+	a, doneA := startServer(t, ctx, vars)
+	_, port, _ := net.SplitHostPort(a[0])
+	vars["GOPHERPACE_BIND_ADDR"], vars["GOPHERPACE_HTTP_ADDR"], vars["GOPHERPACE_SEEDS"] = "127.0.0.2", "127.0.0.2:"+port, a[1]
+	b, doneB := startServer(t, ctx, vars)
+	waitHeard(t, a[0], 2)
+	denied := 0
+	for range 4 {
+		for _, addr := range []string{a[0], b[0]} {
+			switch c, _ := get(t, addr, "/api"); c {
+			case http.StatusTooManyRequests:
+				denied++
+			case http.StatusOK:
+			default:
+				t.Fatalf("/api answered %d", c)
+			}
+		}
+	}
+	if denied < 4 {
+		t.Fatalf("%d of 8 requests denied at one a second per client", denied)
+	}
+	read := func(addr, query string) status.TopKeysView {
+		t.Helper()
+		c, body := get(t, addr, "/status/topkeys"+query)
+		var v status.TopKeysView
+		if err := json.Unmarshal([]byte(body), &v); c != http.StatusOK || err != nil {
+			t.Fatalf("/status/topkeys%s: %d %q %v", query, c, body, err)
+		}
+		return v
+	}
+	own := uint64(0)
+	var client string
+	for _, addr := range []string{a[0], b[0]} {
+		v := read(addr, "")
+		if len(v.Denied) != 1 || v.Denied[0].Key == "" {
+			t.Fatalf("%s's own top keys: %+v", addr, v)
+		}
+		if client != "" && v.Denied[0].Key != client {
+			t.Fatalf("the replicas name the client %q and %q", client, v.Denied[0].Key)
+		}
+		client = v.Denied[0].Key
+		own += v.Denied[0].Count
+	}
+	if own != uint64(denied) {
+		t.Fatalf("the replicas counted %d denials, the client saw %d", own, denied)
+	}
+	all := read(a[0], "?cluster=true")
+	if len(all.Nodes) != 2 || len(all.Unreachable) != 0 || len(all.Denied) != 1 || all.Denied[0].Key != client || all.Denied[0].Count != own {
+		t.Fatalf("the cluster's top keys: %+v, want %s denied %d times on 2 nodes", all, client, own)
+	}
+	cancel()
+	for _, done := range []chan error{doneA, doneB} {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
 	}
 }
