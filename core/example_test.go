@@ -9,9 +9,11 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"time"
 
 	gopherpace "github.com/pedreviljoen/gopherpace/core"
+	"github.com/pedreviljoen/gopherpace/core/memtransport"
 )
 
 func ExampleNew() {
@@ -298,6 +300,36 @@ func ExampleLimiter_TopKeys() {
 	// Output:
 	// tenant-noisy 35
 	// tenant-quiet 3
+}
+
+// Two nodes of a simulated cluster: tenant-noisy calls node b only, and
+// node a lists it among the cluster's top keys once b has sent its own
+// (every second), by its hash, since a never saw it.
+func ExampleLimiter_ClusterTopKeys() {
+	network := memtransport.New()
+	var nodes []*gopherpace.Limiter
+	for _, name := range []string{"a", "b"} {
+		tr, _ := network.Join(name)
+		l, err := gopherpace.New(gopherpace.WithRate(5, time.Minute), gopherpace.WithTransport(tr),
+			gopherpace.WithTopKeys(true), gopherpace.WithLogger(slog.New(slog.DiscardHandler)))
+		if err != nil {
+			log.Fatal(err)
+		}
+		defer l.Close()
+		nodes = append(nodes, l)
+	}
+	network.Advance(time.Second)
+	for range 40 {
+		nodes[1].TakeAt(network.Now(), "tenant-noisy", 1)
+	}
+	network.Advance(1100 * time.Millisecond) // b sends its top keys
+	onB, _ := nodes[1].ClusterTopKeysAt(network.Now(), 1)
+	onA, _ := nodes[0].ClusterTopKeysAt(network.Now(), 1)
+	fmt.Println(onB[0].Key, onB[0].Count)
+	fmt.Println(onA[0].Key == onB[0].Key, strings.HasPrefix(onA[0].Key, "#"), onA[0].Count)
+	// Output:
+	// tenant-noisy 37
+	// false true 37
 }
 
 func ExampleMergeTopKeys() {

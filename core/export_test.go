@@ -111,3 +111,11 @@ func GroupOf(name string, n int) int { return datagram.GroupOf(name, n) }
 
 // ShareSliced reports whether l's share is on and sliced.
 func ShareSliced(l *Limiter) bool { return engineOf(l).fair.share.slicing() }
+
+// TopKeysBytesSent is the bytes of l's top keys sent to its peers.
+func TopKeysBytesSent(l *Limiter) uint64 {
+	if l.topGossip == nil {
+		return 0
+	}
+	return l.topGossip.link.sent.Bytes.Load()
+}

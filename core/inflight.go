@@ -217,8 +217,8 @@ func (f *InFlight) Stats() InFlightStats {
 		Peers: c.Peers, PeerKeysDropped: c.DroppedEntries}
 	st.Held, st.ClusterHeld = f.table.Count(0)
 	if g := f.gossip; g != nil {
-		st.FramesSent = g.sent.Frames.Load()
-		st.FramesDropped = g.dropped.Load()
+		st.FramesSent = g.link.sent.Frames.Load()
+		st.FramesDropped = g.link.dropped.Load()
 	}
 	return st
 }

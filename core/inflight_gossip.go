@@ -1,7 +1,6 @@
 package gopherpace
 
 import (
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,31 +19,16 @@ import (
 type inFlightGossip struct {
 	table      *inflight.Table
 	f          *InFlight
-	t          Transport
-	hub        *datagram.Hub
-	id         uint64
-	inc        uint64
-	keyHashID  uint32
-	tick       time.Duration
 	flushDelay time.Duration
-	maxFrame   int
-	release    func() // the limiter ID's registration
+	tick       time.Duration
+	release    func()      // the limiter ID's registration
+	armed      atomic.Bool // a flush is due within flushDelay
 
-	sent    datagram.Sent
-	dropped atomic.Uint64
-	armed   atomic.Bool // a flush is due within flushDelay
-
-	mu       sync.Mutex // everything below, and the sending
-	seq      uint64
+	mu       sync.Mutex // everything below, and the link's sending and members
+	link     *gaugeLink
 	stopped  bool
 	stopTick func() bool
-	members  []string
-	// membersRead is when an unknown sender last made this node read the
-	// member list again (ns): at most every tick, whatever senders claim.
-	membersRead int64
-	gauges      []wire.Gauge
-	frames      [][]byte
-	buf         []byte
+	gauges   []wire.Gauge
 }
 
 // inFlightSalt keeps an in-flight limit's ID hash apart from a rate
@@ -53,19 +37,16 @@ const inFlightSalt = 0x696e666c69676874
 
 func newInFlightGossip(f *InFlight, c *config, release func()) *inFlightGossip {
 	g := &inFlightGossip{
-		table: f.table, f: f, t: c.transport, id: wire.NameHash(inFlightSalt, c.limiterID),
-		inc: uint64(f.clock.Now().UnixNano()), keyHashID: f.hasher.Fingerprint(),
-		tick:       c.interval / 2,
+		table: f.table, f: f, tick: c.interval / 2,
 		flushDelay: time.Duration(flushDelayFor(c.interval)),
-		maxFrame:   datagram.FrameRoom(c.transport),
 		release:    release,
 	}
-	g.members = c.transport.Members()
-	g.membersRead = -int64(g.tick) // a newcomer's first frame may read the list at once
-	g.hub = datagram.Join(g.t, g.id, g, int64(g.tick), f.clock, f.log)
 	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.link = newGaugeLink(c.transport, wire.NameHash(inFlightSalt, c.limiterID), uint64(f.clock.Now().UnixNano()),
+		f.hasher.Fingerprint(), int64(g.tick))
+	g.link.join(f.clock, f.log, g)
 	g.stopTick = f.clock.AfterFunc(g.tick, g.onTick)
-	g.mu.Unlock()
 	return g
 }
 
@@ -75,9 +56,7 @@ func (g *inFlightGossip) onTick() {
 	if g.stopped {
 		return
 	}
-	g.members = g.t.Members()
-	now := g.f.now()
-	g.table.Tick(now, g.members)
+	g.table.Tick(g.f.now(), g.link.readMembers())
 	g.sendLocked(true)
 	g.stopTick = g.f.clock.AfterFunc(g.tick, g.onTick)
 }
@@ -105,67 +84,34 @@ func (g *inFlightGossip) flush() {
 // frames as they take, at least one on a tick.
 func (g *inFlightGossip) sendLocked(all bool) {
 	g.gauges = g.table.Report(all, g.gauges[:0])
-	if len(g.gauges) == 0 && !all {
-		return
-	}
 	c := g.table.Counts()
-	head := wire.GaugeFrame{Limiter: g.id, Incarnation: g.inc, Round: g.table.Round(), Acquired: c.Acquired, Attempts: c.Attempts, KeyHashID: g.keyHashID}
-	per := max(1, (g.maxFrame-wire.HeaderMax)/wire.GaugeEntryMax)
-	g.frames, g.buf = g.frames[:0], g.buf[:0]
-	for rest := g.gauges; ; {
-		n := min(per, len(rest))
-		g.seq++
-		head.Seq = g.seq
-		start := len(g.buf)
-		g.buf = wire.AppendGaugeHeader(g.buf, &head, n)
-		for _, e := range rest[:n] {
-			g.buf = wire.AppendGauge(g.buf, e)
-		}
-		g.frames = append(g.frames, g.buf[start:])
-		if rest = rest[n:]; len(rest) == 0 {
-			break
-		}
-	}
-	if !all {
-		for _, fr := range g.frames {
-			g.hub.Send(&g.sent, fr, false)
-		}
-		return
-	}
-	g.hub.SendAll(&g.sent, g.frames)
+	g.link.send(wire.GaugeFrame{Round: g.table.Round(), Acquired: c.Acquired, Attempts: c.Attempts}, g.gauges, all)
 }
 
 // Deliver takes a peer's frame (datagram.Limiter).
 func (g *inFlightGossip) Deliver(from string, frame []byte, _ bool) {
 	var f wire.GaugeFrame
 	if wire.DecodeGauges(frame, &f) != nil || !g.isMember(from) && !g.table.Knows(from) {
-		g.dropped.Add(1)
+		g.link.drop()
 		return
 	}
-	keyed := f.KeyHashID == g.keyHashID || len(f.Gauges) == 0
+	keyed := f.KeyHashID == g.link.keyHashID || len(f.Gauges) == 0
 	if !keyed {
-		g.dropped.Add(1) // its keyless count is still used
+		g.link.drop() // its keyless count is still used
 	}
 	g.table.Apply(from, &f, keyed)
 }
 
-// isMember reports whether from is a member, reading the list again (at
-// most every tick) for a sender not yet in it: a newcomer is heard before
-// this node's next tick reads it.
+// isMember reports whether from is a member (gaugeLink.isMember); a
+// reading of the members tells the table how many nodes there are.
 func (g *inFlightGossip) isMember(from string) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if slices.Contains(g.members, from) {
-		return true
+	ok, reread := g.link.isMember(from, g.f.now())
+	if reread {
+		g.table.SetNodes(1 + len(g.link.members))
 	}
-	now := g.f.now()
-	if now-g.membersRead < int64(g.tick) {
-		return false
-	}
-	g.membersRead = now
-	g.members = g.t.Members()
-	g.table.SetNodes(1 + len(g.members))
-	return slices.Contains(g.members, from)
+	return ok
 }
 
 // TaggedStream is for the digests of rate limiters: an in-flight limit
@@ -181,11 +127,9 @@ func (g *inFlightGossip) stop() {
 	if g.stopTick != nil {
 		g.stopTick()
 	}
-	g.seq++
-	bye := wire.AppendGaugeHeader(nil, &wire.GaugeFrame{Leaving: true, Limiter: g.id, Incarnation: g.inc, Seq: g.seq, Round: g.table.Round()}, 0)
-	g.hub.Send(&g.sent, bye, true)
+	g.link.bye(g.table.Round())
 	g.mu.Unlock()
-	g.hub.Leave(g.id)
+	g.link.leave()
 	g.release()
 	g.table.Alone()
 }

@@ -47,6 +47,9 @@ type Limiter struct {
 	changeMu  sync.Mutex  // serialises changes of the rules (setrate.go)
 	counts    decisionCounts
 	top       *topKeys // nil unless WithTopKeys (topkeys.go)
+	// topGossip sends the top keys to the peers and keeps theirs; nil
+	// unless clustered WithTopKeys (topkeys_gossip.go).
+	topGossip *topKeysGossip
 	// refundsRefused counts refunds of tokens the key cannot have spent
 	// (refund.go).
 	refundsRefused refusedRefunds
@@ -132,6 +135,9 @@ func New(opts ...Option) (*Limiter, error) {
 		}, &c)
 		l.dec.cluster(eng)
 		eng.start()
+		if l.top != nil {
+			l.topGossip = newTopKeysGossip(l, &c)
+		}
 	}
 	if c.lookup != nil {
 		l.rules.lookUpWith(newLookupCache(*c.lookup, func(q Quota) (*bucket.Rule, error) {
@@ -185,6 +191,9 @@ func (l *Limiter) NodeName() string { return l.name }
 func (l *Limiter) Close() error {
 	l.closeOnce.Do(func() {
 		l.closed.Store(true)
+		if l.topGossip != nil {
+			l.topGossip.stop()
+		}
 		l.dec.close()
 		if l.release != nil {
 			l.release()

@@ -1,6 +1,7 @@
 package gopherpace
 
 import (
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -137,6 +138,11 @@ const maxShownKey = 128
 // top lists the n largest counts of s over the windows of now, largest
 // first.
 func (t *topKeys) top(s *summary, now int64, n int) []KeyCount {
+	return sortTop(slices.Collect(maps.Values(t.counts(s, now))), n)
+}
+
+// counts are s's counts over the windows of now, by key hash.
+func (t *topKeys) counts(s *summary, now int64) map[uint64]KeyCount {
 	byHash := map[uint64]KeyCount{}
 	for i := range s {
 		sh := &s[i]
@@ -147,19 +153,31 @@ func (t *topKeys) top(s *summary, now int64, n int) []KeyCount {
 				k := byHash[e.h]
 				k.Key, k.Count, k.Error = e.key, k.Count+e.count, k.Error+e.error
 				if !t.show {
-					k.Key = "#" + strconv.FormatUint(e.h, 16)
+					k.Key = hashedKey(e.h)
 				}
 				byHash[e.h] = k
 			}
 		}
 		sh.mu.Unlock()
 	}
-	all := make([]KeyCount, 0, len(byHash))
-	for _, k := range byHash {
-		all = append(all, k)
-	}
-	return sortTop(all, n)
+	return byHash
 }
+
+// addPeerCount adds another node's count of the key with hash h to counts; a
+// key this node has not counted is listed by its hash, since its text is
+// the other node's alone.
+func addPeerCount(counts map[uint64]KeyCount, h, count, error uint64) {
+	k, ok := counts[h]
+	if !ok {
+		k.Key = hashedKey(h)
+	}
+	k.Count, k.Error = k.Count+count, k.Error+error
+	counts[h] = k
+}
+
+// hashedKey is how a key is listed by its hash: not shown, or not known
+// on this node.
+func hashedKey(h uint64) string { return "#" + strconv.FormatUint(h, 16) }
 
 func sortTop(all []KeyCount, n int) []KeyCount {
 	slices.SortFunc(all, func(a, b KeyCount) int {
@@ -197,6 +215,30 @@ func (l *Limiter) topKeys(now int64, n int) (denied, admitted []KeyCount) {
 		return nil, nil
 	}
 	return l.top.top(&l.top.denied, now, n), l.top.top(&l.top.admitted, now, n)
+}
+
+// ClusterTopKeys lists the n keys the whole cluster denied the most
+// tokens to over the last one to two minutes, and the n it admitted the
+// most: this node's TopKeys summed with what each peer sent last (every
+// second while it has any, its TopKeysSent heaviest of each list, by key
+// hash alone). A key only other nodes saw is listed by its hash. A count
+// is over the truth by at most its Error, and under it by at most the
+// smallest count sent by each node that did not send the key. Standalone
+// it is TopKeys; nil without WithTopKeys.
+func (l *Limiter) ClusterTopKeys(n int) (denied, admitted []KeyCount) {
+	return l.clusterTopKeys(int64(time.Since(l.epoch)), n)
+}
+
+// ClusterTopKeysAt is ClusterTopKeys at the given time.
+func (l *Limiter) ClusterTopKeysAt(now time.Time, n int) (denied, admitted []KeyCount) {
+	return l.clusterTopKeys(l.nanos(now), n)
+}
+
+func (l *Limiter) clusterTopKeys(now int64, n int) (denied, admitted []KeyCount) {
+	if l.topGossip == nil || n < 1 {
+		return l.topKeys(now, n)
+	}
+	return l.topGossip.merge(now, n)
 }
 
 // MergeTopKeys merges the top-keys lists of several nodes into the n

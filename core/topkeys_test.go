@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -308,5 +309,95 @@ func TestAStormOverTenNodesNamesItsFiveHeavyKeys(t *testing.T) {
 	// About 2,000 denials each against a light key's one or two.
 	if merged[4].Count < 1000 || merged[5].Count > 300 {
 		t.Fatalf("the cluster's list: %+v, want five keys near 2,000 and the rest far below", merged)
+	}
+}
+
+// A 429 storm over ten simulated nodes: 100,000 light keys spread over
+// every node, and five heavy keys each sent to one node only (a load
+// balancer that hashes by client). Within 2 s every node lists the five
+// first among the cluster's top keys, each with the count of the node
+// that saw it, from the top keys the nodes send each other; before any
+// has sent, a node lists only its own. Then the storm ends, the lists
+// empty, and the nodes stop sending.
+func TestClusterTopKeysOverGossip(t *testing.T) {
+	net := memtransport.New(memtransport.WithRandom(46), memtransport.WithLatency(time.Millisecond, time.Millisecond))
+	const nodes = 10
+	lims, _ := cluster(t, net, nodes, gopherpace.WithRate(1, time.Second), gopherpace.WithBucketSize(1),
+		gopherpace.WithTopKeys(false))
+	heavy := map[string]int{} // a heavy key's label, and the node that sees it
+	for i := range 5 {
+		heavy["#"+strconv.FormatUint(gopherpace.KeyHashOf(gopherpace.TestKeyHashSecret, fmt.Sprint("heavy-", i)), 16)] = i
+	}
+	rng := rand.New(rand.NewPCG(46, 5))
+	listsFive := func(l *gopherpace.Limiter, now time.Time) bool {
+		d, _ := l.ClusterTopKeysAt(now, 5)
+		for _, k := range d {
+			if _, ok := heavy[k.Key]; !ok {
+				return false
+			}
+		}
+		return len(d) == 5
+	}
+	start := net.Now()
+	found := make([]time.Duration, nodes)
+	for step := 1; step <= 300; step++ { // 3 s of 10 ms steps
+		net.Advance(10 * time.Millisecond)
+		now := net.Now()
+		for i, l := range lims {
+			for range 30 { // 3,000 light requests a second a node, at keys seldom seen twice
+				l.TakeAt(now, fmt.Sprint("light-", rng.IntN(100_000)), 1)
+			}
+			if i < 5 {
+				for range 5 { // 500 a second of heavy-i, on node i alone
+					l.TakeAt(now, fmt.Sprint("heavy-", i), 1)
+				}
+			}
+		}
+		for i, l := range lims {
+			if found[i] == 0 && listsFive(l, now) {
+				found[i] = now.Sub(start)
+			}
+		}
+		if step == 50 { // half a second in: no node has sent yet
+			d, _ := lims[7].ClusterTopKeysAt(now, 5)
+			if slices.ContainsFunc(d, func(k gopherpace.KeyCount) bool { _, ok := heavy[k.Key]; return ok }) {
+				t.Fatalf("node 7 lists a heavy key before any node sent its own: %+v", d)
+			}
+		}
+	}
+	now := net.Now()
+	for i, l := range lims {
+		if found[i] == 0 || found[i] > 2*time.Second {
+			d, _ := l.ClusterTopKeysAt(now, 8)
+			t.Fatalf("node %d listed the five heavy keys after %v (0: never): %+v", i, found[i], d)
+		}
+		d, _ := l.ClusterTopKeysAt(now, 5)
+		for _, k := range d {
+			// Only node heavy[k.Key] saw the key: the others count what it sent,
+			// less what it denied since.
+			own, _ := lims[heavy[k.Key]].TopKeysAt(now, 1)
+			if k.Count > own[0].Count || k.Count < own[0].Count-600 {
+				t.Errorf("node %d counts %s %d, the node that saw it %d", i, k.Key, k.Count, own[0].Count)
+			}
+		}
+	}
+	t.Logf("every node listed the five heavy keys within %v", slices.Max(found))
+	if d, _ := lims[7].TopKeysAt(now, 5); slices.ContainsFunc(d, func(k gopherpace.KeyCount) bool { _, ok := heavy[k.Key]; return ok }) {
+		t.Fatalf("node 7 saw a heavy key itself: %+v", d)
+	}
+
+	// Bytes: each node's top keys sent to its nine peers over the storm.
+	var most uint64
+	for _, l := range lims {
+		most = max(most, gopherpace.TopKeysBytesSent(l))
+	}
+	t.Logf("at most %d bytes of top keys a node over %v", most, now.Sub(start))
+	// The storm ends: two minutes on, every list is empty, and after one
+	// empty send a node sends no more.
+	net.Advance(2*time.Minute + time.Second)
+	before := gopherpace.TopKeysBytesSent(lims[0])
+	net.Advance(5 * time.Second)
+	if d, a := lims[3].ClusterTopKeysAt(net.Now(), 5); len(d) != 0 || len(a) != 0 || gopherpace.TopKeysBytesSent(lims[0]) != before {
+		t.Fatalf("after the storm: %v %v, %d bytes sent in 5 s", d, a, gopherpace.TopKeysBytesSent(lims[0])-before)
 	}
 }

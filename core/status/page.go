@@ -108,8 +108,10 @@ type pageView struct {
 	Rates                      string // allowed and denied per second, recently
 	Chart                      template.HTML
 	Generated                  string
-	// The keys denied and admitted most lately (WithTopKeys).
-	TopDenied, TopAdmitted []gopherpace.KeyCount
+	// The keys denied and admitted most lately (WithTopKeys): this
+	// node's, and the cluster's as the nodes send them each other.
+	TopDenied, TopAdmitted               []gopherpace.KeyCount
+	ClusterTopDenied, ClusterTopAdmitted []gopherpace.KeyCount
 }
 
 // TopShown is how many keys a page lists as denied and as admitted most.
@@ -146,6 +148,9 @@ func (p *Page) view(s gopherpace.Stats, now time.Time) pageView {
 	}
 	v.Rates, v.Chart = p.chart()
 	v.TopDenied, v.TopAdmitted = l.TopKeysAt(now, TopShown)
+	if s.Clustered {
+		v.ClusterTopDenied, v.ClusterTopAdmitted = l.ClusterTopKeysAt(now, TopShown)
+	}
 	return v
 }
 
@@ -220,6 +225,12 @@ th{color:#57606a;font-weight:600}.ok{color:#1a7f37}.bad{color:#cf222e}.num{text-
 </table>
 <p id="rates">{{.Rates}}</p>
 {{.Chart}}
+{{if or .ClusterTopDenied .ClusterTopAdmitted}}
+<h2>Keys denied most, the whole cluster, last 1–2 minutes</h2>
+{{template "keys" .ClusterTopDenied}}
+<h2>Keys admitted most (sampled), the whole cluster</h2>
+{{template "keys" .ClusterTopAdmitted}}
+{{end}}
 {{if or .TopDenied .TopAdmitted}}
 <h2>Keys denied most, this node, last 1–2 minutes</h2>
 {{template "keys" .TopDenied}}

@@ -20,6 +20,9 @@ type TopKeysView struct {
 	// that did not answer, by URL, and why.
 	Nodes       []string          `json:"nodes,omitempty"`
 	Unreachable map[string]string `json:"unreachable,omitempty"`
+	// Gossip says the lists are the cluster's as the nodes send them each
+	// other (?cluster=true with no peers to read).
+	Gossip bool `json:"gossip,omitempty"`
 }
 
 // MaxTopKeys is the most keys a TopKeys handler lists of each kind.
@@ -28,12 +31,16 @@ const MaxTopKeys = 100
 // TopKeys serves l's top keys as a TopKeysView in JSON: ?n=N lists N of
 // each kind (1 to MaxTopKeys; default TopShown), and ?cluster=true sums
 // this node's lists with every other node's, read at the URLs peers
-// returns (each node's TopKeys handler), each within PeerTimeout. With no
+// returns (each node's TopKeys handler), each within PeerTimeout. With
+// peers nil, ?cluster=true lists the cluster's top keys as the nodes send
+// them each other over gossip (gopherpace.Limiter.ClusterTopKeys): no
+// HTTP between them, but keys this node has not seen by their hash, and
+// from each node its top gopherpace.TopKeysSent alone. With no
 // WithTopKeys on l, the lists are empty.
 //
 // peers decides which addresses this handler reads: return only the
 // cluster's own members (a transport's, whose gossip is authenticated),
-// never addresses a caller can choose. It may be nil: no other node.
+// never addresses a caller can choose.
 func TopKeys(l *gopherpace.Limiter, peers func() []string) http.Handler {
 	client := &http.Client{Timeout: PeerTimeout}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -49,8 +56,13 @@ func TopKeys(l *gopherpace.Limiter, peers func() []string) http.Handler {
 		}
 		view := TopKeysView{Node: l.NodeName()}
 		view.Denied, view.Admitted = l.TopKeys(n)
-		if c := r.URL.Query().Get("cluster"); (c == "true" || c == "1") && peers != nil {
+		switch c := r.URL.Query().Get("cluster"); {
+		case c != "true" && c != "1":
+		case peers != nil:
 			view = sumTopKeys(r, client, view, peers(), n)
+		default:
+			view.Denied, view.Admitted = l.ClusterTopKeys(n)
+			view.Gossip = true
 		}
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(view)

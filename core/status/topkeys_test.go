@@ -5,7 +5,9 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
+	"time"
 
 	gopherpace "github.com/pedreviljoen/gopherpace/core"
 	"github.com/pedreviljoen/gopherpace/core/status"
@@ -75,5 +77,26 @@ func TestTopKeysOfTheCluster(t *testing.T) {
 		if code, _ := read(bad); code != http.StatusBadRequest {
 			t.Errorf("%s: %d", bad, code)
 		}
+	}
+}
+
+// With no peers to read, ?cluster=true answers the cluster's top keys as
+// the nodes send them each other.
+func TestTopKeysOverGossip(t *testing.T) {
+	network, lims := cluster(t, "a", "b")
+	now := network.Now()
+	for range 4 {
+		lims[1].TakeAt(now, "only-on-b", 100)
+	}
+	own, _ := lims[1].TopKeysAt(now, 1)
+	network.Advance(1500 * time.Millisecond) // b sends its top keys
+	w := httptest.NewRecorder()
+	status.TopKeys(lims[0], nil).ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/?cluster=true", nil))
+	var v status.TopKeysView
+	if err := json.NewDecoder(w.Body).Decode(&v); err != nil {
+		t.Fatal(err)
+	}
+	if len(own) != 1 || !v.Gossip || len(v.Denied) != 1 || v.Denied[0].Count != own[0].Count || !strings.HasPrefix(v.Denied[0].Key, "#") {
+		t.Fatalf("a's view of the cluster: %+v", v)
 	}
 }

@@ -30,6 +30,12 @@ import (
 //	            sharing the limit fairly) and how many a second it refuses;
 //	            key hash 0 is the limiter's keyless limit
 //
+// A limiter's top keys (WithTopKeys) travel in gauge frames too, under
+// the limiter's top-keys ID: round numbers the sender's sends (the frames
+// of one send replace the last send's), and each entry is one key of its
+// lists, in flight its count of tokens, demand the count's error, and
+// refusing the list (0 denied, 1 admitted).
+//
 // A gauge frame is never a rate limiter's: Decode refuses one (ErrGauges),
 // and DecodeGauges refuses anything else.
 const flagGauges = 1 << 4
