@@ -43,7 +43,8 @@
 // replica serves and 503 once it is shutting down (readiness: peers out of
 // sight never make it unready); /cluster answers 503 while peers it knows
 // of are out of sight (for alerts and people); /status is the live status
-// page; /status/topkeys lists the clients /api denied and admitted most as
+// page of /work's limit, and /status/cluster every replica's side by side
+// (read as /status/topkeys reads them); /status/topkeys lists the clients /api denied and admitted most as
 // JSON, this replica's or, with ?cluster=true, every replica's summed (each
 // read on its pod address at this replica's HTTP port); /metrics is for
 // Prometheus; /stats shows the limiter's view of the cluster as JSON.
@@ -266,7 +267,8 @@ func serve(ctx context.Context, cfg config, ready chan<- [2]string) error {
 		readiness.ServeHTTP(w, r)
 	})
 	mux.Handle("/cluster", status.Health(limiter))
-	mux.Handle("/status", status.NewPage("gopherpace example server", limiter))
+	page := status.NewPage("gopherpace example server", limiter)
+	mux.Handle("/status", page)
 	metrics := prompace.New()
 	if err := errors.Join(metrics.Add("work", limiter), metrics.Add("api", perClient), metrics.AddTransport("memberlist", tr)); err != nil {
 		return err
@@ -283,16 +285,20 @@ func serve(ctx context.Context, cfg config, ready chan<- [2]string) error {
 		tcp.Close()
 		return err
 	}
-	// The other replicas' /status/topkeys: on their cluster addresses, at
-	// this replica's HTTP port (every pod of a Deployment listens on one).
+	// The other replicas' pages: on their cluster addresses, at this
+	// replica's HTTP port (every pod of a Deployment listens on one).
 	httpPort := strconv.Itoa(tcp.Addr().(*net.TCPAddr).Port)
-	mux.Handle("/status/topkeys", status.TopKeys(perClient, func() []string {
-		var urls []string
-		for _, a := range tr.MemberAddrs() {
-			urls = append(urls, "http://"+net.JoinHostPort(a.String(), httpPort)+"/status/topkeys")
+	others := func(path string) func() []string {
+		return func() []string {
+			var urls []string
+			for _, a := range tr.MemberAddrs() {
+				urls = append(urls, "http://"+net.JoinHostPort(a.String(), httpPort)+path)
+			}
+			return urls
 		}
-		return urls
-	}))
+	}
+	mux.Handle("/status/cluster", status.NewClusterPage("gopherpace example server", page, others("/status")))
+	mux.Handle("/status/topkeys", status.TopKeys(perClient, others("/status/topkeys")))
 	mux.HandleFunc("/stats", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(struct {

@@ -251,7 +251,8 @@ func TestIdleConnectionsLockNobodyOut(t *testing.T) {
 // /api is limited per client across the replicas, and /status/topkeys
 // names the client it denied: each replica its own count, and with
 // ?cluster=true the sum of both, read on each replica's address at one
-// HTTP port (two loopback addresses stand for two pods).
+// HTTP port (two loopback addresses stand for two pods), as the cluster
+// page reads each replica's view.
 func TestTopKeysOfTheReplicas(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -300,6 +301,12 @@ func TestTopKeysOfTheReplicas(t *testing.T) {
 	}
 	if own != uint64(denied) {
 		t.Fatalf("the replicas counted %d denials, the client saw %d", own, denied)
+	}
+	// The cluster page reads b's /status the same way.
+	c, body := get(t, a[0], "/status/cluster?format=json")
+	var cv status.ClusterView
+	if err := json.Unmarshal([]byte(body), &cv); c != http.StatusOK || err != nil || len(cv.Nodes) != 2 || cv.Nodes[1].Unreachable != "" {
+		t.Fatalf("cluster page: %d %q %v", c, body, err)
 	}
 	all := read(a[0], "?cluster=true")
 	if len(all.Nodes) != 2 || len(all.Unreachable) != 0 || len(all.Denied) != 1 || all.Denied[0].Key != client || all.Denied[0].Count != own {
