@@ -119,3 +119,11 @@ func TopKeysBytesSent(l *Limiter) uint64 {
 	}
 	return l.topGossip.link.sent.Bytes.Load()
 }
+
+// TopKeysWireID is the ID the top keys of the limiter named id travel
+// under.
+func TopKeysWireID(id string) uint64 { return wire.NameHash(topKeysSalt, id) }
+
+// KeyHashIDOf is the fingerprint frames carry of the key hash under
+// secret.
+func KeyHashIDOf(secret []byte) uint32 { return bucket.NewKeyHasher(secret).Fingerprint() }

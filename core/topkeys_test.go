@@ -11,6 +11,7 @@ import (
 	"time"
 
 	gopherpace "github.com/pedreviljoen/gopherpace/core"
+	"github.com/pedreviljoen/gopherpace/core/internal/wire"
 	"github.com/pedreviljoen/gopherpace/core/memtransport"
 )
 
@@ -399,5 +400,80 @@ func TestClusterTopKeysOverGossip(t *testing.T) {
 	net.Advance(5 * time.Second)
 	if d, a := lims[3].ClusterTopKeysAt(net.Now(), 5); len(d) != 0 || len(a) != 0 || gopherpace.TopKeysBytesSent(lims[0]) != before {
 		t.Fatalf("after the storm: %v %v, %d bytes sent in 5 s", d, a, gopherpace.TopKeysBytesSent(lims[0])-before)
+	}
+}
+
+// What a peer sends of its top keys cannot make a node list more than a
+// node sends, keys hashed under another secret, lists this release does
+// not know, or lists older than it has; garbage is dropped; a goodbye of
+// an older incarnation changes nothing, and one of the current
+// incarnation takes its lists away at once; a member that goes silent has
+// its lists count for 3 s.
+func TestTopKeysFromHostilePeers(t *testing.T) {
+	net := memtransport.New(memtransport.WithRandom(9))
+	evil, err := net.Join("evil")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lims, _ := cluster(t, net, 1, gopherpace.WithRate(10, time.Second), gopherpace.WithTopKeys(false))
+	a := lims[0]
+	net.Advance(time.Second)
+	id := gopherpace.TopKeysWireID(gopherpace.DefaultLimiterID)
+	keyHashID := gopherpace.KeyHashIDOf(gopherpace.TestKeyHashSecret)
+	seq := uint64(0)
+	send := func(f wire.GaugeFrame, gauges ...wire.Gauge) {
+		seq++
+		f.Limiter, f.Seq = id, seq
+		if f.Incarnation == 0 {
+			f.Incarnation = 100
+		}
+		b := wire.AppendGaugeHeader(nil, &f, len(gauges))
+		for _, g := range gauges {
+			b = wire.AppendGauge(b, g)
+		}
+		if err := evil.Broadcast(b); err != nil {
+			t.Fatal(err)
+		}
+		net.Advance(10 * time.Millisecond)
+	}
+	listed := func() []gopherpace.KeyCount {
+		d, _ := a.ClusterTopKeysAt(net.Now(), 100)
+		return d
+	}
+	var many []wire.Gauge
+	for i := range 50 {
+		many = append(many, wire.Gauge{Key: uint64(1000 + i), InFlight: int64(100 + i)})
+	}
+	many = append(many, wire.Gauge{Key: 7, InFlight: 1 << 30, Refusing: 7}) // a list of no release
+	send(wire.GaugeFrame{Round: 5, KeyHashID: keyHashID}, many...)
+	if got := listed(); len(got) != gopherpace.TopKeysSent || got[0].Count != 109 {
+		t.Fatalf("after 50 keys and an unknown list: %+v", got)
+	}
+	send(wire.GaugeFrame{Round: 6, KeyHashID: keyHashID ^ 1}, wire.Gauge{Key: 1, InFlight: 5000})
+	send(wire.GaugeFrame{Round: 4, KeyHashID: keyHashID}, wire.Gauge{Key: 2, InFlight: 6000})
+	if got := listed(); len(got) != gopherpace.TopKeysSent || got[0].Count != 109 {
+		t.Fatalf("another secret's keys, or an older round, changed the list: %+v", got)
+	}
+	if err := evil.Broadcast([]byte("GP\x0b\x10garbage")); err != nil {
+		t.Fatal(err)
+	}
+	net.Advance(10 * time.Millisecond)
+	send(wire.GaugeFrame{Leaving: true, Incarnation: 99})
+	if got := listed(); len(got) != gopherpace.TopKeysSent {
+		t.Fatalf("an older incarnation's goodbye took the lists: %+v", got)
+	}
+	send(wire.GaugeFrame{Leaving: true})
+	if got := listed(); len(got) != 0 {
+		t.Fatalf("after the goodbye: %+v", got)
+	}
+	// A member that goes silent: its lists count for 3 s.
+	send(wire.GaugeFrame{Round: 1, Incarnation: 200, KeyHashID: keyHashID}, many[:3]...)
+	net.Advance(2900 * time.Millisecond)
+	if got := listed(); len(got) != 3 {
+		t.Fatalf("2.9 s after a member's last send: %+v", got)
+	}
+	net.Advance(200 * time.Millisecond)
+	if got := listed(); len(got) != 0 {
+		t.Fatalf("3.1 s after a member's last send: %+v", got)
 	}
 }
