@@ -76,19 +76,14 @@ func TestInFlightRefusesWhatDoesNotApply(t *testing.T) {
 	}
 }
 
-// A simulated cluster of five, with frames 1-3 ms late and 2% lost, every
-// node asked at random times (one of them twice as often), each request
-// in flight 5-15 ms: the cluster never holds more than Bound, fills the limit, and every node's share of its
-// requests let in is within a tenth of the cluster's. A node that leaves
-// gives its slots back at once; one that crashes, once the others no
-// longer list it.
-func TestInFlightAcrossASimulatedCluster(t *testing.T) {
-	const limit, nodes = 50, 5
-	net := memtransport.New(memtransport.WithRandom(7), memtransport.WithLatency(time.Millisecond, 2*time.Millisecond),
-		memtransport.WithLoss(0.02), memtransport.WithFailureDetection(2*time.Second))
+// inFlightCluster joins nodes transports to net first, as memberpace's
+// join, then gives each an in-flight limit of limit; the test's cleanup
+// closes them.
+func inFlightCluster(t *testing.T, net *memtransport.Network, nodes int, limit int64) ([]*gopherpace.InFlight, []*memtransport.Transport) {
+	t.Helper()
 	var lims []*gopherpace.InFlight
 	var trs []*memtransport.Transport
-	for i := range nodes { // the transports join first, as memberpace's do
+	for i := range nodes {
 		tr, err := net.Join(fmt.Sprintf("n%d", i))
 		if err != nil {
 			t.Fatal(err)
@@ -100,25 +95,36 @@ func TestInFlightAcrossASimulatedCluster(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		t.Cleanup(func() { f.Close(); tr.Close() })
 		lims = append(lims, f)
 	}
-	defer func() {
-		for i := range lims {
-			lims[i].Close()
-			trs[i].Close()
-		}
-	}()
-	bound := lims[0].Bound(nodes)
-	rng := rand.New(rand.NewPCG(1, 2))
-	type held struct {
+	return lims, trs
+}
+
+// slotLoad is a simulated load on an in-flight limit's cluster, in steps
+// of 0.5 ms: each step the requests whose time is up give their slots
+// back, then perStep more ask, each at the node pick names and holding
+// its slot for hold. From step warmup on, each node's asks and admits
+// are counted.
+type slotLoad struct {
+	steps, warmup, perStep int
+	pick                   func(step int) int
+	hold                   func() time.Duration
+}
+
+// run plays the load and returns the most requests held at once, each
+// node's asks and admits, and the release funcs of the requests still
+// held. It fails t the moment the cluster holds more than its Bound.
+func (l slotLoad) run(t *testing.T, net *memtransport.Network, lims []*gopherpace.InFlight) (worst int, asked, let []int, held []func()) {
+	t.Helper()
+	bound := lims[0].Bound(len(lims))
+	type hold struct {
 		until   time.Time
 		release func()
-		node    int
 	}
-	var inFlight []held
-	var asked, let [nodes]int
-	worst := 0
-	for step := range 40_000 { // 20 s of 10,000 asks a second against 50 slots of 10 ms: twice the limit
+	var inFlight []hold
+	asked, let = make([]int, len(lims)), make([]int, len(lims))
+	for step := range l.steps {
 		net.Advance(500 * time.Microsecond)
 		now := net.Now()
 		kept := inFlight[:0]
@@ -130,18 +136,15 @@ func TestInFlightAcrossASimulatedCluster(t *testing.T) {
 			}
 		}
 		inFlight = kept
-		for range 5 {
-			i := rng.IntN(nodes + 1)
-			if i == nodes {
-				i = 0 // n0 is asked twice as often
-			}
+		for range l.perStep {
+			i := l.pick(step)
 			rel, ok := lims[i].TryAcquire("backend")
-			if step >= 10_000 {
+			if step >= l.warmup {
 				asked[i]++
 			}
 			if ok {
-				inFlight = append(inFlight, held{now.Add(time.Duration(5+rng.IntN(11)) * time.Millisecond), rel, i})
-				if step >= 10_000 {
+				inFlight = append(inFlight, hold{now.Add(l.hold()), rel})
+				if step >= l.warmup {
 					let[i]++
 				}
 			}
@@ -151,24 +154,57 @@ func TestInFlightAcrossASimulatedCluster(t *testing.T) {
 			t.Fatalf("%d in flight at step %d, over the bound %d", len(inFlight), step, bound)
 		}
 	}
+	for _, h := range inFlight {
+		held = append(held, h.release)
+	}
+	return worst, asked, let, held
+}
+
+// clusterRatio is the part of its requests the cluster let in; with
+// fair, it fails t unless every node let in its own part within a tenth
+// of it.
+func clusterRatio(t *testing.T, asked, let []int, fair bool) float64 {
+	t.Helper()
 	var sumAsked, sumLet int
-	for i := range nodes {
+	for i := range asked {
 		sumAsked, sumLet = sumAsked+asked[i], sumLet+let[i]
 	}
 	cluster := float64(sumLet) / float64(sumAsked)
-	for i := range nodes {
-		if r := float64(let[i]) / float64(asked[i]); r < 0.9*cluster || r > 1.1*cluster {
+	for i := range asked {
+		if r := float64(let[i]) / float64(asked[i]); fair && (r < 0.9*cluster || r > 1.1*cluster) {
 			t.Errorf("node %d let in %.3f of its requests, the cluster %.3f (%v of %v)", i, r, cluster, let, asked)
 		}
 	}
+	return cluster
+}
+
+// A simulated cluster of five, with frames 1-3 ms late and 2% lost, every
+// node asked at random times (one of them twice as often), each request
+// in flight 5-15 ms: the cluster never holds more than Bound, fills the
+// limit, and every node's share of its requests let in is within a tenth
+// of the cluster's. A node that leaves gives its slots back at once; one
+// that crashes, once the others no longer list it.
+func TestInFlightAcrossASimulatedCluster(t *testing.T) {
+	const limit, nodes = 50, 5
+	net := memtransport.New(memtransport.WithRandom(7), memtransport.WithLatency(time.Millisecond, 2*time.Millisecond),
+		memtransport.WithLoss(0.02), memtransport.WithFailureDetection(2*time.Second))
+	lims, trs := inFlightCluster(t, net, nodes, limit)
+	rng := rand.New(rand.NewPCG(1, 2))
+	// 20 s of 10,000 asks a second against 50 slots of 10 ms: twice the
+	// limit.
+	worst, asked, let, held := slotLoad{steps: 40_000, warmup: 10_000, perStep: 5,
+		pick: func(int) int { return rng.IntN(nodes+1) % nodes }, // n0 is asked twice as often
+		hold: func() time.Duration { return time.Duration(5+rng.IntN(11)) * time.Millisecond },
+	}.run(t, net, lims)
+	cluster := clusterRatio(t, asked, let, true)
 	if worst < limit {
 		t.Errorf("the cluster never filled the limit: %d", worst)
 	}
-	t.Logf("at most %d in flight (limit %d, bound %d); %.3f of the requests let in", worst, limit, bound, cluster)
+	t.Logf("at most %d in flight (limit %d, bound %d); %.3f of the requests let in", worst, limit, lims[0].Bound(nodes), cluster)
 
 	// n4 takes slots and leaves; n3 takes slots and crashes.
-	for _, h := range inFlight {
-		h.release()
+	for _, release := range held {
+		release()
 	}
 	for i := 3; i < 5; i++ {
 		for range 5 {
@@ -206,9 +242,8 @@ func TestInFlightAcrossASimulatedCluster(t *testing.T) {
 // cluster's.
 func TestInFlightWithLateReports(t *testing.T) {
 	for _, c := range []struct {
-		name         string
-		late, moving bool
-		oneLate      bool
+		name                  string
+		late, oneLate, moving bool
 	}{{name: "on time"}, {name: "one late reader", late: true, oneLate: true}, {name: "every report late", late: true},
 		{name: "every report late, demand moving", late: true, moving: true}} {
 		for _, nodes := range []int{3, 5} {
@@ -227,51 +262,15 @@ func inFlightWithLateReports(t *testing.T, nodes int, late, oneLate, moving bool
 			}
 			return time.Duration(20+lag.IntN(121)) * time.Millisecond
 		}))
-	var lims []*gopherpace.InFlight
-	var trs []*memtransport.Transport
-	for i := range nodes {
-		tr, err := net.Join(fmt.Sprintf("n%d", i))
-		if err != nil {
-			t.Fatal(err)
-		}
-		trs = append(trs, tr)
-	}
-	for _, tr := range trs {
-		f, err := gopherpace.NewInFlight(limit, gopherpace.WithTransport(tr))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer tr.Close()
-		defer f.Close()
-		lims = append(lims, f)
-	}
-	bound := lims[0].Bound(nodes)
+	lims, _ := inFlightCluster(t, net, nodes, limit)
 	rng := rand.New(rand.NewPCG(3, uint64(nodes)))
-	type held struct {
-		until   time.Time
-		release func()
-	}
-	var inFlight []held
-	asked, let := make([]int, nodes), make([]int, nodes)
 	weights := nodes * (nodes + 1) / 2
-	worst := 0
-	// 6,000 asks a second (three a step of 0.5 ms) against 40 slots
-	// of 20 ms; the first 2 s are the warm-up.
-	for step := range 24_000 {
-		net.Advance(500 * time.Microsecond)
-		now := net.Now()
-		kept := inFlight[:0]
-		for _, h := range inFlight {
-			if !h.until.After(now) {
-				h.release()
-			} else {
-				kept = append(kept, h)
-			}
-		}
-		inFlight = kept
-		for range 3 {
-			// Node i is asked in proportion to n−i: n0 the most, n1
-			// (the late reader) next.
+	// 6,000 asks a second (three a step) against 40 slots of 20 ms; the
+	// first 2 s are the warm-up.
+	worst, asked, let, _ := slotLoad{steps: 24_000, warmup: 4_000, perStep: 3,
+		pick: func(step int) int {
+			// Node i is asked in proportion to n−i: n0 the most, n1 (the
+			// late reader) next; moving, the weights turn every 200 ms.
 			w, i := rng.IntN(weights), 0
 			for w >= nodes-i {
 				w -= nodes - i
@@ -280,39 +279,16 @@ func inFlightWithLateReports(t *testing.T, nodes int, late, oneLate, moving bool
 			if moving {
 				i = (i + step/400) % nodes
 			}
-			rel, ok := lims[i].TryAcquire("backend")
-			if step >= 4_000 {
-				asked[i]++
-			}
-			if ok {
-				inFlight = append(inFlight, held{now.Add(20 * time.Millisecond), rel})
-				if step >= 4_000 {
-					let[i]++
-				}
-			}
-		}
-		worst = max(worst, len(inFlight))
-		if len(inFlight) > int(bound) {
-			t.Fatalf("%d in flight at step %d, over the bound %d", len(inFlight), step, bound)
-		}
-	}
-	var sumAsked, sumLet int
-	for i := range nodes {
-		sumAsked, sumLet = sumAsked+asked[i], sumLet+let[i]
-	}
-	cluster := float64(sumLet) / float64(sumAsked)
-	for i := range nodes {
-		if moving {
-			break // a node's part follows the demand late, by design
-		}
-		if r := float64(let[i]) / float64(asked[i]); r < 0.9*cluster || r > 1.1*cluster {
-			t.Errorf("node %d let in %.3f of its requests, the cluster %.3f (%v of %v)", i, r, cluster, let, asked)
-		}
-	}
+			return i
+		},
+		hold: func() time.Duration { return 20 * time.Millisecond },
+	}.run(t, net, lims)
+	// Moving, a node's part follows the demand late, by design.
+	cluster := clusterRatio(t, asked, let, !moving)
 	if worst < limit {
 		t.Errorf("the cluster never filled the limit: %d", worst)
 	}
-	t.Logf("at most %d in flight (limit %d, bound %d); %.3f of the requests let in", worst, limit, bound, cluster)
+	t.Logf("at most %d in flight (limit %d, bound %d); %.3f of the requests let in", worst, limit, lims[0].Bound(nodes), cluster)
 }
 
 // A node hears a peer that joined after it from the peer's first report,
