@@ -43,7 +43,9 @@ type KeyCount struct {
 // keyed hash. It holds at most 1,024 counters a limiter (about 40 KB, and
 // up to 128 KB more of keys when shown); a keyed decision costs a second
 // hash of the key and a lock of one of 16 shards on a denial and on one
-// admit in 64 (BenchmarkTopKeys).
+// admit in 64 (BenchmarkTopKeys). Clustered, the limiter sends its peers
+// its TopKeysSent heaviest of each list every second while it has any,
+// by hash alone (docs/operations.md gives the bytes), for ClusterTopKeys.
 func WithTopKeys(show bool) Option {
 	return func(c *config) { c.topKeys, c.topShown = true, show }
 }
