@@ -26,7 +26,7 @@ import (
 // The in-flight test's child processes are told what to be by these.
 const (
 	inFlightChildEnv = "MEMBERPACE_INFLIGHT_CHILD" // the seed's gossip address
-	inFlightRoleEnv  = "MEMBERPACE_INFLIGHT_ROLE"  // "holder", or a loaded node's "name,weight,total weight,slot"
+	inFlightRoleEnv  = "MEMBERPACE_INFLIGHT_ROLE"  // "holder", or a loaded node's "name,weight,total weight,slot,nodes"
 	inFlightShmEnv   = "MEMBERPACE_INFLIGHT_SHM"   // the shared counts' file
 )
 
@@ -110,25 +110,33 @@ func offerLoad(f *gopherpace.InFlight, weight, total int, counts []int64, slot i
 	return r
 }
 
+// converged waits, up to 10 s, until f has heard every other node of
+// nodes: the load starts on a cluster that knows itself.
+func converged(f *gopherpace.InFlight, nodes int) bool {
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		if f.Stats().Peers == nodes-1 {
+			return true
+		}
+	}
+	return false
+}
+
 // runInFlightChild is one of TestInFlightOverRealMemberlist's processes:
 // a holder takes childSlots slots and keeps them until it is killed; a
 // loaded node offers its load at the parent's "go" and prints its result.
 func runInFlightChild() int {
 	role := os.Getenv(inFlightRoleEnv)
 	name := "holder"
-	var weight, total, slot int
+	var weight, total, slot, nodes int
 	if role != "holder" {
-		var err error
 		parts := strings.Split(role, ",")
 		name = parts[0]
-		if weight, err = strconv.Atoi(parts[1]); err == nil {
-			if total, err = strconv.Atoi(parts[2]); err == nil {
-				slot, err = strconv.Atoi(parts[3])
+		for i, to := range []*int{&weight, &total, &slot, &nodes} {
+			var err error
+			if *to, err = strconv.Atoi(parts[i+1]); err != nil {
+				fmt.Println("error", err)
+				return 1
 			}
-		}
-		if err != nil {
-			fmt.Println("error", err)
-			return 1
 		}
 	}
 	tr, err := New(WithBindAddr("127.0.0.1"), WithBindPort(0), WithNodeName(name), WithProfile(ProfileFast),
@@ -163,6 +171,10 @@ func runInFlightChild() int {
 	fmt.Println("ready")
 	in := bufio.NewScanner(os.Stdin)
 	if !in.Scan() || in.Text() != "go" {
+		return 1
+	}
+	if !converged(f, nodes) {
+		fmt.Println("error: the cluster never converged")
 		return 1
 	}
 	r := offerLoad(f, weight, total, counts, slot)
@@ -235,7 +247,7 @@ func inFlightOverMemberlist(t *testing.T, nodes int) {
 	atomic.StoreInt64(&counts[shmSlots-1], childSlots) // the holder's, counted for it
 	var children []child
 	for i := 1; i < loaded; i++ {
-		c := start(fmt.Sprintf("p%d,%d,%d,%d", i, loaded-i, total, i))
+		c := start(fmt.Sprintf("p%d,%d,%d,%d,%d", i, loaded-i, total, i, nodes))
 		if !c.out.Scan() || c.out.Text() != "ready" {
 			t.Fatalf("child p%d said %q", i, c.out.Text())
 		}
@@ -275,6 +287,9 @@ func inFlightOverMemberlist(t *testing.T, nodes int) {
 		if _, err := io.WriteString(c.in, "go\n"); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if !converged(f, nodes) {
+		t.Fatalf("this node heard %d of the %d others", f.Stats().Peers, nodes-1)
 	}
 	results := []loadResult{offerLoad(f, loaded, total, counts, 0)}
 	for i, c := range children {
