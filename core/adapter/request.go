@@ -107,7 +107,8 @@ func (g *Gate) Decide(r *Request) error {
 // SetHeaders writes the request's fields into h, replacing earlier values:
 // with further limits, the draft fields list every policy. Values sent
 // before, and their []string, are shared (see headers.Renderer.Set): no
-// allocation, but for the draft values of several policies (two).
+// allocation, but for the draft values of several policies (two), or of
+// an in-flight limit beside the rates (three: render.Fields.AddSlots).
 func (g *Gate) SetHeaders(h http.Header, r *Request) {
 	if g.limits == nil && g.inFlight == nil {
 		if !g.policy.SetAdmitted(h, (*render.Decision)(&r.d)) {
