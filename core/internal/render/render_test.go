@@ -215,6 +215,12 @@ func TestAddSlots(t *testing.T) {
 	if v := f.Value(2); v != `"per-ip";r=0;t=1, "inflight";r=0` || f.Value(0) != "1" {
 		t.Fatalf("refused: %q %q", f.Value(0), v)
 	}
+	if n := testing.AllocsPerRun(100, func() {
+		f.Render(p, q, time.Time{})
+		f.AddSlots(100, 37)
+	}); n > 3 {
+		t.Errorf("AddSlots allocates %.0f times, want at most 3", n)
+	}
 	var legacy Fields
 	legacy.Render(NewPolicy(Legacy, "per-ip"), q, time.Unix(0, 0))
 	n := legacy.Len()
