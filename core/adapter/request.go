@@ -24,10 +24,9 @@ type Request struct {
 	all  [MaxLimits]gopherpace.Decision // each limit's, with Also
 	err  error
 	back bool // its tokens were given back (RefundFor, GiveBack)
-	// release gives back its in-flight slot (slot.go); slotsFree are the
-	// slots free when it asked for one, if slotAsked.
+	// release gives back its in-flight slot (slot.go); slotAsked says it
+	// asked for one, so that without release it was refused.
 	release   func()
-	slotsFree int64
 	slotAsked bool
 	// A client key a Flow built is kept in buf, not in Keys: a string
 	// converted from bytes on the stack would move to the heap once stored

@@ -1,6 +1,10 @@
 package adapter
 
-import "time"
+import (
+	"time"
+
+	"github.com/pedreviljoen/gopherpace/core/headers"
+)
 
 // slotRetryAfter is the Retry-After of a request refused for want of an
 // in-flight slot: when one frees cannot be foreseen, and a second is
@@ -15,10 +19,8 @@ func (g *Gate) holdSlot(r *Request) bool {
 	r.slotAsked = true
 	if ok {
 		r.release = release
-		r.slotsFree = g.slotsFree(r)
 		return true
 	}
-	r.slotsFree = 0
 	g.GiveBack(r)
 	r.d.Allowed, r.d.Shadowed, r.d.Remaining = false, false, 0
 	r.d.RetryAfter = max(r.d.RetryAfter, slotRetryAfter)
@@ -41,12 +43,15 @@ func (g *Gate) slotsFree(r *Request) int64 {
 	return max(0, g.inFlight.Limit()-cluster)
 }
 
-// addSlots adds the gate's in-flight limit to r's draft fields in f: the
-// free slots it saw when it asked for one, or, for a request the rates
-// denied first, those free now.
+// addSlots adds the gate's in-flight limit to r's draft fields in f, if
+// its style has them: none free for a request refused a slot, else those
+// free now (the request's own taken, if it holds one).
 func (g *Gate) addSlots(f *Fields, r *Request) {
-	free := r.slotsFree
-	if !r.slotAsked {
+	if g.style != headers.Draft && g.style != headers.Both {
+		return
+	}
+	free := int64(0)
+	if !r.slotAsked || r.release != nil {
 		free = g.slotsFree(r)
 	}
 	f.f.AddSlots(g.inFlight.Limit(), free)
