@@ -307,7 +307,7 @@ func TestAccuracy(t *testing.T) {
 // partitionWindow bounds the worst window of a partition scenario. A cut
 // cannot be told from a slow network until peers have been silent for a
 // heartbeat and a little more; until then each side refills at the full
-// rate (membership.go). The bound is the ordinary one, a tenth of B.
+// rate (internal/cluster/membership.go). The bound is the ordinary one, a tenth of B.
 func partitionWindow(t *testing.T, r result, bucketSize int64) {
 	t.Helper()
 	if r.worstOver > bucketSize/10 {
@@ -383,7 +383,7 @@ func TestAccuracyKeyed(t *testing.T) {
 // Keyed buckets through the daily transitions: one key at R = B = 200
 // offered 10×R over the nodes while nodes join, restart and are replaced.
 // A node that joins a running cluster learns each key's level from the
-// first report of it (receiver.go, learnLevel), so it does not bring a fresh
+// first report of it (internal/cluster/receiver.go, learnLevel), so it does not bring a fresh
 // bucket per key: before, a join over-admitted by +3.1%, a rolling deploy
 // by +9.5% and a rolling restart by +12.6%, with windows up to +578 over
 // R·w+B, and a node's admit ratio up to 4.6 times off the cluster's.

@@ -15,7 +15,7 @@ import (
 //	any, word denied           a token from any fresh lease              TestLeasesDenialSpendsAnyLease
 //	clustered, normal          allow on the counted word                 TestCountedDecidesLikeBucket, FuzzCountedDecidesLikeBucket
 //	clustered, hot             a lease counted for gossip                TestClusteredLeasesAdmitAndCountExactlyOneBucket
-//	clustered, other modes     engine.takeCounted (decide_clustered.go)   TestAccuracy, TestFailClosedWhenIsolated, TestCountedHandBackUnderLoad
+//	clustered, other modes     Engine.takeCounted (internal/cluster)     TestAccuracy, TestFailClosedWhenIsolated, TestCountedHandBackUnderLoad
 
 // Allow spends one token of the global bucket now. When the bucket is empty
 // it returns false and how long until a token is available. A clustered

@@ -154,13 +154,9 @@ func BenchmarkLiveKeyBytes(b *testing.B) {
 // in flight, so that only what a key holds at rest is measured.
 func drainCounts(b *testing.B, l *Limiter) {
 	e := engineOf(l)
-	e.mu.Lock()
-	e.send.flush(e.now(), false, false, true)
-	e.mu.Unlock()
+	e.FlushNow()
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		flying := false
-		e.keys.Each(func(_ uint64, ent *clusterEntry) { flying = flying || ent.Busy() })
-		if !flying {
+		if !e.KeysBusy() {
 			return
 		}
 		if time.Now().After(deadline) {
@@ -299,14 +295,14 @@ func BenchmarkTick(b *testing.B) {
 		tr.now = tr.now.Add(50 * time.Millisecond)
 	}
 	e := engineOf(l)
-	e.onTick()
+	e.RunTick()
 	if st := l.Stats(); st.HeardNodes != peers+1 {
 		b.Fatalf("%d nodes heard, want %d", st.HeardNodes, peers+1)
 	}
 	b.ReportAllocs()
 	for b.Loop() {
 		tr.now = tr.now.Add(time.Microsecond)
-		e.onTick()
+		e.RunTick()
 	}
 	perTick := float64(b.Elapsed().Nanoseconds()) / float64(b.N)
 	b.ReportMetric(perTick*ticksPerSec/1e7, "%core")
@@ -361,7 +357,7 @@ func BenchmarkReceiveRelayed(b *testing.B) {
 func groupedCrowd(b testing.TB) (*Limiter, *crowdUnicaster, *datagram.Hub, []string) {
 	tr := &crowdUnicaster{*newCrowd(999)}
 	l := crowdLimiterOn(b, tr)
-	h := engineOf(l).hub
+	h := engineOf(l).Hub()
 	h.Flush() // reads the member list: grouped
 	mates := h.Mates()
 	if len(mates) == 0 {

@@ -29,11 +29,6 @@ func (e *CappedChargeError) Error() string {
 // Is makes errors.Is(err, ErrChargeCapped) hold.
 func (e *CappedChargeError) Is(target error) bool { return target == ErrChargeCapped }
 
-// maxChargeDebt is how far beyond empty charges may take a bucket, in
-// buckets: one, the same cap peers' reports have (engine.maxDebt), so a
-// key charged any amount is admitted again within two windows.
-const maxChargeDebt = 1
-
 // Charge spends n tokens from key's bucket whether or not it holds them,
 // for a cost known only after the work is done: the tokens of an LLM
 // response, bytes sent, CPU time. A bucket that runs out goes into debt,
@@ -71,7 +66,7 @@ func (l *Limiter) charge(now int64, key string, n int64) (time.Duration, error) 
 	var (
 		ahead, charged int64
 		ok             = true
-		rule           = l.rules.dflt()
+		rule           = l.rules.Default()
 	)
 	if n == 0 {
 		var tat int64
@@ -101,59 +96,30 @@ func (l *Limiter) charge(now int64, key string, n int64) (time.Duration, error) 
 	return owed, nil
 }
 
-// chargeDebt is how far beyond empty a charge may take a bucket of rule, in
-// ns.
-func chargeDebt(rule *bucket.Rule) int64 { return maxChargeDebt * rule.Tolerance }
-
 // chargeGlobal and chargeKeyed spend n tokens whether or not the bucket
 // holds them (Charge), and return the tokens spent (fewer than n where the
 // cap cut the charge) and how far ahead of now the bucket's time is after
 // it; chargeKeyed reports false when the store had no room.
 func (d *decider) chargeGlobal(now, n int64) (charged, ahead int64) {
 	if d.eng != nil {
-		return d.eng.chargeGlobal(now, n)
+		return d.eng.ChargeGlobal(now, n)
 	}
 	return d.solo.chargeGlobal(now, n)
 }
 
 func (d *decider) chargeKeyed(h uint64, rule *bucket.Rule, now, n int64) (charged, ahead int64, ok bool) {
 	if d.eng != nil {
-		return d.eng.chargeKeyed(h, rule, now, n)
+		return d.eng.ChargeKeyed(h, rule, now, n)
 	}
 	return d.solo.chargeKeyed(h, rule, now, n)
 }
 
 func (s *standalone) chargeGlobal(now, n int64) (int64, int64) {
-	rule := s.rules.dflt()
-	return bucket.Debit(&s.global.TAT, rule, standaloneTime(now), n, chargeDebt(rule))
+	rule := s.rules.Default()
+	return bucket.Debit(&s.global.TAT, rule, standaloneTime(now), n, bucket.ChargeDebt(rule))
 }
 
 func (s *standalone) chargeKeyed(h uint64, rule *bucket.Rule, now, n int64) (int64, int64, bool) {
-	e, charged, ahead := s.keys.Debit(h, rule, standaloneTime(now), n, chargeDebt(rule))
+	e, charged, ahead := s.keys.Debit(h, rule, standaloneTime(now), n, bucket.ChargeDebt(rule))
 	return charged, ahead, e != nil
-}
-
-// chargeGlobal charges the counted word and counts what it spent for
-// gossip; once the limiter has closed, the standalone word takes it.
-func (e *engine) chargeGlobal(now, n int64) (int64, int64) {
-	rule, at := e.rules.dflt(), e.bucketTime(now)
-	charged, count, ahead, ok := e.word.charge(rule, at, n, chargeDebt(rule))
-	if !ok {
-		return bucket.Debit(e.standalone, rule, standaloneTime(now), n, chargeDebt(rule))
-	}
-	if charged > 0 && e.mode.get() != modeStopped {
-		e.send.counted(count, charged, rule)
-	}
-	return charged, ahead
-}
-
-func (e *engine) chargeKeyed(h uint64, rule *bucket.Rule, now, n int64) (int64, int64, bool) {
-	ent, charged, ahead := e.keys.Debit(h, rule, e.bucketTime(now), n, chargeDebt(rule))
-	if ent == nil {
-		return 0, 0, false
-	}
-	if charged > 0 {
-		e.countKeyed(h, ent, rule, charged)
-	}
-	return charged, ahead, true
 }

@@ -189,8 +189,8 @@ func closer(a, b *Decision) bool {
 
 // ruleFor is the rule of key's bucket at now.
 func (l *Limiter) ruleFor(key string, now int64) *bucket.Rule {
-	if key == "" || !l.rules.hasOverrides() {
-		return l.rules.dflt()
+	if key == "" || !l.rules.HasOverrides() {
+		return l.rules.Default()
 	}
 	return l.keyRule(l.hasher.Sum(key), key, now)
 }

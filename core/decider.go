@@ -4,11 +4,12 @@ import (
 	"time"
 
 	"github.com/pedreviljoen/gopherpace/core/internal/bucket"
+	"github.com/pedreviljoen/gopherpace/core/internal/cluster"
 )
 
 // A limiter decides in one of two ways, chosen once, in New: on buckets of
 // its own (standalone, below), or on the engine's replicas, counting every
-// admit for gossip (clustered: the engine, decide_clustered.go). The
+// admit for gossip (clustered: the engine, internal/cluster). The
 // decider is that choice, and this file is the one place that acts on it:
 // every entry point (Allow, Take, their ...At forms, Wait, Limits, Peek,
 // Reset, Refund, SetRate, SetOverride, Stats, Peers, Close) reaches the
@@ -32,21 +33,21 @@ import (
 // variable of its own, to the buckets' clock (engine.bucketTime); the tat
 // and at a peek returns are on the buckets' clock.
 type decider struct {
-	eng  *engine     // clustered; nil when standalone
-	solo *standalone // the limiter's own buckets; decides when eng is nil
+	eng  *cluster.Engine // clustered; nil when standalone
+	solo *standalone     // the limiter's own buckets; decides when eng is nil
 }
 
 // standalone and cluster choose how the limiter decides, in New: its own
 // buckets, and then, when clustered, the engine.
 func (d *decider) standalone(solo *standalone) { d.solo = solo }
-func (d *decider) cluster(eng *engine)         { d.eng = eng }
+func (d *decider) cluster(eng *cluster.Engine) { d.eng = eng }
 
 // allow spends one token of the global bucket, stealing a leased token on
 // a denial; waits reports a denial that only waits for this node's report
 // (see Allow).
 func (d *decider) allow(now int64) (ok bool, retry time.Duration, waits bool) {
 	if d.eng != nil {
-		return d.eng.allow(now)
+		return d.eng.Allow(now)
 	}
 	return d.solo.allow(now)
 }
@@ -54,14 +55,14 @@ func (d *decider) allow(now int64) (ok bool, retry time.Duration, waits bool) {
 // takeGlobal and takeKeyed decide n tokens into dec, as allow does.
 func (d *decider) takeGlobal(dec *Decision, now, n int64) (waits bool) {
 	if d.eng != nil {
-		return d.eng.takeGlobal(dec, now, n)
+		return d.eng.TakeGlobal(dec.raw(), now, n)
 	}
 	return d.solo.takeGlobal(dec, now, n)
 }
 
 func (d *decider) takeKeyed(dec *Decision, h uint64, rule *bucket.Rule, now, n int64) (waits bool) {
 	if d.eng != nil {
-		return d.eng.takeKeyed(dec, h, rule, now, n)
+		return d.eng.TakeKeyed(dec.raw(), h, rule, now, n)
 	}
 	return d.solo.takeKeyed(dec, h, rule, now, n)
 }
@@ -70,14 +71,14 @@ func (d *decider) takeKeyed(dec *Decision, h uint64, rule *bucket.Rule, now, n i
 // refund refused because the bucket cannot have spent them (refundable).
 func (d *decider) refundGlobal(now, n int64) bool {
 	if d.eng != nil {
-		return d.eng.refundGlobal(now, n)
+		return d.eng.RefundGlobal(now, n)
 	}
 	return d.solo.refundGlobal(now, n)
 }
 
 func (d *decider) refundKeyed(h uint64, rule *bucket.Rule, now, n int64) bool {
 	if d.eng != nil {
-		return d.eng.refundKeyed(h, rule, now, n)
+		return d.eng.RefundKeyed(h, rule, now, n)
 	}
 	return d.solo.refundKeyed(h, rule, now, n)
 }
@@ -87,21 +88,21 @@ func (d *decider) refundKeyed(h uint64, rule *bucket.Rule, now, n int64) bool {
 // clock; leased is what leases hold of the global bucket besides.
 func (d *decider) peekGlobal(now int64) (tat int64, at bucket.Time, leased int64) {
 	if d.eng != nil {
-		return d.eng.peekGlobal(now)
+		return d.eng.PeekGlobal(now)
 	}
 	return d.solo.peekGlobal(now)
 }
 
 func (d *decider) peekKeyed(h uint64, now int64) (tat int64, at bucket.Time) {
 	if d.eng != nil {
-		return d.eng.peekKeyed(h, now)
+		return d.eng.PeekKeyed(h, now)
 	}
 	return d.solo.peekKeyed(h, now)
 }
 
 func (d *decider) resetGlobal(now int64) {
 	if d.eng != nil {
-		d.eng.resetGlobal(now)
+		d.eng.ResetGlobal(now)
 		return
 	}
 	d.solo.resetGlobal(now)
@@ -109,7 +110,7 @@ func (d *decider) resetGlobal(now int64) {
 
 func (d *decider) resetKeyed(h uint64) {
 	if d.eng != nil {
-		d.eng.resetKeyed(h)
+		d.eng.ResetKeyed(h)
 		return
 	}
 	d.solo.resetKeyed(h)
@@ -119,7 +120,7 @@ func (d *decider) resetKeyed(h uint64) {
 // engine's clock when clustered (a simulated network has its own).
 func (d *decider) changeTime() int64 {
 	if d.eng != nil {
-		return d.eng.changeTime()
+		return d.eng.ChangeTime()
 	}
 	return d.solo.changeTime()
 }
@@ -129,7 +130,7 @@ func (d *decider) changeTime() int64 {
 // and sizes its caps for the cluster.
 func (d *decider) admitRule(rule *bucket.Rule) error {
 	if d.eng != nil {
-		return d.eng.admitRule(rule)
+		return d.eng.AdmitRule(rule)
 	}
 	return nil
 }
@@ -139,7 +140,7 @@ func (d *decider) admitRule(rule *bucket.Rule) error {
 // every live keyed bucket.
 func (d *decider) reprice(now int64, pick func(h uint64, global bool) (from, to *bucket.Rule)) {
 	if d.eng != nil {
-		d.eng.reprice(now, pick)
+		d.eng.Reprice(now, pick)
 		return
 	}
 	d.solo.reprice(now, pick)
@@ -148,7 +149,7 @@ func (d *decider) reprice(now int64, pick func(h uint64, global bool) (from, to 
 // repriceKey reprices key hash h's live bucket from one rule to another.
 func (d *decider) repriceKey(now int64, h uint64, from, to *bucket.Rule) {
 	if d.eng != nil {
-		d.eng.repriceKey(now, h, from, to)
+		d.eng.RepriceKey(now, h, from, to)
 		return
 	}
 	d.solo.repriceKey(now, h, from, to)
@@ -158,23 +159,28 @@ func (d *decider) repriceKey(now int64, h uint64, from, to *bucket.Rule) {
 // global bucket's TAT it read them at.
 func (d *decider) fillStats(s *Stats, now int64) (at bucket.Time, tat int64) {
 	if d.eng != nil {
-		return d.eng.fillStats(s, now)
+		return d.eng.FillStats((*cluster.Stats)(s), now)
 	}
 	return d.solo.fillStats(s, now)
 }
 
 // peers are the other nodes, for status pages; nil standalone.
 func (d *decider) peers() []Peer {
-	if d.eng != nil {
-		return d.eng.peers()
+	if d.eng == nil {
+		return nil
 	}
-	return nil
+	states := d.eng.Peers()
+	out := make([]Peer, len(states))
+	for i, p := range states {
+		out[i] = Peer(p)
+	}
+	return out
 }
 
 // close stops a clustered limiter's gossip, saying goodbye.
 func (d *decider) close() {
 	if d.eng != nil {
-		d.eng.stop()
+		d.eng.Stop()
 	}
 }
 
@@ -188,7 +194,7 @@ type standalone Limiter
 func standaloneTime(now int64) bucket.Time { return bucket.Time(now) }
 
 func (s *standalone) allow(now int64) (bool, time.Duration, bool) {
-	lz, rule, at := s.leases, s.rules.dflt(), standaloneTime(now)
+	lz, rule, at := s.leases, s.rules.Default(), standaloneTime(now)
 	// The global bucket is never evicted, so the lean path applies.
 	if lz == nil {
 		ok, retry, _ := bucket.Allow(&s.global.TAT, rule, at, 1)
@@ -210,7 +216,7 @@ func (s *standalone) allow(now int64) (bool, time.Duration, bool) {
 
 func (s *standalone) takeGlobal(d *Decision, now, n int64) bool {
 	at := standaloneTime(now)
-	bucket.TakeInto(d.raw(), &s.global.TAT, s.rules.dflt(), at, n)
+	bucket.TakeInto(d.raw(), &s.global.TAT, s.rules.Default(), at, n)
 	stealInto(s.leases, d, at, n)
 	return false
 }
@@ -221,7 +227,7 @@ func (s *standalone) takeKeyed(d *Decision, h uint64, rule *bucket.Rule, now, n 
 }
 
 func (s *standalone) refundGlobal(now, n int64) bool {
-	return bucket.Refund(&s.global.TAT, s.rules.dflt(), standaloneTime(now), n)
+	return bucket.Refund(&s.global.TAT, s.rules.Default(), standaloneTime(now), n)
 }
 
 func (s *standalone) refundKeyed(h uint64, rule *bucket.Rule, now, n int64) bool {

@@ -107,7 +107,7 @@ func TestTruncatedTotals(t *testing.T) {
 	}
 	// Silent past the horizon: the last total may be older than the
 	// relay's width allows for, so a truncated entry is not widened.
-	tr.now = tr.now.Add(time.Duration(datagram.TotalsHorizon(engineOf(l).tick)) + time.Millisecond)
+	tr.now = tr.now.Add(time.Duration(datagram.TotalsHorizon(int64(engineOf(l).Tick()))) + time.Millisecond)
 	c0, s0 := charged(), stale()
 	send(7, base+110)
 	if charged() != c0 || stale() != s0+1 {

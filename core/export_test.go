@@ -102,7 +102,8 @@ func DecodeTestFrame(b []byte) (TestFrame, error) {
 // ShareInterval is the price of one share token on a clustered limiter (ns
 // per token), and whether the share is in force.
 func ShareInterval(l *Limiter) (time.Duration, bool) {
-	return time.Duration(engineOf(l).fair.share.iv.Load()), engineOf(l).fair.share.on.Load()
+	iv, on, _ := engineOf(l).Share()
+	return iv, on
 }
 
 // GroupOf is the group of the node named name in a cluster of n nodes
@@ -110,7 +111,10 @@ func ShareInterval(l *Limiter) (time.Duration, bool) {
 func GroupOf(name string, n int) int { return datagram.GroupOf(name, n) }
 
 // ShareSliced reports whether l's share is on and sliced.
-func ShareSliced(l *Limiter) bool { return engineOf(l).fair.share.slicing() }
+func ShareSliced(l *Limiter) bool {
+	_, _, sliced := engineOf(l).Share()
+	return sliced
+}
 
 // TopKeysBytesSent is the bytes of l's top keys sent to its peers.
 func TopKeysBytesSent(l *Limiter) uint64 {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/pedreviljoen/gopherpace/core/internal/bucket"
+	"github.com/pedreviljoen/gopherpace/core/internal/cluster"
 )
 
 // Helpers shared by this package's internal tests.
@@ -75,11 +76,6 @@ func spendUntilDenied(l *Limiter, at time.Time, after func(admitted int64)) int6
 	return admitted.Load()
 }
 
-func (c *countedWord) decide(rule *bucket.Rule, now bucket.Time, n int64) (d Decision) {
-	c.take(&d, rule, now, n, noShare)
-	return
-}
-
 // nopTransport is a cluster of one that drops every frame: enough to run
 // the clustered request path at full speed.
 type nopTransport struct{ _ byte } // not zero-sized: each is a transport of its own
@@ -107,28 +103,24 @@ func (*frozenTransport) AfterFunc(time.Duration, func()) func() bool {
 	return func() bool { return true }
 }
 
-// take is bucket.TakeInto returning its Decision, for tests of the plain word.
-func take(tat *atomic.Int64, rule *bucket.Rule, now bucket.Time, n int64) (d Decision, ok bool) {
-	ok = bucket.TakeInto((&d).raw(), tat, rule, now, n)
-	return
-}
-
-// setLeases gives l leases sized for procs processors, as on a machine with
-// that many, whatever this one has. It reports false when l's bucket is too
-// small to lease.
+// setLeases gives standalone l leases sized for procs processors, as on a
+// machine with that many, whatever this one has. It reports false when l's
+// bucket is too small to lease. A clustered limiter's engine keeps the
+// leases it was built with: build it withLeaseProcs.
 func setLeases(l *Limiter, procs int) bool {
-	l.leases = bucket.NewLeasesFor(l.rules.dflt(), procs)
-	if e := engineOf(l); e != nil {
-		e.leases = l.leases
+	if l.dec.eng != nil {
+		panic("setLeases of a clustered limiter: use withLeaseProcs")
 	}
+	l.leases = bucket.NewLeasesFor(l.rules.Default(), procs)
 	return l.leases != nil
 }
 
-// noShare is a share that never applies: the counted word decides alone.
-var noShare = &shareBucket{}
+// withLeaseProcs sizes a limiter's leases for procs processors, as on a
+// machine with that many, whatever this one has.
+func withLeaseProcs(procs int) Option { return func(c *config) { c.leaseProcs = procs } }
 
 // engineOf is a clustered limiter's engine, or nil standalone.
-func engineOf(l *Limiter) *engine { return l.dec.eng }
+func engineOf(l *Limiter) *cluster.Engine { return l.dec.eng }
 
 // bucketNanos is t on the buckets' clock of a limiter with no lag: a
 // standalone one, or a clustered one that has never lost sight of a peer.

@@ -136,7 +136,7 @@ func TestAStallEndsAWindowAfterTheLastFrame(t *testing.T) {
 }
 
 // Under the share policy the silent member's share of the refill is also
-// withheld until the grace period ends (membership.go): with k of n nodes
+// withheld until the grace period ends (internal/cluster/membership.go): with k of n nodes
 // in sight the bucket refills at R·k/n, so the same debt takes n/k times
 // as long to repay. The bound docs/security.md states: one window and one
 // token at the shared rate, plus one tick.

@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/pedreviljoen/gopherpace/core/internal/cluster"
 	"github.com/pedreviljoen/gopherpace/core/internal/datagram"
 	"github.com/pedreviljoen/gopherpace/core/internal/inflight"
 	"github.com/pedreviljoen/gopherpace/core/internal/wire"
@@ -38,7 +39,7 @@ const inFlightSalt = 0x696e666c69676874
 func newInFlightGossip(f *InFlight, c *config, release func()) *inFlightGossip {
 	g := &inFlightGossip{
 		table: f.table, f: f, tick: c.interval / 2,
-		flushDelay: time.Duration(flushDelayFor(c.interval)),
+		flushDelay: time.Duration(cluster.FlushDelayFor(c.interval)),
 		release:    release,
 	}
 	g.mu.Lock()

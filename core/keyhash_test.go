@@ -130,7 +130,7 @@ func TestOverridesMatchTheKeyNotItsHash(t *testing.T) {
 	if rule := l.keyRule(h, "vip", 0); rule.BucketSize != 500 {
 		t.Fatalf("vip's rule has a bucket of %d, want 500", rule.BucketSize)
 	}
-	if rule := l.keyRule(h, "impostor", 0); rule != l.rules.dflt() {
+	if rule := l.keyRule(h, "impostor", 0); rule != l.rules.Default() {
 		t.Fatalf("a key with vip's hash got a bucket of %d, want the default", rule.BucketSize)
 	}
 }

@@ -66,7 +66,7 @@ func TestLeasesAdmitExactlyOneBucket(t *testing.T) {
 func TestLeasesHoldTheWindowBound(t *testing.T) {
 	const rate, bucketSize = 1_000, 1_000
 	l := leasingLimiter(t, rate, 100_000)
-	l.rules.set.Store(&ruleSet{def: mustRule(t, rate, bucketSize)})
+	l.rules.Replace(&bucket.RuleSet{Default: mustRule(t, rate, bucketSize)})
 	setLeases(l, 1)
 	rng := rand.New(rand.NewPCG(1, 2))
 	var times []int64 // the time of every admit, in order
@@ -132,13 +132,14 @@ func TestLeasesDenialSpendsAnyLease(t *testing.T) {
 		l := leasingLimiter(t, 1, 100_000)
 		if strings.HasPrefix(path, "clustered") {
 			var err error
-			if l, err = New(WithRefillRate(1), WithBucketSize(100_000), WithTransport(&nopTransport{})); err != nil {
+			if l, err = New(WithRefillRate(1), WithBucketSize(100_000), WithTransport(&nopTransport{}), withLeaseProcs(4)); err != nil {
 				t.Fatal(err)
 			}
 			defer l.Close()
 			path = strings.TrimPrefix(path, "clustered ")
+		} else {
+			setLeases(l, 4)
 		}
-		setLeases(l, 4)
 		at := l.epoch.Add(time.Second)
 		now := l.nanos(at)
 		if d, _ := l.TakeAt(at, "", 100_000); !d.Allowed {
@@ -188,7 +189,7 @@ func FuzzLeasingNeverExceedsRate(f *testing.F) {
 		if !setLeases(l, 2) {
 			return
 		}
-		rule := l.rules.dflt()
+		rule := l.rules.Default()
 		now, furthest, admitted := int64(0), int64(0), int64(0)
 		for i := 0; i+1 < len(steps); i += 2 {
 			// Signed steps of up to ±127 intervals/16: many calls share a
@@ -218,11 +219,10 @@ func FuzzLeasingNeverExceedsRate(f *testing.F) {
 func TestClusteredLeasesAdmitAndCountExactlyOneBucket(t *testing.T) {
 	const bucketSize = 10_000
 	for round := range 6 {
-		l, err := New(WithRefillRate(1), WithBucketSize(bucketSize), WithTransport(&nopTransport{}))
+		l, err := New(WithRefillRate(1), WithBucketSize(bucketSize), WithTransport(&nopTransport{}), withLeaseProcs(2))
 		if err != nil {
 			t.Fatal(err)
 		}
-		setLeases(l, 2)
 		at := l.epoch.Add(time.Second)
 		l.leases.Heat(l.bucketNanos(at))
 		closeAt := int64(-1)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/pedreviljoen/gopherpace/core/internal/bucket"
+	"github.com/pedreviljoen/gopherpace/core/internal/cluster"
 	"github.com/pedreviljoen/gopherpace/core/transportkit"
 )
 
@@ -33,13 +34,15 @@ import (
 type Limiter struct {
 	global    bucket.Plain // the global word while standalone, and after Close
 	epoch     time.Time
-	rules     ruleBook
+	rules     bucket.Book
+	lookup    *lookupCache       // nil without WithLookup (lookup.go)
 	keys      *bucket.PlainStore // nil when clustered: the engine holds the keys
 	hasher    bucket.KeyHasher
 	name      string
 	log       *slog.Logger
 	dec       decider        // standalone or the engine: chosen once, in New (decider.go)
 	leases    *bucket.Leases // nil when the bucket is too small to lease
+	transport Transport      // nil when standalone
 	release   func()         // frees the limiter ID on the transport
 	closeOnce sync.Once
 	closed    atomic.Bool // Close was called (Stats.Closed)
@@ -92,18 +95,18 @@ func New(opts ...Option) (*Limiter, error) {
 			"node", l.name, "limiter", c.limiterID)
 	}
 	l.dec.standalone((*standalone)(l))
-	var overrides map[uint64]ownRule
+	var overrides map[uint64]bucket.OwnRule
 	for _, o := range c.overrides {
 		rule, err := bucket.NewRule(o.tokens, o.per, o.bucketSize)
 		if err != nil {
 			return nil, errorf("%s: %w", o.words, err) // checked in finish
 		}
 		if overrides == nil {
-			overrides = make(map[uint64]ownRule, len(c.overrides))
+			overrides = make(map[uint64]bucket.OwnRule, len(c.overrides))
 		}
-		overrides[l.hasher.Sum(o.key)] = ownRule{rule, o.key}
+		overrides[l.hasher.Sum(o.key)] = bucket.OwnRule{Rule: rule, Key: o.key}
 	}
-	l.rules.replace(&ruleSet{def: def, overrides: overrides})
+	l.rules.Replace(&bucket.RuleSet{Default: def, Overrides: overrides})
 	if c.shadow {
 		l.shadow = &shadowing{denials: bucket.NewProcCounter()}
 	}
@@ -112,37 +115,42 @@ func New(opts ...Option) (*Limiter, error) {
 	}
 	l.global.Init()
 	l.leases = bucket.NewLeases(def)
+	if c.leaseProcs > 0 {
+		l.leases = bucket.NewLeasesFor(def, c.leaseProcs)
+	}
 	if c.transport == nil {
-		l.keys = bucket.NewPlainStore(c.maxKeys, l.log, l.rules.forKey)
+		l.keys = bucket.NewPlainStore(c.maxKeys, l.log, l.rules.ForKey)
 	} else {
-		if def.Tolerance > maxClusteredTolerance {
+		if def.Tolerance > cluster.MaxTolerance {
 			return nil, errorf("%s: a bucket of %d takes %s to refill, over the %s a clustered limiter allows: lower the bucket size or raise the rate",
-				c.rateWords, def.BucketSize, bucket.LongDuration(def.Tolerance), bucket.LongDuration(maxClusteredTolerance))
+				c.rateWords, def.BucketSize, bucket.LongDuration(def.Tolerance), bucket.LongDuration(cluster.MaxTolerance))
 		}
 		release, err := register(c.transport, c.limiterID)
 		if err != nil {
 			return nil, err
 		}
-		l.release = release
-		l.rules.each(func(rule *bucket.Rule) { bucket.ClusteredReach(rule, c.floorAtZero) })
+		l.transport, l.release = c.transport, release
+		l.rules.Each(func(rule *bucket.Rule) { bucket.ClusteredReach(rule, c.floorAtZero) })
 		// The clustered bucket holds the global state until Close hands it
 		// back; meanwhile the standalone word stays marked.
 		l.global.HandOver()
-		eng := newEngine(engineParts{
-			epoch: l.epoch, name: l.name, log: l.log, rules: &l.rules,
-			keys: newClusterStore(c.maxKeys, l.log, l.rules.forKey), standalone: &l.global.TAT, leases: l.leases,
-			keyHashID: l.hasher.Fingerprint(),
-		}, &c)
+		eng := cluster.New(cluster.Parts{
+			Epoch: l.epoch, Name: l.name, Log: l.log, Rules: &l.rules,
+			Keys: cluster.NewStore(c.maxKeys, l.log, l.rules.ForKey), Standalone: &l.global.TAT, Leases: l.leases,
+			KeyHashID: l.hasher.Fingerprint(),
+		}, cluster.Config{LimiterID: c.limiterID, Transport: c.transport, Clock: clockOf(c.transport), Interval: c.interval,
+			Grace: c.grace, Partition: cluster.Partition(c.partition), FloorAtZero: c.floorAtZero})
 		l.dec.cluster(eng)
-		eng.start()
+		eng.Start()
 		if l.top != nil {
 			l.topGossip = newTopKeysGossip(l, &c)
 		}
 	}
 	if c.lookup != nil {
-		l.rules.lookUpWith(newLookupCache(*c.lookup, func(q Quota) (*bucket.Rule, error) {
+		l.lookup = newLookupCache(*c.lookup, func(q Quota) (*bucket.Rule, error) {
 			return l.buildRule(q.Tokens, q.Per, q.BucketSize)
-		}))
+		})
+		l.rules.LookUpWith(l.lookup)
 	}
 	l.log.Debug("limiter created", "node", l.name, "rate", def.Tokens, "per", def.Per, "bucket_size", def.BucketSize, "clustered", c.transport != nil)
 	return l, nil
@@ -158,25 +166,22 @@ func clampNanos(d time.Duration) int64 { return min(max(int64(d), -bucket.MaxNow
 // RefillRate is the default rule's rate in whole tokens per second,
 // rounded down: 0 for rates below one a second (see Rate).
 func (l *Limiter) RefillRate() int64 {
-	return int64(float64(l.rules.dflt().Tokens) * float64(time.Second) / float64(l.rules.dflt().Per))
+	return int64(float64(l.rules.Default().Tokens) * float64(time.Second) / float64(l.rules.Default().Per))
 }
 
 // Rate is the default rule's rate as configured: tokens per period.
 func (l *Limiter) Rate() (tokens int64, per time.Duration) {
-	return l.rules.dflt().Tokens, l.rules.dflt().Per
+	return l.rules.Default().Tokens, l.rules.Default().Per
 }
 
 // BucketSize is the configured bucket size in tokens.
-func (l *Limiter) BucketSize() int64 { return l.rules.dflt().BucketSize }
+func (l *Limiter) BucketSize() int64 { return l.rules.Default().BucketSize }
 
 // JoinError is the transport's word that the cluster refuses this node
 // (JoinReporter), or nil: always standalone, and over a transport that
 // cannot tell.
 func (l *Limiter) JoinError() error {
-	if l.dec.eng == nil {
-		return nil
-	}
-	if r, ok := l.dec.eng.t.(JoinReporter); ok {
+	if r, ok := l.transport.(JoinReporter); ok {
 		return r.JoinError()
 	}
 	return nil

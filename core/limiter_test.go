@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -357,7 +359,7 @@ func TestKeyHashSecretSeparatesOverrides(t *testing.T) {
 		if d, _ := l.TakeAt(t0, "vip", 5); !d.Allowed {
 			t.Fatalf("secret %q: the override was not found under the same secret", secret)
 		}
-		if l.rules.forKey(bucket.NewKeyHasher(append(secret, 'x')).Sum("vip")) != l.rules.dflt() {
+		if l.rules.ForKey(bucket.NewKeyHasher(append(secret, 'x')).Sum("vip")) != l.rules.Default() {
 			t.Fatalf("secret %q: the override answers to another secret's hash", secret)
 		}
 	}
@@ -414,7 +416,7 @@ func TestClusteredKeyCapKeepsUnsentCounts(t *testing.T) {
 		}
 	}
 	d, _ := l.TakeAt(at, "one too many", 1)
-	if d.Allowed || d.RetryAfter < time.Duration(engineOf(l).tick) {
+	if d.Allowed || d.RetryAfter < time.Duration(int64(engineOf(l).Tick())) {
 		t.Fatalf("a key with no room: %+v, want a denial until the next flush", d)
 	}
 	if st := l.Stats(); st.LiveKeys != 18 || st.KeysEvicted != 0 {
@@ -463,5 +465,43 @@ func TestKeyCapEvictionsAreLogged(t *testing.T) {
 	}
 	if n := strings.Count(logs.String(), "the key cap is reached"); n != 2 {
 		t.Fatalf("%d WARN records after 31 s more, want 2 (%d evicted):\n%s", n, l.Stats().KeysEvicted, logs.String())
+	}
+}
+
+// Closing hands the bucket to the standalone word while goroutines keep
+// taking: no more than one bucket is admitted across the hand-over, and
+// the closed limiter keeps the state it had.
+func TestCountedHandBackUnderLoad(t *testing.T) {
+	for round := range 20 {
+		l, err := New(WithRefillRate(1), WithBucketSize(1000), WithTransport(&nopTransport{}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		at := l.epoch.Add(time.Second)
+		var admitted atomic.Int64
+		var wg sync.WaitGroup
+		for g := range 4 {
+			wg.Go(func() {
+				for i := range 600 {
+					if g%2 == 0 {
+						if ok, _ := l.AllowAt(at); ok {
+							admitted.Add(1)
+						}
+					} else if d, _ := l.TakeAt(at, "", 1); d.Allowed {
+						admitted.Add(1)
+					}
+					if g == 0 && i == 100+round*10 {
+						l.Close()
+					}
+				}
+			})
+		}
+		wg.Wait()
+		if got := admitted.Load(); got != 1000 {
+			t.Fatalf("round %d: admitted %d across Close, want exactly the bucket of 1000", round, got)
+		}
+		if ok, _ := l.AllowAt(at.Add(500 * time.Millisecond)); ok {
+			t.Fatalf("round %d: the closed limiter forgot its empty bucket", round)
+		}
 	}
 }

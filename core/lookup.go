@@ -80,9 +80,9 @@ func newLookupCache(cfg lookupConfig, build func(Quota) (*bucket.Rule, error)) *
 	return c
 }
 
-// cached is key hash h's looked-up rule, if any, whether or not its
+// Cached is key hash h's looked-up rule, if any, whether or not its
 // entry has expired.
-func (c *lookupCache) cached(h uint64) *bucket.Rule {
+func (c *lookupCache) Cached(h uint64) *bucket.Rule {
 	sh := &c.shards[h%lookupShards]
 	sh.mu.RLock()
 	e := sh.m[h]
@@ -139,21 +139,21 @@ func sameRule(a, b *bucket.Rule) bool {
 // its override, else its looked-up limit (looking it up when due, and
 // repricing its bucket when the limit changed), else the default.
 func (l *Limiter) keyRule(h uint64, key string, now int64) *bucket.Rule {
-	s := l.rules.set.Load()
-	if s.overrides != nil {
-		if o, ok := s.overrides[h]; ok && o.key == key {
-			return o.rule
+	s := l.rules.Set()
+	if s.Overrides != nil {
+		if o, ok := s.Overrides[h]; ok && o.Key == key {
+			return o.Rule
 		}
 	}
-	c := l.rules.lookup
+	c := l.lookup
 	if c == nil {
-		return s.def
+		return s.Default
 	}
 	rule, was, changed := c.rule(l, h, key, now)
 	if changed {
-		l.repriceKey(now, h, orDefault(was, s.def), orDefault(rule, s.def))
+		l.repriceKey(now, h, orDefault(was, s.Default), orDefault(rule, s.Default))
 	}
-	return orDefault(rule, s.def)
+	return orDefault(rule, s.Default)
 }
 
 func orDefault(rule, def *bucket.Rule) *bucket.Rule {
@@ -165,8 +165,8 @@ func orDefault(rule, def *bucket.Rule) *bucket.Rule {
 
 func (l *Limiter) warnLookup(key string, err error) {
 	now := int64(time.Since(l.epoch))
-	last := l.rules.lookup.lastWarn.Load()
-	if last != 0 && now-last < int64(30*time.Second) || !l.rules.lookup.lastWarn.CompareAndSwap(last, now) {
+	last := l.lookup.lastWarn.Load()
+	if last != 0 && now-last < int64(30*time.Second) || !l.lookup.lastWarn.CompareAndSwap(last, now) {
 		return
 	}
 	l.log.Warn("lookup gave an invalid limit; the key stays on the default", "node", l.name, "key", key, "error", err)

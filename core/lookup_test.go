@@ -59,8 +59,8 @@ func TestLookupTiers(t *testing.T) {
 		admitted(fmt.Sprint("tenant-", i), 1)
 	}
 	cached := 0
-	for i := range l.rules.lookup.shards {
-		cached += len(l.rules.lookup.shards[i].m)
+	for i := range l.lookup.shards {
+		cached += len(l.lookup.shards[i].m)
 	}
 	if cached > 32 {
 		t.Fatalf("%d limits cached, over the bound of 32", cached)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/pedreviljoen/gopherpace/core/internal/bucket"
+	"github.com/pedreviljoen/gopherpace/core/internal/cluster"
 	"github.com/pedreviljoen/gopherpace/core/transportkit"
 )
 
@@ -42,6 +43,9 @@ type config struct {
 	// floored at an empty bucket, no early flush, no local cap) as the
 	// accuracy harness's baseline. Not exported: nobody should run it.
 	floorAtZero bool
+	// leaseProcs sizes the leases for that many processors instead of
+	// GOMAXPROCS; set by tests only.
+	leaseProcs int
 }
 
 // PartitionPolicy says what a clustered limiter does while it can hear only
@@ -69,17 +73,7 @@ const (
 	PartitionFailOpen
 )
 
-func (p PartitionPolicy) String() string {
-	switch p {
-	case PartitionShare:
-		return "share"
-	case PartitionFailClosed:
-		return "fail-closed"
-	case PartitionFailOpen:
-		return "fail-open"
-	}
-	return "unknown"
-}
+func (p PartitionPolicy) String() string { return cluster.Partition(p).String() }
 
 // Defaults for clustering.
 const (

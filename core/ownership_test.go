@@ -21,6 +21,8 @@ import (
 var parts = map[string][][]string{
 	".": {
 		{"allow.go", "take.go"},
+	},
+	"internal/cluster": {
 		{"decide_clustered.go", "decide_clustered_admin.go"},
 		{"membership.go", "peers.go"},
 		{"fairness.go", "load.go"},

@@ -21,7 +21,7 @@ func (l *Limiter) PeekAt(now time.Time, key string) Decision { return l.peek(l.n
 
 // peek reads key's bucket as an n-token take would find it at now.
 func (l *Limiter) peek(now int64, key string, n int64) Decision {
-	rule := l.rules.dflt()
+	rule := l.rules.Default()
 	var tat, leased int64
 	var at bucket.Time
 	if key == "" {

@@ -26,18 +26,3 @@ type Peer struct {
 func (l *Limiter) Peers() []Peer {
 	return l.dec.peers()
 }
-
-// list is every peer as Peers shows it, in order of name; the caller
-// holds the engine's lock.
-func (v *peerView) list(now int64) []Peer {
-	out := make([]Peer, 0, len(v.byName))
-	for _, p := range v.byName {
-		quiet := now - p.lastHeard
-		out = append(out, Peer{
-			Name: p.name, Heard: p.heard, LastHeard: time.Duration(max(0, quiet)),
-			InSight: quiet <= v.isolationOf(p, now) || !p.heard && quiet <= v.firstContact(),
-			Leaving: p.departed,
-		})
-	}
-	return out
-}

@@ -115,17 +115,15 @@ func FuzzReceive(f *testing.F) {
 			t.Fatal(err)
 		}
 		defer l.Close()
-		e, rule := engineOf(l), l.rules.dflt()
+		rule, tick := l.rules.Default(), int64(engineOf(l).Tick())
 		keys := []string{"k", "j"}
 		tatOf := func(key string, now int64) int64 {
 			if key == "" {
-				tat, _ := e.word.tat(rule, bucket.Time(now))
+				tat, _, _ := l.dec.peekGlobal(now)
 				return max(tat, now)
 			}
-			if ent := e.keys.Lookup(l.hasher.Sum(key)); ent != nil {
-				return max(ent.tat.Load(), now)
-			}
-			return now // no bucket: full
+			tat, _ := l.dec.peekKeyed(l.hasher.Sum(key), now)
+			return max(tat, now) // no bucket: full
 		}
 		byteAt := func(i int) byte {
 			if i < len(data) {
@@ -154,7 +152,7 @@ func FuzzReceive(f *testing.F) {
 					sum = extreme(x, bucketSize)
 				}
 				seq := uint64(byteAt(i + 6))
-				fr := wire.Frame{Leaving: byteAt(i+5)&1 == 1, Limiter: e.id, Incarnation: inc, Seq: seq, GlobalSum: sum,
+				fr := wire.Frame{Leaving: byteAt(i+5)&1 == 1, Limiter: WireLimiterID(DefaultLimiterID), Incarnation: inc, Seq: seq, GlobalSum: sum,
 					Global:    int64(min(sum, uint64(byteAt(i+7)))),
 					DemandSum: extremeOr(byteAt(i+12), u64(i+2), bucketSize),
 					Level:     int64(extremeOr(byteAt(i+13), uint64(byteAt(i+14))-128, bucketSize)),
@@ -211,7 +209,7 @@ func FuzzReceive(f *testing.F) {
 			if n.recv == nil {
 				t.Fatal("not subscribed")
 			}
-			now := e.now()
+			now := l.nanos(n.now)
 			before := []int64{tatOf("", now), tatOf("k", now), tatOf("j", now)}
 			n.recv(from, b)
 			after := []int64{tatOf("", now), tatOf("k", now), tatOf("j", now)}
@@ -232,9 +230,9 @@ func FuzzReceive(f *testing.F) {
 		// members are silent: the bound docs/security.md states.
 		wait := rule.Window() + time.Duration(rule.Interval) + time.Millisecond
 		if partition == PartitionShare {
-			wait = time.Duration(e.isolation) + 3*(rule.Window()+time.Duration(rule.Interval)) + time.Duration(e.tick)
+			wait = time.Duration(3*tick) + 3*(rule.Window()+time.Duration(rule.Interval)) + time.Duration(tick) // isolation: 1.5 gossip intervals
 			if relayed {
-				wait += time.Duration(datagram.RelaySlack(e.tick)) // a relayed peer's silence counts that much later
+				wait += time.Duration(datagram.RelaySlack(tick)) // a relayed peer's silence counts that much later
 			}
 		}
 		n.advance(lastFrame.Add(wait).Sub(n.now))

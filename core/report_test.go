@@ -2,8 +2,6 @@ package gopherpace_test
 
 import (
 	"fmt"
-	"github.com/pedreviljoen/gopherpace/core/internal/wire"
-	"github.com/pedreviljoen/gopherpace/core/memtransport"
 	"math"
 	"os"
 	"path/filepath"
@@ -11,6 +9,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/pedreviljoen/gopherpace/core/internal/wire"
+	"github.com/pedreviljoen/gopherpace/core/memtransport"
 )
 
 // TestAccuracyReport runs every scenario with our engine and with the

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/pedreviljoen/gopherpace/core/internal/bucket"
+	"github.com/pedreviljoen/gopherpace/core/internal/cluster"
 )
 
 // Reserve books n tokens of key's bucket for a caller that would rather
@@ -30,9 +31,9 @@ func (l *Limiter) Reserve(key string, n int64, within time.Duration) (wait time.
 	now := int64(time.Since(l.epoch))
 	wait, ok, waits, err := l.reserve(now, key, n, within)
 	if waits {
-		waitForReport(l.epoch, now, reportRetry, func(now int64) (bool, time.Duration) {
+		waitForReport(l.epoch, now, cluster.ReportRetry, func(now int64) (bool, time.Duration) {
 			wait, ok, waits, err = l.reserve(now, key, n, within)
-			return waits, reportRetry
+			return waits, cluster.ReportRetry
 		})
 	}
 	return l.shaped(wait, ok, n, err)
@@ -70,7 +71,7 @@ func (l *Limiter) shaped(wait time.Duration, ok bool, n int64, err error) (time.
 // reserve books n tokens at now (see Reserve); waits reports a refusal
 // that only waits for this node's report.
 func (l *Limiter) reserve(now int64, key string, n int64, within time.Duration) (wait time.Duration, ok, waits bool, err error) {
-	rule := l.rules.dflt()
+	rule := l.rules.Default()
 	var h uint64
 	if key != "" {
 		h = l.hasher.Sum(key)
@@ -94,15 +95,15 @@ func (l *Limiter) reserve(now int64, key string, n int64, within time.Duration) 
 // whether it was booked, and a refusal that only waits for the report.
 func (d *decider) reserveGlobal(now, n, ahead int64) (wait int64, ok, waits bool) {
 	if d.eng != nil {
-		return d.eng.reserveGlobal(now, n, ahead)
+		return d.eng.ReserveGlobal(now, n, ahead)
 	}
-	wait, ok, _ = bucket.Reserve(&d.solo.global.TAT, d.solo.rules.dflt(), standaloneTime(now), n, ahead)
+	wait, ok, _ = bucket.Reserve(&d.solo.global.TAT, d.solo.rules.Default(), standaloneTime(now), n, ahead)
 	return wait, ok, false
 }
 
 func (d *decider) reserveKeyed(h uint64, rule *bucket.Rule, now, n, ahead int64) (wait int64, ok, waits bool) {
 	if d.eng != nil {
-		return d.eng.reserveKeyed(h, rule, now, n, ahead)
+		return d.eng.ReserveKeyed(h, rule, now, n, ahead)
 	}
 	at := standaloneTime(now)
 	for {
@@ -114,52 +115,5 @@ func (d *decider) reserveKeyed(h uint64, rule *bucket.Rule, now, n, ahead int64)
 			return wait, ok, false
 		}
 		// Evicted between lookup and booking: look again.
-	}
-}
-
-func (e *engine) reserveGlobal(now, n, ahead int64) (wait int64, ok, waits bool) {
-	c, rule := &e.word, e.rules.dflt()
-	switch m := e.mode.get(); {
-	case m == modeStopped:
-		wait, ok, _ = bucket.Reserve(e.standalone, rule, standaloneTime(now), n, ahead)
-		return wait, ok, false
-	case m == modeFailClosed || e.farFromClock(now):
-		return 0, false, false
-	case m == modePreContact:
-		return 0, false, true // the first contact decides
-	}
-	if _, capped := e.overCap(c.unheard(), rule, n); capped {
-		return 0, false, true
-	}
-	wait, count, ok, alive := c.reserve(rule, e.bucketTime(now), n, ahead)
-	if !alive { // handed back: the limiter has closed
-		wait, ok, _ = bucket.Reserve(e.standalone, rule, standaloneTime(now), n, ahead)
-		return wait, ok, false
-	}
-	if ok {
-		e.send.counted(count, n, rule)
-	}
-	return wait, ok, false
-}
-
-func (e *engine) reserveKeyed(h uint64, rule *bucket.Rule, now, n, ahead int64) (wait int64, ok, waits bool) {
-	if e.mode.get() == modeFailClosed {
-		return 0, false, false
-	}
-	at := e.bucketTime(now)
-	for {
-		ent := e.keys.Get(h, at)
-		if ent == nil {
-			return 0, false, false
-		}
-		if _, capped := e.overCap(ent.pending.Load()+ent.inflight.Load(), rule, n); capped {
-			return 0, false, true
-		}
-		if wait, ok, alive := bucket.Reserve(&ent.tat, rule, at, n, ahead); alive {
-			if ok {
-				e.countKeyed(h, ent, rule, n)
-			}
-			return wait, ok, false
-		}
 	}
 }

@@ -37,13 +37,13 @@ func (l *Limiter) setRate(now int64, tokens int64, per time.Duration, bucketSize
 	}
 	l.changeMu.Lock()
 	defer l.changeMu.Unlock()
-	old := l.rules.set.Load()
-	l.rules.replace(&ruleSet{def: def, overrides: old.overrides})
+	old := l.rules.Set()
+	l.rules.Replace(&bucket.RuleSet{Default: def, Overrides: old.Overrides})
 	l.reprice(now, func(h uint64, _ bool) (*bucket.Rule, *bucket.Rule) {
-		if _, ok := old.overrides[h]; ok {
+		if _, ok := old.Overrides[h]; ok {
 			return nil, nil
 		}
-		return old.def, def
+		return old.Default, def
 	})
 	return nil
 }
@@ -65,14 +65,14 @@ func (l *Limiter) setOverride(now int64, key string, tokens int64, per time.Dura
 	h := l.hasher.Sum(key)
 	l.changeMu.Lock()
 	defer l.changeMu.Unlock()
-	old := l.rules.set.Load()
-	overrides := make(map[uint64]ownRule, len(old.overrides)+1)
-	for k, v := range old.overrides {
+	old := l.rules.Set()
+	overrides := make(map[uint64]bucket.OwnRule, len(old.Overrides)+1)
+	for k, v := range old.Overrides {
 		overrides[k] = v
 	}
-	overrides[h] = ownRule{rule, strings.Clone(key)}
-	l.rules.replace(&ruleSet{def: old.def, overrides: overrides})
-	l.repriceKey(now, h, old.forKeyIn(h), rule)
+	overrides[h] = bucket.OwnRule{Rule: rule, Key: strings.Clone(key)}
+	l.rules.Replace(&bucket.RuleSet{Default: old.Default, Overrides: overrides})
+	l.repriceKey(now, h, forKeyIn(old, h), rule)
 	return nil
 }
 
@@ -83,30 +83,30 @@ func (l *Limiter) removeOverride(now int64, key string) {
 	h := l.hasher.Sum(key)
 	l.changeMu.Lock()
 	defer l.changeMu.Unlock()
-	old := l.rules.set.Load()
-	from, ok := old.overrides[h]
-	if !ok || from.key != key {
+	old := l.rules.Set()
+	from, ok := old.Overrides[h]
+	if !ok || from.Key != key {
 		return
 	}
-	var overrides map[uint64]ownRule
-	if len(old.overrides) > 1 {
-		overrides = make(map[uint64]ownRule, len(old.overrides)-1)
-		for k, v := range old.overrides {
+	var overrides map[uint64]bucket.OwnRule
+	if len(old.Overrides) > 1 {
+		overrides = make(map[uint64]bucket.OwnRule, len(old.Overrides)-1)
+		for k, v := range old.Overrides {
 			if k != h {
 				overrides[k] = v
 			}
 		}
 	}
-	l.rules.replace(&ruleSet{def: old.def, overrides: overrides})
-	l.repriceKey(now, h, from.rule, old.def)
+	l.rules.Replace(&bucket.RuleSet{Default: old.Default, Overrides: overrides})
+	l.repriceKey(now, h, from.Rule, old.Default)
 }
 
 // forKeyIn is the rule for key hash h in the set s.
-func (s *ruleSet) forKeyIn(h uint64) *bucket.Rule {
-	if o, ok := s.overrides[h]; ok {
-		return o.rule
+func forKeyIn(s *bucket.RuleSet, h uint64) *bucket.Rule {
+	if o, ok := s.Overrides[h]; ok {
+		return o.Rule
 	}
-	return s.def
+	return s.Default
 }
 
 // buildRule builds a rule for this limiter: checked as New checks it,

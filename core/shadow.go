@@ -41,7 +41,7 @@ func (l *Limiter) noteShadowDenial() {
 		return
 	}
 	total := s.denials.Load()
-	rule := l.rules.dflt()
+	rule := l.rules.Default()
 	l.log.Info("shadow mode: let requests over the limit through", "node", l.name,
 		"let through", total-s.logged.Swap(total), "rate", rule.Tokens, "per", rule.Per, "bucket_size", rule.BucketSize)
 }

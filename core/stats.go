@@ -2,8 +2,6 @@ package gopherpace
 
 import (
 	"time"
-
-	"github.com/pedreviljoen/gopherpace/core/internal/bucket"
 )
 
 // Stats is a snapshot of a limiter's state and, when clustered, of its
@@ -132,44 +130,11 @@ func (l *Limiter) stats(now int64) Stats {
 	l.counts.fill(&s)
 	s.RefundsRefused = l.refundsRefused.count.Load()
 	s.Closed = l.closed.Load()
-	rule := l.rules.dflt()
+	rule := l.rules.Default()
 	tat = max(tat, int64(at))
 	s.GlobalTokens = (int64(at) + rule.Tolerance - tat) / rule.Interval
 	if l.leases != nil {
 		s.GlobalTokens = min(rule.BucketSize, s.GlobalTokens+l.leases.Leased(at))
 	}
 	return s
-}
-
-// fillStats writes the engine's part of a Stats snapshot, and returns the
-// buckets' time at now and the global bucket's TAT at it.
-func (e *engine) fillStats(s *Stats, now int64) (at bucket.Time, tat int64) {
-	at = e.bucketTime(now)
-	if t, ok := e.word.tat(e.rules.dflt(), at); ok {
-		tat = t
-	} else { // handed back: the standalone word, on the limiter's clock
-		at, tat = standaloneTime(now), e.standalone.Load()
-	}
-	s.LiveKeys, s.KeysEvicted = e.keys.LiveAt(at), e.keys.EvictedCount()
-	s.Clustered = true
-	vs, ss, rs := &e.view.stats, &e.send.stats, &e.recv.stats
-	s.VisibleNodes, s.KnownNodes, s.HeardNodes = vs.visible.Load(), vs.known.Load(), vs.heard.Load()
-	s.Partitioned = s.VisibleNodes < s.KnownNodes
-	s.FramesSent, s.BytesSent = ss.Frames.Load(), ss.Bytes.Load()
-	s.FramesReceived, s.BytesReceived = rs.framesReceived.Load(), rs.bytesReceived.Load()
-	hs := e.hub.Counts()
-	s.FramesMalformed, s.FramesDuplicate = rs.malformed.Load()+hs.Malformed, rs.duplicate.Load()+hs.Untagged
-	s.FramesOtherLimiter, s.KeysDropped = rs.otherLimiter.Load()+hs.OtherLimiter, rs.keysDropped.Load()
-	s.FramesOtherKeyHash = rs.otherKeyHash.Load()
-	s.FramesNotMember, s.SendFailures = rs.notMember.Load()+hs.NotMember, ss.Failures.Load()
-	s.FramesOtherVersion, s.DatagramsSent = hs.OtherVersion, hs.DatagramsSent
-	s.DatagramsToPeers, s.BytesToPeers = hs.PeerDatagrams, hs.PeerBytes
-	s.FramesRelayed, s.RelayDropped = hs.Relayed, hs.RelayDropped
-	s.TokensReported, s.TokensCharged = ss.tokensReported.Load(), rs.tokensCharged.Load()
-	s.HotKeysRefused = e.keyShares.tableFull.Load()
-	e.mu.Lock()
-	s.FramesMissing = e.view.missing()
-	s.HotKeys = int64(len(e.keyShares.hot))
-	e.mu.Unlock()
-	return at, tat
 }

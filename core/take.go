@@ -1,6 +1,11 @@
 package gopherpace
 
-import "time"
+import (
+	"fmt"
+	"time"
+
+	"github.com/pedreviljoen/gopherpace/core/internal/bucket"
+)
 
 // Take spends n tokens of key's bucket now; the key "" is the global
 // bucket. It returns an error only for a cost below 1 or above the key's
@@ -95,7 +100,7 @@ func (l *Limiter) shadowed(d *Decision) bool {
 // reports a wait for the report (see Allow).
 func (l *Limiter) take(d *Decision, now int64, key string, n int64) (waits bool, err error) {
 	if key == "" {
-		if err := checkCost(l.rules.dflt(), n); err != nil {
+		if err := checkCost(l.rules.Default(), n); err != nil {
 			return false, err
 		}
 		return l.dec.takeGlobal(d, now, n), nil
@@ -106,4 +111,15 @@ func (l *Limiter) take(d *Decision, now int64, key string, n int64) (waits bool,
 		return false, err
 	}
 	return l.dec.takeKeyed(d, h, rule, now, n), nil
+}
+
+// checkCost rejects a cost the bucket could never grant.
+func checkCost(rule *bucket.Rule, n int64) error {
+	if n < 1 {
+		return ErrInvalidCost
+	}
+	if n > rule.BucketSize {
+		return fmt.Errorf("%w: cost %d, bucket size %d", ErrCostExceedsLimit, n, rule.BucketSize)
+	}
+	return nil
 }

@@ -8,7 +8,7 @@ import (
 	"github.com/pedreviljoen/gopherpace/core/memtransport"
 )
 
-// Who counts a silent peer as gone (membership.go, agreeOnTheDead), on
+// Who counts a silent peer as gone (internal/cluster/membership.go, agreeOnTheDead), on
 // virtual time with memberlist's failure detection modelled at 2 s.
 
 // joinNode joins name to net with a limiter of rate per second on it.

@@ -102,6 +102,15 @@ type GoneReporter interface {
 	Gone(member string) bool
 }
 
+// clockOf is t's clock when it has one (a simulated network's), else the
+// real one.
+func clockOf(t Transport) transportkit.Clock {
+	if clk, ok := t.(transportkit.Clock); ok {
+		return clk
+	}
+	return realClock{}
+}
+
 type realClock struct{}
 
 func (realClock) Now() time.Time { return time.Now() }

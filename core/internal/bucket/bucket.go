@@ -1,18 +1,18 @@
 package bucket
 
 import (
-	"github.com/pedreviljoen/gopherpace/core/internal/render"
-
 	"math"
 	"sync/atomic"
 	"time"
+
+	"github.com/pedreviljoen/gopherpace/core/internal/render"
 )
 
 // This file holds every operation on a plain bucket word: an atomic int64
 // holding a GCRA theoretical arrival time (TAT) in nanoseconds since the
 // limiter's epoch. The bucket is full whenever tat <= now. Standalone global
 // buckets and every keyed bucket use it; the clustered global bucket uses
-// the counted word (counted_word.go), and leases their own slots (lease.go).
+// the counted word (internal/cluster's counted_word.go), and leases their own slots (lease.go).
 
 // Plain is one plain word, padded to a cache line so that two hot buckets
 // never share one.
@@ -58,6 +58,15 @@ const MaxNow = int64(1) << 62
 // sight (peerView.Time). Its own type keeps the three times apart:
 // a limiter time passed where a bucket time is due does not compile.
 type Time int64
+
+// StandaloneTime is a limiter's time now as a time on a standalone word's
+// clock, which has no lag: the standalone decider's, and the word a
+// clustered limiter hands its global bucket back to on Close.
+func StandaloneTime(now int64) Time { return Time(now) }
+
+// ClampNanos is d, a time since a limiter's epoch, as a limiter time:
+// clamped to ±MaxNow.
+func ClampNanos(d time.Duration) int64 { return min(max(int64(d), -MaxNow), MaxNow) }
 
 // TakeInto tries to spend n (at most the bucket size) tokens at now,
 // writing the Decision into d: a Decision is six words, and copying it up

@@ -24,7 +24,7 @@ import (
 //
 // Frames carry a fingerprint of the secret with their keyed counts, so a
 // node whose secret differs has its keyed counts dropped and counted,
-// never read as other keys' (receiver.go).
+// never read as other keys' (internal/cluster's receiver.go).
 //
 // Accidental collisions are negligible: among n live keys the chance that
 // any two share a hash is about n²/2⁶⁵, 3·10⁻⁸ at a million keys. Even

@@ -5,6 +5,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/pedreviljoen/gopherpace/core/internal/render"
 )
 
 // Leases take the contention out of a hot global bucket. Every admit must
@@ -219,4 +221,25 @@ func (lz *Leases) Leased(at Time) int64 {
 		}
 	}
 	return n
+}
+
+// StealOr answers a one-token request that the global bucket denied: with
+// a token from any processor's fresh lease if there is one, otherwise with
+// the denial. lz may be nil (a bucket too small to lease).
+func (lz *Leases) StealOr(at Time, retry time.Duration) (bool, time.Duration) {
+	if lz != nil && lz.Steal(at) {
+		return true, 0
+	}
+	return false, retry
+}
+
+// StealInto is StealOr for a decision of n tokens: only a one-token
+// denial can be turned into an admit.
+func (lz *Leases) StealInto(d *render.Decision, at Time, n int64) {
+	if d.Allowed || n != 1 {
+		return
+	}
+	if ok, _ := lz.StealOr(at, 0); ok {
+		d.Allowed, d.RetryAfter = true, 0
+	}
 }

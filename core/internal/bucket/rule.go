@@ -1,13 +1,13 @@
 package bucket
 
 import (
-	"github.com/pedreviljoen/gopherpace/core/internal/render"
-
 	"fmt"
 	"math"
 	"math/bits"
 	"sync/atomic"
 	"time"
+
+	"github.com/pedreviljoen/gopherpace/core/internal/render"
 )
 
 // The periods a rate may be given over: a microsecond to a leap year.
@@ -206,3 +206,12 @@ func SizeCaps(rule *Rule, known int) {
 
 // CeilDiv is a ÷ b rounded up, for positive a and b.
 func CeilDiv(a, b int64) int64 { return (a + b - 1) / b }
+
+// MaxChargeDebt is how far beyond empty charges (Limiter.Charge) may take
+// a bucket, in buckets: one, the same cap peers' reports have, so a key
+// charged any amount is admitted again within two windows.
+const MaxChargeDebt = 1
+
+// ChargeDebt is how far beyond empty a charge may take a bucket of rule,
+// in ns.
+func ChargeDebt(rule *Rule) int64 { return MaxChargeDebt * rule.Tolerance }

@@ -1,13 +1,13 @@
 package bucket
 
 import (
-	"github.com/pedreviljoen/gopherpace/core/internal/render"
-
 	"log/slog"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/pedreviljoen/gopherpace/core/internal/render"
 )
 
 // ShardCount splits the keyed store so that concurrent requests for

@@ -30,7 +30,7 @@ import (
 // sequence numbers make a duplicate or a re-routed copy harmless, and a
 // lost one is repaired by the origin's next frame. A relay that lies
 // about another node is bounded as that node lying itself would be
-// (core's receiver.go, docs/security.md).
+// (internal/cluster's receiver.go, docs/security.md).
 
 // GroupsFrom is the cluster size, this node included, from which a
 // transport's limiters send through groups. Below it every frame goes to

@@ -24,7 +24,7 @@ import (
 // limiter on that transport. It hands each arriving frame to the limiter
 // the frame names, and packs the frames its limiters send within
 // bundleDelay of one another into one datagram per peer (wire.Next splits
-// them again): limiters that share a transport tick together (core's engine.go),
+// them again): limiters that share a transport tick together (internal/cluster's engine.go),
 // so five limiters cost one datagram per peer per tick, not five.
 //
 // Frames a limiter must send at once (an early flush, a goodbye) go out at

@@ -1,4 +1,4 @@
-package gopherpace
+package cluster
 
 import (
 	"math"
@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/pedreviljoen/gopherpace/core/internal/bucket"
+	"github.com/pedreviljoen/gopherpace/core/internal/render"
 )
 
 // Fair shares of a contended keyed bucket.
@@ -132,7 +133,7 @@ func (ks *keyShares) heard(h uint64, ent *clusterEntry, admitted, refused, now i
 		if ent == nil {
 			return
 		}
-		rule := ks.rules.forKey(h)
+		rule := ks.rules.ForKey(h)
 		if bucket.Level(&ent.tat, rule, ks.view.bucketTime(now)) >= rule.Interval {
 			return // a token left: not contended here
 		}
@@ -172,7 +173,7 @@ func (ks *keyShares) rebalance(now int64) {
 			delete(ks.hot, h)
 			continue
 		}
-		k.price(ks.rules.forKey(h), ent, now, at, ks.tick)
+		k.price(ks.rules.ForKey(h), ent, now, at, ks.tick)
 		if ent != nil {
 			ent.attachShare(k)
 		}
@@ -216,7 +217,7 @@ func (k *keyShare) price(rule *bucket.Rule, ent *clusterEntry, now int64, at buc
 // takeShared is bucket.TakeInto for a hot key's bucket: an admit that leaves the
 // replica below the gate while the key is contended also spends this
 // node's share q. ok is false when the word was evicted.
-func takeShared(d *Decision, tat *atomic.Int64, rule *bucket.Rule, at bucket.Time, n int64, q *shareBucket) (ok bool) {
+func takeShared(d *render.Decision, tat *atomic.Int64, rule *bucket.Rule, at bucket.Time, n int64, q *shareBucket) (ok bool) {
 	now := int64(at)
 	unit := rule.Interval
 	cost := n * unit
@@ -235,20 +236,20 @@ func takeShared(d *Decision, tat *atomic.Int64, rule *bucket.Rule, at bucket.Tim
 			if held {
 				q.giveBack(n, now)
 			}
-			rule.FillDenied(d.raw(), base, now, next, unit)
+			rule.FillDenied(d, base, now, next, unit)
 			bucket.Settle(tat, rule, old, at)
 			return true
 		}
 		if !held && q.needed(next-now, rule.Tolerance) {
 			if ok, wait := q.take(n, now); !ok {
-				rule.FillDenied(d.raw(), base, now, next, unit)
+				rule.FillDenied(d, base, now, next, unit)
 				d.RetryAfter = max(d.RetryAfter, wait)
 				return true
 			}
 			held = true
 		}
 		if tat.CompareAndSwap(old, next) {
-			rule.FillAllowed(d.raw(), next, now, unit)
+			rule.FillAllowed(d, next, now, unit)
 			return true
 		}
 		old = bucket.Reread(tat)

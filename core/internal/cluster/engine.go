@@ -1,4 +1,4 @@
-package gopherpace
+package cluster
 
 import (
 	"context"
@@ -58,14 +58,33 @@ const (
 	partitionAfter = int64(2 * time.Second)
 )
 
-// engineParts is what a clustered limiter hands its engine: the buckets
-// the engine counts and charges, and how to name and time things.
+// Parts is what a clustered limiter hands its engine: the buckets the
+// engine counts and charges, and how to name and time things.
+type Parts struct {
+	Epoch time.Time // the limiter's: its times are nanoseconds since it
+	Name  string    // the node's name on the transport
+	Log   *slog.Logger
+	Rules *bucket.Book
+	Keys  *Store
+	// Standalone is the plain global word that a closed limiter decides
+	// on; the engine hands the global state back to it on Stop.
+	Standalone *atomic.Int64
+	// Leases hand out the global bucket's tokens per processor while it
+	// is hot; nil when it is too small to lease.
+	Leases *bucket.Leases
+	// KeyHashID is the fingerprint of the key hash's secret, on every
+	// frame with keyed counts.
+	KeyHashID uint32
+}
+
+// engineParts is Parts as every part reads them, promoted through
+// engineEnv.
 type engineParts struct {
 	epoch time.Time
 	name  string
 	log   *slog.Logger
-	rules *ruleBook
-	keys  *clusterStore
+	rules *bucket.Book
+	keys  *Store
 	// standalone is the plain global word that a closed limiter decides
 	// on; the engine hands the global state back to it on stop.
 	standalone *atomic.Int64
@@ -82,7 +101,7 @@ type engineParts struct {
 // before any tick, frame or request can read it.
 type engineEnv struct {
 	engineParts
-	t         Transport
+	t         datagram.Transport
 	hub       *datagram.Hub // the transport's one subscriber, shared with its other limiters
 	clock     transportkit.Clock
 	id        uint64 // hash of the limiter ID, on every frame
@@ -92,12 +111,12 @@ type engineEnv struct {
 	interval  int64
 	isolation int64 // silence after which a peer counts as cut off
 	grace     int64
-	partition PartitionPolicy
+	partition Partition
 	maxFrame  int
 	floor     bool // reference-design baseline
 }
 
-type engine struct {
+type Engine struct {
 	engineEnv
 	mu sync.Mutex // the engine lock (see above)
 
@@ -119,26 +138,38 @@ type engine struct {
 	unsubscribe func()
 }
 
-func newEngine(parts engineParts, c *config) *engine {
-	e := &engine{engineEnv: engineEnv{
-		engineParts: parts,
-		t:           c.transport,
-		clock:       realClock{},
-		id:          wire.NameHash(0, c.limiterID),
-		interval:    int64(c.interval),
-		tick:        int64(c.interval) / 2,
-		isolation:   int64(c.interval) * 3 / 2,
-		grace:       int64(c.grace),
-		partition:   c.partition,
-		maxFrame:    datagram.FrameRoom(c.transport),
-		floor:       c.floorAtZero,
+// Config is what a limiter's options set for its engine.
+type Config struct {
+	LimiterID string             // the limiter's ID: peers' frames of the same ID are this limiter's
+	Transport datagram.Transport // the cluster's transport, any of core's optional interfaces among its methods
+	Clock     transportkit.Clock // the transport's clock, or the real one
+	Interval  time.Duration      // the gossip interval
+	Grace     time.Duration      // how long a silent peer is still counted as a member
+	Partition Partition
+	// FloorAtZero runs the reference design's algorithm, as the accuracy
+	// harness's baseline.
+	FloorAtZero bool
+}
+
+// New wires an engine for a limiter's parts; Start sets it going.
+func New(p Parts, c Config) *Engine {
+	e := &Engine{engineEnv: engineEnv{
+		engineParts: engineParts{epoch: p.Epoch, name: p.Name, log: p.Log, rules: p.Rules, keys: p.Keys,
+			standalone: p.Standalone, leases: p.Leases, keyHashID: p.KeyHashID},
+		t:         c.Transport,
+		clock:     c.Clock,
+		id:        wire.NameHash(0, c.LimiterID),
+		interval:  int64(c.Interval),
+		tick:      int64(c.Interval) / 2,
+		isolation: int64(c.Interval) * 3 / 2,
+		grace:     int64(c.Grace),
+		partition: c.Partition,
+		maxFrame:  datagram.FrameRoom(c.Transport),
+		floor:     c.FloorAtZero,
 	}}
-	if clk, ok := c.transport.(transportkit.Clock); ok {
-		e.clock = clk
-	}
 	// The wiring: each part sees the environment and the parts it reads.
 	env := &e.engineEnv
-	flushDelay := flushDelayFor(c.interval)
+	flushDelay := FlushDelayFor(c.Interval)
 	if e.floor {
 		flushDelay = e.tick // the reference design reports on its ticks only
 	}
@@ -153,31 +184,31 @@ func newEngine(parts engineParts, c *config) *engine {
 		}}
 	e.view = newPeerView(env, &e.mode, e.recv.afterRefresh)
 	e.fair = fairShares{engineEnv: env, word: &e.word, view: &e.view, denied: bucket.NewProcCounter()}
-	e.fair.share.setGate(parts.rules.dflt())
+	e.fair.share.setGate(p.Rules.Default())
 	// A sliced share starts part of the way to its first token, at a phase
 	// of its own: started alike, every node of a cold cluster would earn
 	// its first token in the same millisecond.
-	e.fair.share.init(int64(wire.NameHash(0, parts.name) % sliceOne))
+	e.fair.share.init(int64(wire.NameHash(0, p.Name) % sliceOne))
 	e.keyShares = newKeyShares(env, &e.view)
 	e.join = joining{engineEnv: env, word: &e.word, mode: &e.mode, view: &e.view}
 	return e
 }
 
-// flushDelayFor is how long after the first unsent change a node of
+// FlushDelayFor is how long after the first unsent change a node of
 // gossip interval interval reports it: a twentieth of the interval,
 // between minFlushGap and 5 ms.
-func flushDelayFor(interval time.Duration) int64 {
+func FlushDelayFor(interval time.Duration) int64 {
 	return min(max(int64(interval)/20, minFlushGap), int64(5*time.Millisecond))
 }
 
 // now is the engine's clock in nanoseconds since the limiter's epoch.
-func (e *engineEnv) now() int64 { return clampNanos(e.clock.Now().Sub(e.epoch)) }
+func (e *engineEnv) now() int64 { return bucket.ClampNanos(e.clock.Now().Sub(e.epoch)) }
 
 // bucketTime converts a time on the engine's clock (or a caller's) to the
 // buckets' clock (see peerView.bucketTime).
-func (e *engine) bucketTime(now int64) bucket.Time { return e.view.bucketTime(now) }
+func (e *Engine) bucketTime(now int64) bucket.Time { return e.view.bucketTime(now) }
 
-func (e *engine) start() {
+func (e *Engine) Start() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	now := e.now()
@@ -190,7 +221,7 @@ func (e *engine) start() {
 	e.view.retune(now, 1+len(members), 1+len(members))
 	// Until a peer is heard, spend at most this node's share of the
 	// bucket: every node may be starting into the same flash crowd.
-	e.mode.begin(len(members) > 0 && !e.floor, bucket.CeilDiv(e.rules.dflt().BucketSize, int64(1+len(members))))
+	e.mode.begin(len(members) > 0 && !e.floor, bucket.CeilDiv(e.rules.Default().BucketSize, int64(1+len(members))))
 	e.hub = datagram.Join(e.t, e.id, e, e.tick, e.clock, e.log)
 	e.unsubscribe = func() { e.hub.Leave(e.id) }
 	e.stopTick = e.clock.AfterFunc(e.untilTick(), e.onTick)
@@ -220,7 +251,7 @@ func (e *engineEnv) untilGrid(every int64) time.Duration {
 // onTick is every part's turn, in order: who joined and who is in sight,
 // the shares, the resync, then the counts go out (with the resends of the
 // last ticks' frames, and at least a heartbeat).
-func (e *engine) onTick() {
+func (e *Engine) onTick() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.stopped {
@@ -238,7 +269,7 @@ func (e *engine) onTick() {
 }
 
 // onKick is the early flush that the request path schedules (sender.kick).
-func (e *engine) onKick() {
+func (e *Engine) onKick() {
 	e.send.kickFired()
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -249,7 +280,7 @@ func (e *engine) onKick() {
 }
 
 // onArmed is the flush of counts that waited flushDelay (sender.armFlush).
-func (e *engine) onArmed() {
+func (e *Engine) onArmed() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.stopped {
@@ -260,7 +291,7 @@ func (e *engine) onArmed() {
 }
 
 // Deliver is the hub's delivery of a peer's frame.
-func (e *engine) Deliver(from string, b []byte, relayed bool) {
+func (e *Engine) Deliver(from string, b []byte, relayed bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.stopped {
@@ -277,7 +308,7 @@ func (e *engine) Deliver(from string, b []byte, relayed bool) {
 // freshest, if two share the tag): its incarnation, and its latest
 // running totals when the stream was heard within horizon (else
 // Recent is false and a truncated total cannot be widened).
-func (e *engine) TaggedStream(from string, tag uint16, horizon int64) (t datagram.TaggedStream, ok bool) {
+func (e *Engine) TaggedStream(from string, tag uint16, horizon int64) (t datagram.TaggedStream, ok bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	p := e.view.peer(from)
@@ -292,9 +323,9 @@ func (e *engine) TaggedStream(from string, tag uint16, horizon int64) (t datagra
 		Recent: e.now()-s.lastHeard <= horizon}, true
 }
 
-// stop sends a last frame that says goodbye, with any unsent counts, and
+// Stop sends a last frame that says goodbye, with any unsent counts, and
 // stops all timers.
-func (e *engine) stop() {
+func (e *Engine) Stop() {
 	e.mu.Lock()
 	if e.stopped {
 		e.mu.Unlock()
@@ -305,9 +336,9 @@ func (e *engine) stop() {
 	e.stopTick()
 	now := e.now()
 	// Hand the global bucket back first: from then on decisions are made on
-	// the standalone word (decider.go); what it held unreported goes out in
+	// the standalone word (core's decider.go); what it held unreported goes out in
 	// the goodbye.
-	e.word.handBack(e.standalone, e.rules.dflt(), e.bucketTime(now), now)
+	e.word.handBack(e.standalone, e.rules.Default(), e.bucketTime(now), now)
 	e.send.goodbye(now)
 	e.mu.Unlock()
 	// Outside e.mu: a frame being delivered right now holds the transport's
@@ -317,7 +348,7 @@ func (e *engine) stop() {
 
 // resize sizes rule's caps for the cluster as this node knows it, for a
 // rule changed while running (SetRate, SetOverride).
-func (e *engine) resize(rule *bucket.Rule) {
+func (e *Engine) resize(rule *bucket.Rule) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	bucket.SizeCaps(rule, int(max(1, e.view.stats.known.Load())))

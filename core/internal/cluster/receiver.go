@@ -1,4 +1,4 @@
-package gopherpace
+package cluster
 
 import (
 	"math"
@@ -171,11 +171,11 @@ func (r *receiver) apply(from string, b []byte, keep, relayed bool) {
 	wasVisible := r.view.heard(p, s, now, f.Leaving, f.Idle, news, relayed, float64(f.Withheld)/wire.WithheldOne)
 	// A node decides at most one request a nanosecond, each of at most a
 	// bucket of tokens (a larger cost is refused before it is counted).
-	s.fair.load.observe(f.GlobalSum, f.DemandSum, now, r.rules.dflt().BucketSize)
+	s.fair.load.observe(f.GlobalSum, f.DemandSum, now, r.rules.Default().BucketSize)
 	// A real peer reports its level clamped to ±B (levelTokens), so a
 	// level outside that range is a lie: clamped, it can only claim an
 	// emptier replica, which lowers this one by at most a bucket's debt.
-	level := min(max(f.Level, -r.rules.dflt().BucketSize), r.rules.dflt().BucketSize)
+	level := min(max(f.Level, -r.rules.Default().BucketSize), r.rules.Default().BucketSize)
 	if r.join.contact(now, f.Incarnation, level) && r.onJoinedRunning != nil {
 		r.onJoinedRunning(now)
 	}
@@ -193,10 +193,10 @@ func (r *receiver) apply(from string, b []byte, keep, relayed bool) {
 	r.stats.tokensCharged.Add(charged)
 	at := r.view.bucketTime(now)
 	if global > 0 {
-		r.word.debit(r.rules.dflt(), at, global, r.maxDebt(r.rules.dflt()))
+		r.word.debit(r.rules.Default(), at, global, r.maxDebt(r.rules.Default()))
 	}
 	for _, kc := range f.Keys {
-		pol := r.rules.forKey(kc.Key)
+		pol := r.rules.ForKey(kc.Key)
 		var ent *clusterEntry
 		if kc.Tokens > 0 {
 			if ent, _, _ = r.keys.Debit(kc.Key, pol, at, kc.Tokens, r.maxDebt(pol)); ent == nil {
@@ -269,7 +269,7 @@ type chargeMark struct {
 // frame that lied: the stream resyncs to the true total, so a lie can
 // cause over-charging (a bounded stall), never missed admits.
 func (r *receiver) globalCharge(s *stream, f *wire.Frame, wasVisible bool) int64 {
-	rule := r.rules.dflt()
+	rule := r.rules.Default()
 	limit := (rule.Tolerance + r.maxDebt(rule)) / rule.Interval // a frame's charge, at most
 	charge := func(n uint64) int64 { return int64(min(n, uint64(limit))) }
 	m := &s.charge
@@ -294,7 +294,7 @@ func (r *receiver) globalCharge(s *stream, f *wire.Frame, wasVisible bool) int64
 // admits of one gossip interval, plus a bucket, are more than frames
 // reordered in flight ever differ by.
 func (r *receiver) reorderSlack() uint64 {
-	rule := r.rules.dflt()
+	rule := r.rules.Default()
 	perInterval := uint64(r.interval / rule.Interval)
 	return min(uint64(rule.BucketSize)+perInterval, math.MaxUint64/2)
 }

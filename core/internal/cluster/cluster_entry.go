@@ -1,4 +1,4 @@
-package gopherpace
+package cluster
 
 import (
 	"log/slog"
@@ -60,8 +60,8 @@ func (s *clusterSlot) MoveTo(dst *clusterSlot) bool {
 
 func (s *clusterSlot) Vacate() { s.p.Store(nil) }
 
-type clusterStore = bucket.Store[clusterSlot, clusterEntry, *clusterSlot, *clusterEntry]
+type Store = bucket.Store[clusterSlot, clusterEntry, *clusterSlot, *clusterEntry]
 
-func newClusterStore(maxKeys int64, log *slog.Logger, ruleOf func(uint64) *bucket.Rule) *clusterStore {
+func NewStore(maxKeys int64, log *slog.Logger, ruleOf func(uint64) *bucket.Rule) *Store {
 	return bucket.NewStore[clusterSlot, clusterEntry, *clusterSlot, *clusterEntry](maxKeys, log, ruleOf)
 }

@@ -1,4 +1,4 @@
-package gopherpace
+package cluster
 
 import (
 	"slices"
@@ -341,7 +341,7 @@ func (v *peerView) evaluate(now int64) {
 // silent but still listed are a partition, a slow network or a crash not
 // yet detected: they keep their share.
 func (v *peerView) agreeOnTheDead(now int64, silent, dead []*peer, visible, known int) (_ []*peer, _, _ int, yield bool) {
-	gone, _ := v.t.(GoneReporter)
+	gone, _ := v.t.(goneReporter)
 	if v.partition == PartitionFailOpen || gone == nil && len(dead) == 0 {
 		return silent, visible, known, false
 	}
@@ -414,7 +414,7 @@ func (v *peerView) slowClock(now, since int64, silent []*peer, known int, yield 
 		v.lag.Add(now - since)
 		return
 	}
-	rule := v.rules.dflt()
+	rule := v.rules.Default()
 	var lag int64
 	for _, pr := range silent {
 		from := max(since, pr.lastHeard+v.suspectOf(pr, now))
@@ -460,7 +460,7 @@ func (v *peerView) retune(now int64, visible, known int) {
 	v.stats.visible.Store(int64(visible))
 	v.stats.known.Store(int64(known))
 	split := visible < known
-	v.rules.each(func(rule *bucket.Rule) {
+	v.rules.Each(func(rule *bucket.Rule) {
 		if v.floor {
 			return // the reference design has neither cap nor early flush
 		}
@@ -493,7 +493,7 @@ func (v *peerView) retune(now int64, visible, known int) {
 	}
 }
 
-func admitting(p PartitionPolicy, closed bool, visible, known int) string {
+func admitting(p Partition, closed bool, visible, known int) string {
 	switch {
 	case closed:
 		return "nothing (fail-closed)"

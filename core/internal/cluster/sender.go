@@ -1,4 +1,4 @@
-package gopherpace
+package cluster
 
 import (
 	"sync"
@@ -252,7 +252,7 @@ func (s *sender) goodbye(now int64) {
 // lock.
 func (s *sender) flush(now int64, heartbeat, leaving, atOnce bool) [][]byte {
 	at := s.view.bucketTime(now)
-	global := s.word.drain(s.rules.dflt(), at)
+	global := s.word.drain(s.rules.Default(), at)
 	batch := s.batch[:0]
 	var flights []flying
 	for i := range s.dirty {
@@ -272,7 +272,7 @@ func (s *sender) flush(now int64, heartbeat, leaving, atOnce bool) [][]byte {
 			if n == 0 && (refused == 0 || !s.keyShares.reportable(k.h, now)) {
 				continue // refusals only matter to the peers of a hot key
 			}
-			rule := s.rules.forKey(k.h)
+			rule := s.rules.ForKey(k.h)
 			level := min(max(bucket.Level(&k.e.tat, rule, at)/rule.Interval, -rule.BucketSize), rule.BucketSize)
 			batch = append(batch, wire.KeyCount{Key: k.h, Tokens: n, Refused: refused, Level: level})
 			if n > 0 && !s.floor {

@@ -1,10 +1,11 @@
-package gopherpace
+package cluster
 
 import (
 	"sync/atomic"
 	"time"
 
 	"github.com/pedreviljoen/gopherpace/core/internal/bucket"
+	"github.com/pedreviljoen/gopherpace/core/internal/render"
 )
 
 // This file holds every operation on a counted word, the clustered global
@@ -20,7 +21,7 @@ import (
 // reads them back relative to now, which is exact while the time lies within
 // ±2^57 ns (4.5 years) of now. Both sides stay far inside that range:
 //   - ahead of now, a clustered bucket's time is at most its window plus
-//     one window of debt, and New caps that window at maxClusteredTolerance;
+//     one window of debt, and New caps that window at MaxTolerance;
 //   - behind now, the engine's ticks move an idle bucket's time up to
 //     2^50 ns (13 days) behind now (the bucket is full either way).
 //
@@ -49,10 +50,10 @@ const (
 	// handedBack is the count field of a word whose state moved to the
 	// standalone bucket when the limiter closed.
 	handedBack = countMask
-	// maxClusteredTolerance caps a clustered global bucket's window (about
+	// MaxTolerance caps a clustered global bucket's window (about
 	// 417 days), so that time plus debt never nears the word's range.
-	maxClusteredTolerance = int64(1) << 55
-	staleAhead            = -int64(1) << 56
+	MaxTolerance = int64(1) << 55
+	staleAhead   = -int64(1) << 56
 	// idleAhead is as far behind now as a drain leaves a full bucket's time:
 	// readable for sure, and still full for callers whose clocks lag the
 	// engine's by up to 13 days, as a never-used bucket would be.
@@ -98,7 +99,7 @@ func (c *countedWord) init(at bucket.Time) {
 	now := int64(at)
 	// Full at any time a caller may pass, even a little before the limiter
 	// was created.
-	c.word.Store(packCounted(now-maxClusteredTolerance, 0))
+	c.word.Store(packCounted(now-MaxTolerance, 0))
 }
 
 // unreported is the count of tokens admitted and not yet drained, for a
@@ -169,7 +170,7 @@ func (c *countedWord) allow(rule *bucket.Rule, at bucket.Time, q *shareBucket) (
 // take spends n tokens at now and counts them, deciding into d. It returns,
 // on an admit, the unreported count after it; ok is false when the word was
 // handed back. q is the share, as for allow.
-func (c *countedWord) take(d *Decision, rule *bucket.Rule, at bucket.Time, n int64, q *shareBucket) (count int64, ok bool) {
+func (c *countedWord) take(d *render.Decision, rule *bucket.Rule, at bucket.Time, n int64, q *shareBucket) (count int64, ok bool) {
 	now := int64(at)
 	unit := rule.Interval
 	cost := n * unit
@@ -187,14 +188,14 @@ func (c *countedWord) take(d *Decision, rule *bucket.Rule, at bucket.Time, n int
 		next := base + cost
 		if next > rule.Tolerance {
 			q.forfeit(n, now, quotaHeld)
-			rule.FillDenied(d.raw(), now+base, now, now+next, unit)
+			rule.FillDenied(d, now+base, now, now+next, unit)
 			c.settle(w, rule, base, at)
 			return 0, true
 		}
 		if !quotaHeld && q.needed(next, rule.Tolerance) {
 			q.asked(now)
 			if ok, wait := q.take(n, now); !ok {
-				rule.FillDenied(d.raw(), now+base, now, now+next, unit)
+				rule.FillDenied(d, now+base, now, now+next, unit)
 				d.RetryAfter = max(d.RetryAfter, wait)
 				return 0, true
 			}
@@ -202,7 +203,7 @@ func (c *countedWord) take(d *Decision, rule *bucket.Rule, at bucket.Time, n int
 		}
 		keep, moved := addCount(unsent, n)
 		if c.word.CompareAndSwap(w, packCounted(now+next, keep)) {
-			rule.FillAllowed(d.raw(), now+next, now, unit)
+			rule.FillAllowed(d, now+next, now, unit)
 			return c.unreportedAfter(keep, moved), true
 		}
 		w = bucket.RereadCounted(&c.word)
@@ -363,13 +364,13 @@ func (c *countedWord) reset(rule *bucket.Rule, at bucket.Time) bool {
 }
 
 // reprice moves the bucket from one rule to another at now, keeping the
-// tokens it has spent (setrate.go).
+// tokens it has spent (core's setrate.go).
 func (c *countedWord) reprice(from, to *bucket.Rule, at bucket.Time) {
 	c.update(at, from, func(a, count int64) (int64, int64) {
 		if a <= 0 {
 			return a, count
 		}
-		return repriced(a, from, to), count
+		return bucket.Repriced(a, from, to), count
 	})
 }
 

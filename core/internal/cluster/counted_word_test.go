@@ -1,4 +1,4 @@
-package gopherpace
+package cluster
 
 import (
 	"math"
@@ -9,14 +9,15 @@ import (
 	"time"
 
 	"github.com/pedreviljoen/gopherpace/core/internal/bucket"
+	"github.com/pedreviljoen/gopherpace/core/internal/render"
 )
 
 // The word keeps 58 bits of time and reads them back relative to now: exact
 // on both sides of every wrap point, and the count beside it untouched.
 func TestCountedWordReadsTimeAcrossWrap(t *testing.T) {
 	const wrap = bucket.Time(1) << 58
-	nows := []bucket.Time{0, -1, 1, wrap - 3, wrap + 3, -wrap + 7, 3*wrap - 1, math.MaxInt64 / 2, math.MinInt64 / 2, bucket.Time(math.MaxInt64 - maxClusteredTolerance*3)}
-	aheads := []int64{staleAhead + 1, -int64(time.Hour), -1, 0, 1, maxClusteredTolerance, 2*maxClusteredTolerance + maxClusteredTolerance/2}
+	nows := []bucket.Time{0, -1, 1, wrap - 3, wrap + 3, -wrap + 7, 3*wrap - 1, math.MaxInt64 / 2, math.MinInt64 / 2, bucket.Time(math.MaxInt64 - MaxTolerance*3)}
+	aheads := []int64{staleAhead + 1, -int64(time.Hour), -1, 0, 1, MaxTolerance, 2*MaxTolerance + MaxTolerance/2}
 	for _, now := range nows {
 		for _, a := range aheads {
 			for _, count := range []int64{0, 1, countMax} {
@@ -63,7 +64,7 @@ func TestCountedDecidesLikeBucket(t *testing.T) {
 			case op < 10:
 				n := 1 + rng.Int64N(min(tc.bucketSize, 100))
 				want, _ := take(&plain, rule, now, n)
-				var got Decision
+				var got render.Decision
 				_, ok := c.take(&got, rule, now, n, noShare)
 				if !ok || got != want {
 					t.Fatalf("rate %d step %d: take(%d) = %+v, want %+v", tc.rate, i, n, got, want)
@@ -75,7 +76,7 @@ func TestCountedDecidesLikeBucket(t *testing.T) {
 				wantOK, wantRetry, _ := bucket.Allow(&plain, rule, now, 1)
 				ok, retry, _, fast, _ := c.allow(rule, now, noShare)
 				if !fast {
-					var d Decision
+					var d render.Decision
 					c.take(&d, rule, now, 1, noShare)
 					ok, retry = d.Allowed, d.RetryAfter
 				}
@@ -116,7 +117,7 @@ func TestCountedConcurrentDrain(t *testing.T) {
 					}
 				}
 				n := int64(1 + i%100)
-				var d Decision
+				var d render.Decision
 				if c.take(&d, rule, now, n, noShare); d.Allowed {
 					admitted.Add(n)
 				}
@@ -172,44 +173,6 @@ func TestCountedFarTimesNeverAdmitExtra(t *testing.T) {
 	}
 }
 
-// Closing hands the bucket to the standalone word while goroutines keep
-// taking: no more than one bucket is admitted across the hand-over, and
-// the closed limiter keeps the state it had.
-func TestCountedHandBackUnderLoad(t *testing.T) {
-	for round := range 20 {
-		l, err := New(WithRefillRate(1), WithBucketSize(1000), WithTransport(&nopTransport{}))
-		if err != nil {
-			t.Fatal(err)
-		}
-		at := l.epoch.Add(time.Second)
-		var admitted atomic.Int64
-		var wg sync.WaitGroup
-		for g := range 4 {
-			wg.Go(func() {
-				for i := range 600 {
-					if g%2 == 0 {
-						if ok, _ := l.AllowAt(at); ok {
-							admitted.Add(1)
-						}
-					} else if d, _ := l.TakeAt(at, "", 1); d.Allowed {
-						admitted.Add(1)
-					}
-					if g == 0 && i == 100+round*10 {
-						l.Close()
-					}
-				}
-			})
-		}
-		wg.Wait()
-		if got := admitted.Load(); got != 1000 {
-			t.Fatalf("round %d: admitted %d across Close, want exactly the bucket of 1000", round, got)
-		}
-		if ok, _ := l.AllowAt(at.Add(500 * time.Millisecond)); ok {
-			t.Fatalf("round %d: the closed limiter forgot its empty bucket", round)
-		}
-	}
-}
-
 // FuzzCountedDecidesLikeBucket: for any sequence of takes, debits, refunds
 // and drains, the counted word decides as the plain word and counts every
 // admitted token exactly once.
@@ -219,7 +182,7 @@ func FuzzCountedDecidesLikeBucket(f *testing.F) {
 	f.Add(int64(100), int64(3_600_000_000), int64(100), []byte{127, 0, 9, 127, 2, 50, 1, 1, 1})
 	f.Fuzz(func(t *testing.T, tokens, perMicros, bucketSize int64, ops []byte) {
 		rule, err := bucket.NewRule(tokens, time.Duration(perMicros)*time.Microsecond, bucketSize)
-		if err != nil || rule.Tolerance > maxClusteredTolerance {
+		if err != nil || rule.Tolerance > MaxTolerance {
 			return
 		}
 		rule.Ceiling = 2 * rule.Tolerance
@@ -245,7 +208,7 @@ func FuzzCountedDecidesLikeBucket(f *testing.F) {
 				drained += c.drain(rule, now)
 			default:
 				want, _ := take(&plain, rule, now, n)
-				var got Decision
+				var got render.Decision
 				_, ok := c.take(&got, rule, now, n, noShare)
 				if !ok || got != want {
 					t.Fatalf("take(%d) at %d = %+v, want %+v", n, now, got, want)

@@ -1,4 +1,4 @@
-package gopherpace
+package cluster
 
 import (
 	"math"
@@ -378,7 +378,7 @@ func (fs *fairShares) demandTotal(reported uint64) uint64 {
 // load (reported is the sender's running total of admits) and credits its
 // share for the time since the last tick.
 func (fs *fairShares) rebalance(now int64, reported uint64) {
-	rule, q := fs.rules.dflt(), &fs.share
+	rule, q := fs.rules.Default(), &fs.share
 	fs.pause = max(q.pauseSinceTick(), fs.pause-fs.pause/4)
 	// The admits not reported yet count as admits as well as demand: in
 	// the demand alone, a tick inside a burst that waits for its report
@@ -492,7 +492,7 @@ func (fs *fairShares) rebalance(now int64, reported uint64) {
 // levelTokens is the tokens left in the replica of the global bucket at now
 // on the engine's clock (negative: debt), clamped to ±the bucket size.
 func (fs *fairShares) levelTokens(now int64) int64 {
-	rule := fs.rules.dflt()
+	rule := fs.rules.Default()
 	return min(max(fs.globalLevel(now)/rule.Interval, -rule.BucketSize), rule.BucketSize)
 }
 
@@ -528,7 +528,7 @@ func (w *offsetWindow) reset() { *w = offsetWindow{} }
 // the others by more than the shares can absorb wins every race; lowering
 // the fuller one only ever holds tokens back.
 func (fs *fairShares) resync(now int64) {
-	rule := fs.rules.dflt()
+	rule := fs.rules.Default()
 	margin := max(2*rule.FlushAt.Load(), int64(float64(fs.share.gate.Load())/float64(rule.Interval)/10))
 	excess, at := int64(0), bucket.Time(0)
 	ready := false
@@ -557,9 +557,9 @@ func (fs *fairShares) resync(now int64) {
 // empty at now on the engine's clock: positive while it holds tokens.
 func (fs *fairShares) globalLevel(now int64) int64 {
 	b := fs.view.bucketTime(now)
-	tat, ok := fs.word.tat(fs.rules.dflt(), b)
+	tat, ok := fs.word.tat(fs.rules.Default(), b)
 	if !ok {
 		return 0
 	}
-	return fs.rules.dflt().Tolerance - (tat - int64(b))
+	return fs.rules.Default().Tolerance - (tat - int64(b))
 }

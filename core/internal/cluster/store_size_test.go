@@ -1,4 +1,4 @@
-package gopherpace
+package cluster
 
 import (
 	"testing"

@@ -1,9 +1,10 @@
-package gopherpace
+package cluster
 
 import (
 	"time"
 
 	"github.com/pedreviljoen/gopherpace/core/internal/bucket"
+	"github.com/pedreviljoen/gopherpace/core/internal/render"
 )
 
 // The engine's request path: deciding clustered requests, counting admits
@@ -18,15 +19,15 @@ const maxClockGap = int64(1) << 50
 
 // farFromClock reports whether now is too far from the engine's clock for
 // the counted word.
-func (e *engine) farFromClock(now int64) bool {
+func (e *Engine) farFromClock(now int64) bool {
 	return uint64(now-e.clockNow.Load()+maxClockGap) > uint64(2*maxClockGap)
 }
 
-// allow spends one token of the global bucket, as Limiter.Allow does.
+// Allow spends one token of the global bucket, as Limiter.Allow does.
 // waits reports a denial that is only a wait for the report: this node
 // must wait for its peers to hear of its admits (overCap), not for tokens.
-func (e *engine) allow(now int64) (ok bool, retry time.Duration, waits bool) {
-	lz, rule := e.leases, e.rules.dflt()
+func (e *Engine) Allow(now int64) (ok bool, retry time.Duration, waits bool) {
+	lz, rule := e.leases, e.rules.Default()
 	if e.farFromClock(now) {
 		return false, time.Second, false
 	}
@@ -67,8 +68,8 @@ func (e *engine) allow(now int64) (ok bool, retry time.Duration, waits bool) {
 }
 
 // allowSlow is allow on the general path: every mode, the caps and the waits for the report.
-func (e *engine) allowSlow(now int64) (ok bool, retry time.Duration, waits bool) {
-	var d Decision
+func (e *Engine) allowSlow(now int64) (ok bool, retry time.Duration, waits bool) {
+	var d render.Decision
 	waits = e.takeCounted(&d, now, 1)
 	if !d.Allowed {
 		ok, retry = e.stealOr(e.bucketTime(now), d.RetryAfter, waits)
@@ -81,9 +82,9 @@ func (e *engine) allowSlow(now int64) (ok bool, retry time.Duration, waits bool)
 // on the buckets' clock, except that a node cut off under fail-closed
 // spends no leased token; a denial is counted as offered load unless it
 // only waits for the report (see fairShares.deniedDemand).
-func (e *engine) stealOr(at bucket.Time, retry time.Duration, waits bool) (bool, time.Duration) {
+func (e *Engine) stealOr(at bucket.Time, retry time.Duration, waits bool) (bool, time.Duration) {
 	if e.mode.get() != modeFailClosed {
-		if ok, _ := stealOr(e.leases, at, retry); ok {
+		if ok, _ := e.leases.StealOr(at, retry); ok {
 			return true, 0
 		}
 	}
@@ -91,12 +92,12 @@ func (e *engine) stealOr(at bucket.Time, retry time.Duration, waits bool) (bool,
 	return false, retry
 }
 
-// takeGlobal decides n tokens of the global bucket into d, as Limiter.Take
+// TakeGlobal decides n tokens of the global bucket into d, as Limiter.Take
 // does, and reports a denial that is only a wait for the report (see allow).
-func (e *engine) takeGlobal(d *Decision, now, n int64) (waits bool) {
+func (e *Engine) TakeGlobal(d *render.Decision, now, n int64) (waits bool) {
 	waits = e.takeCounted(d, now, n)
 	if e.mode.get() != modeFailClosed {
-		stealInto(e.leases, d, e.bucketTime(now), n)
+		e.leases.StealInto(d, e.bucketTime(now), n)
 	}
 	if !d.Allowed {
 		e.fair.deniedDemand(n, waits)
@@ -108,8 +109,8 @@ func (e *engine) takeGlobal(d *Decision, now, n int64) (waits bool) {
 // wait for the report: a denial only because this node's peers must hear
 // first. Once the limiter has closed and the counted word is handed back,
 // the standalone word decides.
-func (e *engine) takeCounted(d *Decision, now, n int64) (waits bool) {
-	c, rule := &e.word, e.rules.dflt()
+func (e *Engine) takeCounted(d *render.Decision, now, n int64) (waits bool) {
+	c, rule := &e.word, e.rules.Default()
 	pre := false
 	if e.farFromClock(now) && e.mode.get() != modeStopped {
 		*d = closedDecision(rule)
@@ -135,7 +136,7 @@ func (e *engine) takeCounted(d *Decision, now, n int64) (waits bool) {
 	}
 	count, ok := c.take(d, rule, e.bucketTime(now), n, &e.fair.share)
 	if !ok { // handed back: the limiter has closed
-		bucket.TakeInto(d.raw(), e.standalone, rule, standaloneTime(now), n)
+		bucket.TakeInto(d, e.standalone, rule, bucket.StandaloneTime(now), n)
 		return false
 	}
 	if d.Allowed {
@@ -146,9 +147,9 @@ func (e *engine) takeCounted(d *Decision, now, n int64) (waits bool) {
 	return false
 }
 
-// takeKeyed decides n tokens of key hash h's bucket into d and counts an
+// TakeKeyed decides n tokens of key hash h's bucket into d and counts an
 // admit for gossip. It reports a wait for the report as takeGlobal does.
-func (e *engine) takeKeyed(d *Decision, h uint64, rule *bucket.Rule, now, n int64) (waits bool) {
+func (e *Engine) TakeKeyed(d *render.Decision, h uint64, rule *bucket.Rule, now, n int64) (waits bool) {
 	if e.mode.get() == modeFailClosed {
 		*d = closedDecision(rule)
 		return false
@@ -158,7 +159,7 @@ func (e *engine) takeKeyed(d *Decision, h uint64, rule *bucket.Rule, now, n int6
 		ent := e.keys.Get(h, at)
 		if ent == nil {
 			// No room before the next flush clears some buckets' counts.
-			*d = Decision(bucket.NoRoom(rule, e.tick))
+			*d = bucket.NoRoom(rule, e.tick)
 			return false
 		}
 		if wait, capped := e.overCap(ent.pending.Load()+ent.inflight.Load(), rule, n); capped {
@@ -170,7 +171,7 @@ func (e *engine) takeKeyed(d *Decision, h uint64, rule *bucket.Rule, now, n int6
 		if k != nil && k.share.on.Load() {
 			ok = takeShared(d, &ent.tat, rule, at, n, &k.share)
 		} else {
-			ok = bucket.TakeInto(d.raw(), &ent.tat, rule, at, n)
+			ok = bucket.TakeInto(d, &ent.tat, rule, at, n)
 		}
 		if ok {
 			if d.Allowed {
@@ -184,20 +185,20 @@ func (e *engine) takeKeyed(d *Decision, h uint64, rule *bucket.Rule, now, n int6
 	}
 }
 
-// refundGlobal gives back n tokens of the global bucket: to the standalone
+// RefundGlobal gives back n tokens of the global bucket: to the standalone
 // word once the counted word is handed back. It reports false for a
 // refund refused (refundable).
-func (e *engine) refundGlobal(now, n int64) bool {
-	applied, refused := e.word.refund(e.rules.dflt(), e.bucketTime(now), n)
+func (e *Engine) RefundGlobal(now, n int64) bool {
+	applied, refused := e.word.refund(e.rules.Default(), e.bucketTime(now), n)
 	if !applied {
-		return bucket.Refund(e.standalone, e.rules.dflt(), standaloneTime(now), n)
+		return bucket.Refund(e.standalone, e.rules.Default(), bucket.StandaloneTime(now), n)
 	}
 	return !refused
 }
 
-// refundKeyed gives back n tokens of key hash h's bucket, taking them out
+// RefundKeyed gives back n tokens of key hash h's bucket, taking them out
 // of the count not yet sent. It reports false for a refund refused.
-func (e *engine) refundKeyed(h uint64, rule *bucket.Rule, now, n int64) bool {
+func (e *Engine) RefundKeyed(h uint64, rule *bucket.Rule, now, n int64) bool {
 	ent := e.keys.Lookup(h)
 	if ent == nil {
 		return bucket.Refundable(rule, 0, n) // a full bucket: nothing to give back
@@ -212,14 +213,14 @@ func (e *engine) refundKeyed(h uint64, rule *bucket.Rule, now, n int64) bool {
 // countedSource is a clustered limiter's global bucket as the source of
 // leases: a lease's tokens are counted for gossip as they are handed out,
 // within the node's cap of unreported tokens.
-type countedSource struct{ e *engine }
+type countedSource struct{ e *Engine }
 
 func (s countedSource) TakeUpTo(rule *bucket.Rule, at bucket.Time, n int64) (int64, time.Duration, bool) {
 	e, c := s.e, &s.e.word
 	room := rule.LocalCap.Load() - c.unheard()
 	if room < 1 {
 		e.send.kick()
-		return 0, reportRetry, false
+		return 0, ReportRetry, false
 	}
 	got, count, retry, contended, ok := c.takeUpTo(rule, at, n, room, &e.fair.share)
 	if !ok { // handed back: the limiter is closing
@@ -236,7 +237,7 @@ func (s countedSource) TakeUpTo(rule *bucket.Rule, at bucket.Time, n int64) (int
 // the limiter's: at plus the lag.
 func (s countedSource) GiveBack(rule *bucket.Rule, at bucket.Time, n int64) {
 	if applied, _ := s.e.word.refund(rule, at, n); !applied {
-		_ = bucket.Refund(s.e.standalone, rule, standaloneTime(int64(at)+s.e.view.lag.Load()), n)
+		_ = bucket.Refund(s.e.standalone, rule, bucket.StandaloneTime(int64(at)+s.e.view.lag.Load()), n)
 	}
 }
 
@@ -248,9 +249,9 @@ func (s countedSource) GiveBack(rule *bucket.Rule, at bucket.Time, n int64) {
 // arrived: by then its replica knows the bucket is spent. A lone node
 // waits for nothing but its own report, a few milliseconds, and the
 // real-clock forms of Allow and Take wait that out instead of refusing.
-func (e *engine) overCap(unheard int64, rule *bucket.Rule, n int64) (Decision, bool) {
+func (e *Engine) overCap(unheard int64, rule *bucket.Rule, n int64) (render.Decision, bool) {
 	if unheard+n <= rule.LocalCap.Load() || e.mode.get() == modeStopped {
-		return Decision{}, false
+		return render.Decision{}, false
 	}
 	e.send.kick()
 	return waitDecision(rule), true
@@ -258,22 +259,22 @@ func (e *engine) overCap(unheard int64, rule *bucket.Rule, n int64) (Decision, b
 
 // countKeyed counts an admit of key hash h for gossip, unless the limiter
 // has closed.
-func (e *engine) countKeyed(h uint64, ent *clusterEntry, rule *bucket.Rule, n int64) {
+func (e *Engine) countKeyed(h uint64, ent *clusterEntry, rule *bucket.Rule, n int64) {
 	if e.mode.get() == modeStopped {
 		return
 	}
 	e.send.countKeyed(h, ent, rule, n)
 }
 
-func closedDecision(rule *bucket.Rule) Decision {
-	return Decision{BucketSize: rule.BucketSize, RetryAfter: time.Second, ResetAfter: time.Second, Window: rule.Window()}
+func closedDecision(rule *bucket.Rule) render.Decision {
+	return render.Decision{BucketSize: rule.BucketSize, RetryAfter: time.Second, ResetAfter: time.Second, Window: rule.Window()}
 }
 
-// reportRetry is how long a request that waits for the report (overCap, or the
+// ReportRetry is how long a request that waits for the report (overCap, or the
 // pre-contact share) waits before it is worth trying again: the next
 // flush, and its flight to the peers.
-const reportRetry = time.Duration(minFlushGap + reportFlight)
+const ReportRetry = time.Duration(minFlushGap + reportFlight)
 
-func waitDecision(rule *bucket.Rule) Decision {
-	return Decision{BucketSize: rule.BucketSize, RetryAfter: reportRetry, ResetAfter: reportRetry, Window: rule.Window()}
+func waitDecision(rule *bucket.Rule) render.Decision {
+	return render.Decision{BucketSize: rule.BucketSize, RetryAfter: ReportRetry, ResetAfter: ReportRetry, Window: rule.Window()}
 }

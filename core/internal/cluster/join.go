@@ -1,4 +1,4 @@
-package gopherpace
+package cluster
 
 // Joining: what a node does when it first hears its peers. The first frame
 // ends the pre-contact share; a peer that has been up for a while tells
@@ -56,7 +56,7 @@ func (j *joining) contact(now int64, peerInc uint64, level int64) (joined bool) 
 		j.learned = true
 		j.log.Info("joined a running cluster: starting from its level", "node", j.name, "tokens", max(level, 0))
 		b := j.view.bucketTime(now)
-		j.word.lowerTo(j.rules.dflt(), b, level)
+		j.word.lowerTo(j.rules.Default(), b, level)
 		return true
 	}
 	return false

@@ -1,4 +1,4 @@
-package gopherpace
+package cluster
 
 import (
 	"math/rand/v2"
@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/pedreviljoen/gopherpace/core/internal/bucket"
+	"github.com/pedreviljoen/gopherpace/core/internal/render"
 )
 
 type (
@@ -227,7 +228,7 @@ func TestRebuildLosesNoSpend(t *testing.T) {
 		})
 	})
 	t.Run("pointer", func(t *testing.T) {
-		s := newClusterStore(1<<30, nil, nil)
+		s := NewStore(1<<30, nil, nil)
 		rebuildLosesNoSpend(t, s, func(h uint64) int64 {
 			if e := s.Lookup(h); e != nil {
 				return e.tat.Load()
@@ -256,8 +257,8 @@ func rebuildLosesNoSpend[S, E any, PS bucket.SlotValue[S, E], P bucket.Entry[E]]
 			rng := rand.New(rand.NewPCG(uint64(g), 3))
 			for first := true; !done.Load(); first = false {
 				i := rng.IntN(hot)
-				var d Decision
-				s.Take((&d).raw(), uint64(i)<<bucket.ShardBits|uint64(i%shards), rule, bucket.Time(now), 1)
+				var d render.Decision
+				s.Take(&d, uint64(i)<<bucket.ShardBits|uint64(i%shards), rule, bucket.Time(now), 1)
 				if !d.Allowed {
 					t.Errorf("key %d denied", i)
 					if first {
