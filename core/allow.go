@@ -2,8 +2,6 @@ package gopherpace
 
 import (
 	"time"
-
-	"github.com/pedreviljoen/gopherpace/core/internal/bucket"
 )
 
 // The paths of a one-token Allow. Allow is the hot path, so it has a few
@@ -62,25 +60,4 @@ func (l *Limiter) refused(retry time.Duration) (bool, time.Duration) {
 	}
 	l.counts.denied.Add(1)
 	return false, retry
-}
-
-// stealOr answers a one-token request that the global bucket denied: with
-// a token from any processor's fresh lease if there is one, otherwise with
-// the denial.
-func stealOr(lz *bucket.Leases, at bucket.Time, retry time.Duration) (bool, time.Duration) {
-	if lz != nil && lz.Steal(at) {
-		return true, 0
-	}
-	return false, retry
-}
-
-// stealInto is stealOr for a Decision of n tokens: only a one-token
-// denial can be turned into an admit.
-func stealInto(lz *bucket.Leases, d *Decision, at bucket.Time, n int64) {
-	if d.Allowed || n != 1 {
-		return
-	}
-	if ok, _ := stealOr(lz, at, 0); ok {
-		d.Allowed, d.RetryAfter = true, 0
-	}
 }

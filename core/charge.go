@@ -116,10 +116,10 @@ func (d *decider) chargeKeyed(h uint64, rule *bucket.Rule, now, n int64) (charge
 
 func (s *standalone) chargeGlobal(now, n int64) (int64, int64) {
 	rule := s.rules.Default()
-	return bucket.Debit(&s.global.TAT, rule, standaloneTime(now), n, bucket.ChargeDebt(rule))
+	return bucket.Debit(&s.global.TAT, rule, bucket.StandaloneTime(now), n, bucket.ChargeDebt(rule))
 }
 
 func (s *standalone) chargeKeyed(h uint64, rule *bucket.Rule, now, n int64) (int64, int64, bool) {
-	e, charged, ahead := s.keys.Debit(h, rule, standaloneTime(now), n, bucket.ChargeDebt(rule))
+	e, charged, ahead := s.keys.Debit(h, rule, bucket.StandaloneTime(now), n, bucket.ChargeDebt(rule))
 	return charged, ahead, e != nil
 }

@@ -188,13 +188,8 @@ func (d *decider) close() {
 // leases, and the keyed store.
 type standalone Limiter
 
-// standaloneTime is the limiter's time now as a time on a standalone
-// word's clock, which has no lag: the standalone decider's, and the word
-// a clustered limiter hands its global bucket back to on Close.
-func standaloneTime(now int64) bucket.Time { return bucket.Time(now) }
-
 func (s *standalone) allow(now int64) (bool, time.Duration, bool) {
-	lz, rule, at := s.leases, s.rules.Default(), standaloneTime(now)
+	lz, rule, at := s.leases, s.rules.Default(), bucket.StandaloneTime(now)
 	// The global bucket is never evicted, so the lean path applies.
 	if lz == nil {
 		ok, retry, _ := bucket.Allow(&s.global.TAT, rule, at, 1)
@@ -209,44 +204,44 @@ func (s *standalone) allow(now int64) (bool, time.Duration, bool) {
 		lz.Lost(at)
 	}
 	if !ok {
-		ok, retry = stealOr(lz, at, retry)
+		ok, retry = lz.StealOr(at, retry)
 	}
 	return ok, retry, false
 }
 
 func (s *standalone) takeGlobal(d *Decision, now, n int64) bool {
-	at := standaloneTime(now)
+	at := bucket.StandaloneTime(now)
 	bucket.TakeInto(d.raw(), &s.global.TAT, s.rules.Default(), at, n)
-	stealInto(s.leases, d, at, n)
+	s.leases.StealInto(d.raw(), at, n)
 	return false
 }
 
 func (s *standalone) takeKeyed(d *Decision, h uint64, rule *bucket.Rule, now, n int64) bool {
-	s.keys.Take(d.raw(), h, rule, standaloneTime(now), n)
+	s.keys.Take(d.raw(), h, rule, bucket.StandaloneTime(now), n)
 	return false
 }
 
 func (s *standalone) refundGlobal(now, n int64) bool {
-	return bucket.Refund(&s.global.TAT, s.rules.Default(), standaloneTime(now), n)
+	return bucket.Refund(&s.global.TAT, s.rules.Default(), bucket.StandaloneTime(now), n)
 }
 
 func (s *standalone) refundKeyed(h uint64, rule *bucket.Rule, now, n int64) bool {
 	ok := bucket.Refundable(rule, 0, n) // a key with no bucket is full
-	s.keys.With(h, func(e *bucket.PlainEntry) { ok = bucket.Refund(&e.TAT, rule, standaloneTime(now), n) })
+	s.keys.With(h, func(e *bucket.PlainEntry) { ok = bucket.Refund(&e.TAT, rule, bucket.StandaloneTime(now), n) })
 	return ok
 }
 
 func (s *standalone) peekGlobal(now int64) (tat int64, at bucket.Time, leased int64) {
 	if s.leases != nil {
-		leased = s.leases.Leased(standaloneTime(now))
+		leased = s.leases.Leased(bucket.StandaloneTime(now))
 	}
-	return s.global.TAT.Load(), standaloneTime(now), leased
+	return s.global.TAT.Load(), bucket.StandaloneTime(now), leased
 }
 
 func (s *standalone) peekKeyed(h uint64, now int64) (tat int64, at bucket.Time) {
 	tat = bucket.NeverUsed
 	s.keys.With(h, func(e *bucket.PlainEntry) { tat = e.TAT.Load() })
-	return tat, standaloneTime(now)
+	return tat, bucket.StandaloneTime(now)
 }
 
 func (s *standalone) resetGlobal(int64) { bucket.Refill(&s.global.TAT) }
@@ -258,23 +253,23 @@ func (s *standalone) resetKeyed(h uint64) {
 func (s *standalone) changeTime() int64 { return int64(time.Since(s.epoch)) }
 
 func (s *standalone) reprice(now int64, pick func(h uint64, global bool) (from, to *bucket.Rule)) {
-	at := standaloneTime(now)
+	at := bucket.StandaloneTime(now)
 	if from, to := pick(0, true); from != nil {
-		repriceWord(&s.global.TAT, from, to, at)
+		bucket.Reprice(&s.global.TAT, from, to, at)
 	}
 	s.keys.Each(func(h uint64, e *bucket.PlainEntry) {
 		if from, to := pick(h, false); from != nil {
-			repriceWord(&e.TAT, from, to, at)
+			bucket.Reprice(&e.TAT, from, to, at)
 		}
 	})
 }
 
 func (s *standalone) repriceKey(now int64, h uint64, from, to *bucket.Rule) {
-	s.keys.With(h, func(e *bucket.PlainEntry) { repriceWord(&e.TAT, from, to, standaloneTime(now)) })
+	s.keys.With(h, func(e *bucket.PlainEntry) { bucket.Reprice(&e.TAT, from, to, bucket.StandaloneTime(now)) })
 }
 
 func (s *standalone) fillStats(st *Stats, now int64) (at bucket.Time, tat int64) {
-	at = standaloneTime(now)
+	at = bucket.StandaloneTime(now)
 	st.LiveKeys, st.KeysEvicted = s.keys.LiveAt(at), s.keys.EvictedCount()
 	return at, s.global.TAT.Load()
 }

@@ -119,7 +119,7 @@ func (f *InFlight) hash(key string) uint64 {
 	return 1 // 0 is the keyless limit's
 }
 
-func (f *InFlight) now() int64 { return clampNanos(f.clock.Now().Sub(f.epoch)) }
+func (f *InFlight) now() int64 { return bucket.ClampNanos(f.clock.Now().Sub(f.epoch)) }
 
 // TryAcquire takes a slot of key's if one is free, and returns the func
 // that gives it back, to call once the request is done (calling it again

@@ -159,9 +159,7 @@ func New(opts ...Option) (*Limiter, error) {
 // nanos converts a caller's time to nanoseconds since the limiter's epoch,
 // clamped to ±bucket.MaxNow (146 years): any time.Time a caller passes, the zero
 // value included, gives a time the buckets' arithmetic handles.
-func (l *Limiter) nanos(now time.Time) int64 { return clampNanos(now.Sub(l.epoch)) }
-
-func clampNanos(d time.Duration) int64 { return min(max(int64(d), -bucket.MaxNow), bucket.MaxNow) }
+func (l *Limiter) nanos(now time.Time) int64 { return bucket.ClampNanos(now.Sub(l.epoch)) }
 
 // RefillRate is the default rule's rate in whole tokens per second,
 // rounded down: 0 for rates below one a second (see Rate).

@@ -97,7 +97,7 @@ func (d *decider) reserveGlobal(now, n, ahead int64) (wait int64, ok, waits bool
 	if d.eng != nil {
 		return d.eng.ReserveGlobal(now, n, ahead)
 	}
-	wait, ok, _ = bucket.Reserve(&d.solo.global.TAT, d.solo.rules.Default(), standaloneTime(now), n, ahead)
+	wait, ok, _ = bucket.Reserve(&d.solo.global.TAT, d.solo.rules.Default(), bucket.StandaloneTime(now), n, ahead)
 	return wait, ok, false
 }
 
@@ -105,7 +105,7 @@ func (d *decider) reserveKeyed(h uint64, rule *bucket.Rule, now, n, ahead int64)
 	if d.eng != nil {
 		return d.eng.ReserveKeyed(h, rule, now, n, ahead)
 	}
-	at := standaloneTime(now)
+	at := bucket.StandaloneTime(now)
 	for {
 		e := d.solo.keys.Get(h, at)
 		if e == nil {

@@ -2,7 +2,6 @@ package gopherpace
 
 import (
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/pedreviljoen/gopherpace/core/internal/bucket"
@@ -132,26 +131,4 @@ func (l *Limiter) reprice(now int64, pick func(h uint64, global bool) (from, to 
 // repriceKey reprices key hash h's live bucket from one rule to another.
 func (l *Limiter) repriceKey(now int64, h uint64, from, to *bucket.Rule) {
 	l.dec.repriceKey(now, h, from, to)
-}
-
-// repriceWord moves a plain word from one rule to another at now,
-// keeping the tokens it has spent (see the top of this file).
-func repriceWord(tat *atomic.Int64, from, to *bucket.Rule, at bucket.Time) {
-	now := int64(at)
-	for {
-		old := tat.Load()
-		if old == bucket.Evicted || old <= now {
-			return // gone, or full: nothing is owed
-		}
-		next := now + repriced(old-now, from, to)
-		if tat.CompareAndSwap(old, next) {
-			return
-		}
-	}
-}
-
-// repriced is ahead ns of spent tokens at from's price, at to's: whole
-// tokens, rounded up, capped at to's ceiling.
-func repriced(ahead int64, from, to *bucket.Rule) int64 {
-	return bucket.CostOf(bucket.CeilDiv(ahead, from.Interval), to.Interval, to.Ceiling)
 }

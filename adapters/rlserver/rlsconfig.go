@@ -116,7 +116,7 @@ type rule struct {
 	// perValue: the rule has a bucket per distinct value of the levels
 	// that take many values. Otherwise it has one bucket, the limiter's
 	// global one. Either way a contended bucket shares its rate out by each
-	// replica's offered load (core/fairness.go, core/key_shares.go).
+	// replica's offered load (core/internal/cluster: fairness.go, key_shares.go).
 	perValue bool
 	at       string // file:line, for messages
 	// limiter is the limiter of the rule's rate, set when its config is
