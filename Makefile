@@ -199,7 +199,7 @@ fuzz:
 	cd core && GOWORK=off $(GO) test -run '^$$' -fuzz FuzzOpenRelay -fuzztime 30s ./internal/wire
 	cd core && GOWORK=off $(GO) test -run '^$$' -fuzz FuzzOpenDigest -fuzztime 30s ./internal/wire
 	cd core && GOWORK=off $(GO) test -run '^$$' -fuzz FuzzDecodeGauges -fuzztime 30s ./internal/wire
-	cd core && GOWORK=off $(GO) test -run '^$$' -fuzz FuzzCountedDecidesLikeBucket -fuzztime 30s .
+	cd core && GOWORK=off $(GO) test -run '^$$' -fuzz FuzzCountedDecidesLikeBucket -fuzztime 30s ./internal/cluster
 	cd core && GOWORK=off $(GO) test -run '^$$' -fuzz FuzzLeasingNeverExceedsRate -fuzztime 30s .
 	cd core && GOWORK=off $(GO) test -run '^$$' -fuzz FuzzReceive -fuzztime 30s .
 	cd core && GOWORK=off $(GO) test -run '^$$' -fuzz FuzzParseHost -fuzztime 30s ./clientip
