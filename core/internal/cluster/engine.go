@@ -32,9 +32,10 @@ import (
 //	fairShares     fairness.go, load.go     the share while contended, offered load, resyncs of the replica
 //	joining        join.go                  first contact, and joining a running cluster
 //
-// The engine itself holds only the lifecycle (start, the tick, stop) and the
-// wiring; the request path (decide_clustered.go) is its entry point for
-// callers.
+// A part reaches another only through the interfaces of links.go, which
+// name every method it calls on it. The engine itself holds only the
+// lifecycle (start, the tick, stop) and the wiring; the request path
+// (decide_clustered.go) is its entry point for callers.
 //
 // Locking: one lock, engine.mu, is held by every entry point other than the
 // request path: a tick, a kicked flush, a frame arriving, stop, Peers and

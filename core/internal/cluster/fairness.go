@@ -44,8 +44,8 @@ import (
 // and receive.
 type fairShares struct {
 	*engineEnv
-	word *countedWord
-	view *peerView // the peers in sight, the buckets' clock
+	word sharedWord
+	view sharesView // the peers in sight, the buckets' clock
 
 	share  shareBucket        // while contended, what this node may admit
 	denied bucket.ProcCounter // tokens refused for want of tokens (deniedDemand)
@@ -92,6 +92,9 @@ func (fs *fairShares) deniedDemand(n int64, waits bool) {
 		fs.denied.Add(n)
 	}
 }
+
+// slicing reports whether the share is on and sliced. Lock-free.
+func (fs *fairShares) slicing() bool { return fs.share.slicing() }
 
 const (
 	// contendedRatio: below this admit ratio the bucket counts as contended.
@@ -427,7 +430,7 @@ func (fs *fairShares) rebalance(now int64, reported uint64) {
 	// (300 nodes: one at 1.15 of the cluster's ratio, against 1.07).
 	if now < fs.newcomerUntil { // checked first: unheard reads every peer
 		if n := float64(fs.view.unheard(now)); n > 0 {
-			admits += min(a, rule.PerSecond()/float64(max(1, fs.view.stats.known.Load()))) * n
+			admits += min(a, rule.PerSecond()/float64(max(1, fs.view.knownNodes()))) * n
 			demand += d * n
 		}
 	}

@@ -9,9 +9,9 @@ package cluster
 // receive.
 type joining struct {
 	*engineEnv
-	word *countedWord
-	mode *modeState
-	view *peerView // the buckets' clock
+	word joiningWord
+	mode modeSwitch
+	view bucketClock
 
 	contacted bool // a peer's frame has arrived
 	learned   bool // this node has settled newcomer or founder

@@ -48,7 +48,7 @@ import (
 // pointer to it.
 type keyShares struct {
 	*engineEnv
-	view      *peerView // the buckets' clock
+	view      bucketClock
 	hot       map[uint64]*keyShare
 	tableFull atomic.Uint64 // keys not made hot because maxHotKeys were (Stats)
 }

@@ -39,7 +39,7 @@ import (
 // and Stats.
 type peerView struct {
 	*engineEnv
-	mode *modeState
+	mode modeSwitch
 	// onRefresh runs after every read of the member list (the receiver
 	// replays the frames of senders now listed).
 	onRefresh func(now int64, added bool)
@@ -162,6 +162,16 @@ func (v *peerView) stream(p *peer, inc uint64) *stream {
 // idle starts this node's vouching for its idle peers: it has no news
 // either (sender.flush, on its first idle heartbeat).
 func (v *peerView) idle() { v.vouching = true }
+
+// withheldShare is the share of the refill this node withholds for peers
+// out of its sight, which its frames report.
+func (v *peerView) withheldShare() float64 { return v.withheld }
+
+// partial reports that some known peer is out of sight.
+func (v *peerView) partial() bool { return v.stats.visible.Load() < v.stats.known.Load() }
+
+// knownNodes counts this node and the peers it knows.
+func (v *peerView) knownNodes() int64 { return v.stats.known.Load() }
 
 // awake ends this node's vouching, for it has news: its idle peers must
 // be heard again, and get suspectAfter from now for it (the news that woke

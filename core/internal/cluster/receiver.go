@@ -22,12 +22,12 @@ import (
 // held by the engine's receive and tick.
 type receiver struct {
 	*engineEnv
-	word *countedWord
-	view *peerView
-	fair *fairShares
-	join *joining
+	word chargedWord
+	view receiverView
+	fair loadObserver
+	join contactNoter
 	// keyShares learns the peers' load of hot keys.
-	keyShares *keyShares
+	keyShares hotKeyHearer
 	// onJoinedRunning runs when this node learns that it joined a running
 	// cluster (engine.go).
 	onJoinedRunning func(now int64)

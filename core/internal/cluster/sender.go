@@ -35,12 +35,12 @@ import (
 // lock, held by the engine's tick, its kicked flush and stop.
 type sender struct {
 	*engineEnv
-	word      *countedWord
-	fair      *fairShares // the offered load and the level a frame reports
-	keyShares *keyShares  // the hot keys, whose refusals a frame reports
-	view      *peerView   // the buckets' clock, the share withheld
-	onKick    func()      // the engine's entry point for a kicked flush
-	onArmed   func()      // and for an armed one
+	word      reportedWord
+	fair      reportedLoad    // the offered load and the level a frame reports
+	keyShares reportedHotKeys // the hot keys, whose refusals a frame reports
+	view      senderView      // the buckets' clock, the share withheld
+	onKick    func()          // the engine's entry point for a kicked flush
+	onArmed   func()          // and for an armed one
 
 	kicked, flushArmed atomic.Bool
 	flushDelay         int64 // the longest a first unreported admit waits; fixed
@@ -131,7 +131,7 @@ func (s *sender) wake(now int64) {
 func (s *sender) counted(v, n int64, rule *bucket.Rule) {
 	if at := rule.FlushAt.Load(); v >= at && v-n < at {
 		s.kick()
-	} else if v == n && !s.fair.share.slicing() {
+	} else if v == n && !s.fair.slicing() {
 		s.armFlush()
 	}
 }
@@ -293,7 +293,7 @@ func (s *sender) flush(now int64, heartbeat, leaving, atOnce bool) [][]byte {
 	// idle frames may be what it missed (a partition shorter than the
 	// failure detector leaves the member list as it was), and an idle peer
 	// that hears this frame wakes, so that this node hears it again.
-	partial := s.view.stats.visible.Load() < s.view.stats.known.Load()
+	partial := s.view.partial()
 	idle := false
 	if global > 0 || len(batch) > 0 || demand != s.lastDemand || partial || leaving || s.floor {
 		s.busy(now)
@@ -318,7 +318,7 @@ func (s *sender) flush(now int64, heartbeat, leaving, atOnce bool) [][]byte {
 	carries := len(batch) > 0
 	var frames [][]byte
 	f := wire.Frame{Leaving: leaving, Idle: idle, Partial: partial, Limiter: s.id, Incarnation: s.inc, GlobalSum: s.globalSum, Global: global,
-		KeyHashID: s.keyHashID, DemandSum: demand, Level: s.fair.levelTokens(now), Withheld: uint64(s.view.withheld * wire.WithheldOne)}
+		KeyHashID: s.keyHashID, DemandSum: demand, Level: s.fair.levelTokens(now), Withheld: uint64(s.view.withheldShare() * wire.WithheldOne)}
 	for first := true; first || len(batch) > 0; first = false {
 		// Fill one frame with as many entries as fit.
 		room, n := s.maxFrame-wire.HeaderMax, 0
