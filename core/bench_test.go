@@ -246,7 +246,7 @@ func crowdLimiterOn(b testing.TB, tr Transport) *Limiter {
 // one more admit (the global total, the demand total and the level move),
 // through the hub's split and dispatch, the engine's lock, the decoder,
 // the peer's stream, its load and offsets, and the debit. The clock moves
-// 1/21,000 s a frame: the all-to-all rate at N = 1,000. %core is
+// 1/21,000 s a frame: the all-to-all rate at N = 1,000. %core is
 // what that rate costs one core.
 func BenchmarkReceive(b *testing.B) {
 	const peers, rate = 999, 21_000
