@@ -183,7 +183,10 @@ func copyTracked(t *testing.T, dir, dst string) {
 // proxyEnv is a user's environment with proxy as the module proxy: no
 // workspace, a module cache of its own (the versions zipped here must not
 // reach the machine's), and the machine's module cache as a second proxy
-// for everything from elsewhere.
+// for everything from elsewhere. Builds are -trimpath: a module cache of
+// its own puts every dependency under a new directory each run, which
+// without it misses the build cache for all of them (62 s a run on the
+// 2-core machine; 17 s once the trimmed builds are cached).
 func proxyEnv(t *testing.T, proxy string) []string {
 	t.Helper()
 	out, err := exec.Command("go", "env", "GOMODCACHE").Output()
@@ -198,7 +201,7 @@ func proxyEnv(t *testing.T, proxy string) []string {
 		}
 	}
 	return append(env,
-		"GOWORK=off", "GOTOOLCHAIN=local", "GOSUMDB=off",
+		"GOWORK=off", "GOTOOLCHAIN=local", "GOSUMDB=off", "GOFLAGS=-trimpath",
 		"GOPROXY=file://"+filepath.ToSlash(proxy)+",file://"+filepath.ToSlash(cache)+",https://proxy.golang.org",
 		"GOMODCACHE="+t.TempDir(),
 	)
