@@ -2,9 +2,11 @@ package rlserver
 
 import (
 	"context"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -41,17 +43,20 @@ func TestStatsdUnderThePeersNames(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	want := map[string]bool{
-		"ratelimit.service.rate_limit.sd.user.total_hits:3|c|#env:test":   false,
-		"ratelimit.service.rate_limit.sd.user.within_limit:2|c|#env:test": false,
-		"ratelimit.service.rate_limit.sd.user.over_limit:1|c|#env:test":   false,
-		"ratelimit.service.config_load_success:1|c|#env:test":             false,
+	// A flush reads the counters one by one while requests land, so a
+	// name's count may arrive split over several lines: sum them.
+	want := map[string]int{
+		"ratelimit.service.rate_limit.sd.user.total_hits":   3,
+		"ratelimit.service.rate_limit.sd.user.within_limit": 2,
+		"ratelimit.service.rate_limit.sd.user.over_limit":   1,
+		"ratelimit.service.config_load_success":             1,
 	}
+	got := map[string]int{}
 	buf := make([]byte, 64<<10)
 	deadline := time.Now().Add(10 * time.Second)
-	for missing := len(want); missing > 0; {
+	for !maps.Equal(pick(got, want), want) {
 		if time.Now().After(deadline) {
-			t.Fatalf("statsd lines not seen in 10 s: %v", want)
+			t.Fatalf("statsd counts after 10 s: %v, want %v", got, want)
 		}
 		_ = udp.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
 		n, _, err := udp.ReadFrom(buf)
@@ -59,10 +64,33 @@ func TestStatsdUnderThePeersNames(t *testing.T) {
 			continue
 		}
 		for _, line := range strings.Split(string(buf[:n]), "\n") {
-			if seen, ok := want[line]; ok && !seen {
-				want[line] = true
-				missing--
+			name, rest, ok := strings.Cut(line, ":")
+			if !ok {
+				continue
 			}
+			value, tags, ok := strings.Cut(rest, "|c|")
+			if !ok {
+				t.Fatalf("not a statsd count: %q", line)
+			}
+			if tags != "#env:test" {
+				t.Fatalf("line %q: tags %q, want #env:test", line, tags)
+			}
+			v, err := strconv.Atoi(value)
+			if err != nil {
+				t.Fatalf("line %q: %v", line, err)
+			}
+			got[name] += v
 		}
 	}
+}
+
+// pick is got restricted to want's names.
+func pick(got, want map[string]int) map[string]int {
+	out := make(map[string]int, len(want))
+	for name := range want {
+		if v, ok := got[name]; ok {
+			out[name] = v
+		}
+	}
+	return out
 }
