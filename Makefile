@@ -25,7 +25,7 @@ QUIET_RLSERVER := ^TestThreeReplicasEnforceOneEnvoyLimit$$
 # also runs under it in the real-time and concurrent tests. So do the
 # checks that read the core's source (each part writes only its own state;
 # the layers as design.md draws them), which run no code of the core.
-CORE_SIMS := ^(TestEachPartWritesOnlyItsOwnState|TestTheLayersAreAsDrawn|TestAccuracy|TestAccuracyKeyedTransitions|TestGroupedCluster|TestTinySharesDoNotBurst|TestSimulationsRepeatExactly|TestMatesHearEachOtherDirectly|TestKeyedSharesFollowOfferedLoad|TestAFirstBurstThatWaitsForItsReportIsNotGated|TestAStormOverTenNodesNamesItsFiveHeavyKeys)$$
+CORE_SIMS := ^(TestEachPartWritesOnlyItsOwnState|TestTheLayersAreAsDrawn|TestAccuracy|TestAccuracyKeyedTransitions|TestGroupedCluster|TestTinySharesDoNotBurst|TestLockstepArrivalsStayWithinTheBound|TestACutDoesNotStallTheShares|TestSimulationsRepeatExactly|TestMatesHearEachOtherDirectly|TestKeyedSharesFollowOfferedLoad|TestAFirstBurstThatWaitsForItsReportIsNotGated|TestAStormOverTenNodesNamesItsFiveHeavyKeys)$$
 # Tools built once per checkout (untracked), and each part's time.
 BIN := $(CURDIR)/.bin
 TIMES := $(CURDIR)/.test-times

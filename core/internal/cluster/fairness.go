@@ -111,7 +111,10 @@ const (
 // shareBucket is what a node may admit from the global bucket while the bucket
 // is contended and its replica is below the gate: a small GCRA bucket of
 // its own, on the buckets' clock, refilling at this node's share of the
-// rate (one token every iv ns) and holding at most tol ns of tokens.
+// rate (one token every iv ns) and holding at most tol ns of tokens. A
+// request the replica refuses leaves it at most this node's phase of a
+// token (rephase), so that shares filled while the replica was empty come
+// due at staggered instants, not all at its first refill.
 //
 // While an even split of the bucket is under sliceBelow tokens (a
 // thousand nodes sharing a bucket of a thousand), a share is a fraction
@@ -139,7 +142,20 @@ type shareBucket struct {
 	// while contended, admitted or not; longestPause, the longest time
 	// between two such asks since the last tick (shareTolerance).
 	lastAsked, longestPause atomic.Int64
+
+	phase float64 // this node's place in a share token, in [0, 1): set by init
+
+	// ahead is how far the share's clock runs ahead of the buckets': the
+	// lag withheld at once for time already past (peerView.caughtUpLag).
+	// That lag charges the replica for what peers heard through relays
+	// may have admitted unseen; the shares had already held this node to
+	// its part of the rate then, and slowed with it they held the halves
+	// of a cut cluster to a third of their rate for half a second.
+	ahead atomic.Int64
 }
+
+// shareTime is now, on the buckets' clock, on the share's.
+func (q *shareBucket) shareTime(now int64) int64 { return now + q.ahead.Load() }
 
 // sliceOne is one token of credit; a fraction of 1/sliceOne is the
 // smallest share a sliced share prices.
@@ -158,10 +174,12 @@ const sliceFloor = 10
 // init readies a share: unspent at any time on the buckets' clock (zero
 // is a time like any other there, and after a long lag it lay far ahead:
 // FuzzReceive), with credit tokens of credit already earned, in
-// 1/sliceOne.
+// 1/sliceOne, which is also its phase (rephase): a fraction of a token
+// that differs from node to node.
 func (q *shareBucket) init(credit int64) {
 	q.tat.Store(math.MinInt64 / 4)
 	q.credit.Store(credit)
+	q.phase = float64(credit) / sliceOne
 }
 
 // turn switches the share on (the bucket is contended) or off.
@@ -187,7 +205,7 @@ func (q *shareBucket) needed(next, tolerance int64) bool {
 // changes leave the debt as it is, so that the share does not drift with
 // every tick's estimate.
 func (q *shareBucket) set(iv, tol int64, at bucket.Time) {
-	now := int64(at)
+	now := q.shareTime(int64(at))
 	q.sliced.Store(false)
 	old := q.iv.Swap(iv)
 	q.tol.Store(tol)
@@ -240,6 +258,7 @@ func (q *shareBucket) take(n, now int64) (bool, time.Duration) {
 	}
 	iv, tol := q.iv.Load(), q.tol.Load()
 	cost := bucket.CostOf(n, max(iv, 1), tol+iv)
+	now = q.shareTime(now)
 	for {
 		old := q.tat.Load()
 		next := max(old, now) + cost
@@ -280,7 +299,8 @@ func (q *shareBucket) takeSlice(n int64) (bool, time.Duration) {
 // needs share while the bucket is contended); held says its share was
 // taken already. A sliced share spends its credit as on an admit, so that
 // it saves up nothing while the replica is empty; a share bucket gets
-// back what was taken, as the bucket's refill paces it.
+// back what was taken, as the bucket's refill paces it, and one not yet
+// taken keeps at most its phase of a token (rephase).
 func (q *shareBucket) forfeit(n, now int64, held bool) {
 	switch {
 	case q.sliced.Load():
@@ -291,6 +311,21 @@ func (q *shareBucket) forfeit(n, now int64, held bool) {
 		q.giveBack(n, now)
 	case q.on.Load():
 		q.asked(now)
+		q.rephase(now)
+	}
+}
+
+// rephase leaves the share at most this node's phase of a token at now
+// (on the buckets' clock): every node's requests arriving at the same
+// instants, shares full at the refill let every node admit at once, and
+// 100 nodes spent clumps of 100 tokens every 175 ms.
+func (q *shareBucket) rephase(now int64) {
+	floor := q.shareTime(now) + q.tol.Load() - int64(q.phase*float64(q.iv.Load()))
+	for {
+		old := q.tat.Load()
+		if old >= floor || q.tat.CompareAndSwap(old, floor) {
+			return
+		}
 	}
 }
 
@@ -350,6 +385,7 @@ func (q *shareBucket) room(now int64) int64 {
 		return q.credit.Load() / sliceOne
 	}
 	iv := q.iv.Load()
+	now = q.shareTime(now)
 	return (now + q.tol.Load() - max(q.tat.Load(), now)) / iv
 }
 
@@ -362,6 +398,7 @@ func (q *shareBucket) giveBack(n, now int64) {
 	}
 	iv := max(q.iv.Load(), 1)
 	cost := bucket.CostOf(n, iv, q.tol.Load()+iv)
+	now = q.shareTime(now)
 	for {
 		old := q.tat.Load()
 		if q.tat.CompareAndSwap(old, max(old-cost, now)) {
@@ -382,6 +419,7 @@ func (fs *fairShares) demandTotal(reported uint64) uint64 {
 // share for the time since the last tick.
 func (fs *fairShares) rebalance(now int64, reported uint64) {
 	rule, q := fs.rules.Default(), &fs.share
+	q.ahead.Store(fs.view.caughtUpLag())
 	fs.pause = max(q.pauseSinceTick(), fs.pause-fs.pause/4)
 	// The admits not reported yet count as admits as well as demand: in
 	// the demand alone, a tick inside a burst that waits for its report

@@ -261,3 +261,80 @@ func TestShareHoldsWhatANodeEarnsOverItsPauses(t *testing.T) {
 		t.Errorf("a share of 10/s holds %d tokens; want the floor of 2", got)
 	}
 }
+
+// Shares filled while the replica was empty must not all come due at its
+// first refill: a request the replica refuses leaves a share at most its
+// node's phase of a token. With every node's requests at the same
+// instants, 100 nodes' full shares spent a clump of 100 tokens at each
+// refill.
+func TestRefusedSharesComeDueOutOfStep(t *testing.T) {
+	const nodes = 100
+	ms := int64(time.Millisecond)
+	iv := 100 * ms // 10 tokens a second each: an even split of 1,000/s
+	shares := make([]shareBucket, nodes)
+	for i := range shares {
+		shares[i].init(int64(i) * sliceOne / nodes)
+		shares[i].set(iv, 2*iv, 0) // holds two tokens, as shareTolerance gives
+		shares[i].on.Store(true)
+	}
+	t0 := int64(time.Second)
+	if room := shares[0].room(t0); room != 2 {
+		t.Fatalf("a share left alone holds %d tokens at the refill; want 2 (what rephase must undo)", room)
+	}
+	for i := range shares {
+		shares[i].forfeit(1, t0, false) // the empty replica refuses them all
+	}
+	due := make([]bool, nodes)
+	for at := t0; at < t0+iv; at += 10 * ms {
+		n := 0
+		for i := range shares {
+			if !due[i] && shares[i].room(at) >= 1 {
+				due[i] = true
+				n++
+			}
+		}
+		if at == t0 && n > 0 {
+			t.Fatalf("%d shares hold a token at the refusal itself; want none", n)
+		}
+		if n > 12 {
+			t.Fatalf("%d shares came due in the 10 ms to %v; want about 10 (a tenth of them)", n, time.Duration(at-t0))
+		}
+	}
+	for i := range shares {
+		if shares[i].room(t0+iv) < 1 {
+			t.Fatalf("share %d still holds no token a whole token's time after the refusal", i)
+		}
+	}
+}
+
+// The lag withheld at once for the past, when a peer heard through relays
+// is suspected, is the replicas' to pay: the shares' clock leaves it out.
+func TestSharesLeaveOutTheLagCaughtUp(t *testing.T) {
+	te := newTestEngine(t, 1000, 1000, 0)
+	te.mu.Lock()
+	defer te.mu.Unlock()
+	v := &te.view
+	now := int64(5 * time.Second)
+	v.lastFrame = now // relays still arrive: the relayed peer gets its slack
+	p := &peer{name: "far", heard: true, relayed: true, lastHeard: now - v.suspectOf(&peer{relayed: true}, now) - int64(10*time.Millisecond)}
+	since := now - int64(10*time.Millisecond)
+	const known = 2
+	early := p.lastHeard + v.suspectAfter()
+	lag0 := v.lag.Load()
+	v.slowClock(now, since, []*peer{p}, known, false)
+	if got, want := v.lag.Load()-lag0, (now-early)/known; got != want {
+		t.Fatalf("lag grew %v; want %v: the peer's share since it would have been suspected as a mate", time.Duration(got), time.Duration(want))
+	}
+	caught := v.caughtUpLag()
+	if want := (since - early) / known; caught != want {
+		t.Fatalf("caught up %v; want %v: the share of the time before this evaluation", time.Duration(caught), time.Duration(want))
+	}
+	v.slowClock(now+int64(10*time.Millisecond), now, []*peer{p}, known, false)
+	if v.caughtUpLag() != caught {
+		t.Fatalf("caught up %v after a second evaluation; want it unchanged at %v", time.Duration(v.caughtUpLag()), time.Duration(caught))
+	}
+	te.fair.rebalance(now, 0)
+	if got := te.fair.share.shareTime(now) - now; got != caught {
+		t.Fatalf("the shares' clock runs %v ahead of the buckets'; want %v", time.Duration(got), time.Duration(caught))
+	}
+}

@@ -83,6 +83,7 @@ type (
 		eachStream(f func(*stream))
 		unheard(now int64) int
 		knownNodes() int64
+		caughtUpLag() int64
 	}
 )
 

@@ -48,7 +48,11 @@ type peerView struct {
 	stats viewStats
 
 	// Under the engine's lock.
-	peers map[string]*peer
+	// caughtUp is the part of the lag withheld at once, for the past,
+	// when a peer heard through relays was suspected (slowClock): the
+	// shares' clock does not count it.
+	caughtUp int64
+	peers    map[string]*peer
 	// byName holds the same records in order of name: every pass over the
 	// peers goes in this order, so that sums of their rates and the choice
 	// among equals come out the same on every run of a simulation (a
@@ -95,6 +99,10 @@ func newPeerView(env *engineEnv, mode *modeState, onRefresh func(int64, bool)) p
 // buckets' clock, which runs behind it by the lag built up while peers
 // were out of sight. Lock-free.
 func (v *peerView) bucketTime(now int64) bucket.Time { return bucket.Time(now - v.lag.Load()) }
+
+// caughtUpLag is the part of the lag withheld at once for time already
+// past (slowClock).
+func (v *peerView) caughtUpLag() int64 { return v.caughtUp }
 
 // peer is the record of a listed member, or nil.
 func (v *peerView) peer(name string) *peer { return v.peers[name] }
@@ -425,7 +433,7 @@ func (v *peerView) slowClock(now, since int64, silent []*peer, known int, yield 
 		return
 	}
 	rule := v.rules.Default()
-	var lag int64
+	var lag, caughtUp int64
 	for _, pr := range silent {
 		from := max(since, pr.lastHeard+v.suspectOf(pr, now))
 		if now <= from {
@@ -437,7 +445,9 @@ func (v *peerView) slowClock(now, since int64, silent []*peer, known int, yield 
 			// once, as the mate's would have been all along (a 50/50
 			// split of 100 nodes admitted 1.2% over in 15 s, all of it
 			// in the slack, without this).
-			from, pr.owed = min(from, max(0, pr.lastHeard+v.suspectAfter())), true
+			early := min(from, max(0, pr.lastHeard+v.suspectAfter()))
+			caughtUp += (from - early) / int64(known)
+			from, pr.owed = early, true
 		}
 		share := (now - from) / int64(known)
 		lag += share
@@ -458,6 +468,7 @@ func (v *peerView) slowClock(now, since int64, silent []*peer, known int, yield 
 	}
 	if lag > 0 {
 		v.lag.Add(lag)
+		v.caughtUp += min(caughtUp, lag)
 	}
 }
 
