@@ -164,7 +164,7 @@ func TestThreeReplicasEnforceOneEnvoyLimit(t *testing.T) {
 	const (
 		rate    = 100 // a second, for each limit
 		offered = 5 * rate
-		run     = 4 * time.Second
+		run     = 8 * time.Second
 		// A run whose load generator fell further behind its schedule
 		// than this (a starved machine) measures the generator, not the
 		// cluster: it is made again on fresh buckets, up to attempts times.
