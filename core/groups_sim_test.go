@@ -326,14 +326,7 @@ func TestLockstepArrivalsStayWithinTheBound(t *testing.T) {
 func TestACutDoesNotStallTheShares(t *testing.T) {
 	t.Parallel()
 	const n = 100
-	var a, b []string
-	for i := range n {
-		if i%2 == 0 {
-			a = append(a, fmt.Sprintf("node-%d", i))
-		} else {
-			b = append(b, fmt.Sprintf("node-%d", i))
-		}
-	}
+	a, b := evenAndOdd(n)
 	const cutAt = 2 * time.Second
 	events := []simEvent{{cutAt, func(c *simCluster) { c.net.Partition(a, b) }}}
 	c := runScenario(t, scenario{name: "cut, N=100", nodes: n, events: events, duration: 4 * time.Second}, false)

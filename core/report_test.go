@@ -288,14 +288,7 @@ func churnScaleRow(t *testing.T) string {
 // split across the cut: the total within 1%, no second over R·w + 1.1·B.
 func splitScaleRow(t *testing.T) string {
 	const n = 100
-	var a, b []string
-	for i := range n {
-		if i%2 == 0 {
-			a = append(a, fmt.Sprintf("node-%d", i))
-		} else {
-			b = append(b, fmt.Sprintf("node-%d", i))
-		}
-	}
+	a, b := evenAndOdd(n)
 	events := []simEvent{
 		{5 * time.Second, func(c *simCluster) { c.net.Partition(a, b) }},
 		{10 * time.Second, func(c *simCluster) { c.net.Heal() }},

@@ -317,6 +317,21 @@ func (c *simCluster) names(idx ...int) []string {
 // crash stops a node without a goodbye.
 // crash stops node i with its machine, as a node failure does: nothing
 // answers for it, and only failure detection tells its peers.
+// evenAndOdd splits the names of a cluster of n nodes in two halves, the
+// even-numbered nodes and the odd, so that every group is split across
+// the cut between them.
+func evenAndOdd(n int) (even, odd []string) {
+	for i := range n {
+		name := fmt.Sprintf("node-%d", i)
+		if i%2 == 0 {
+			even = append(even, name)
+		} else {
+			odd = append(odd, name)
+		}
+	}
+	return even, odd
+}
+
 func (c *simCluster) crash(i int) {
 	n := c.nodes[i]
 	n.tr.CrashHost()
