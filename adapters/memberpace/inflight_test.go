@@ -42,7 +42,7 @@ const (
 // judged part, then the requests still held end.
 const (
 	warmUp = time.Second
-	judged = 3 * time.Second
+	judged = 6 * time.Second
 	hold   = 20 * time.Millisecond
 )
 
