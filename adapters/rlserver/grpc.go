@@ -3,10 +3,8 @@ package rlserver
 import (
 	"context"
 	"crypto/tls"
-	"errors"
 	"log/slog"
 	"slices"
-	"sync/atomic"
 	"time"
 
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -21,10 +19,8 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/mem"
-	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/reflection"
 	"google.golang.org/grpc/status"
-	"google.golang.org/grpc/tap"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -57,7 +53,10 @@ type grpcOptions struct {
 // the RateLimitService, so Kubernetes gRPC probes and Envoy's health
 // checks work) and, when asked, reflection (for grpcurl).
 func newGRPCServer(rls *rlsService, o grpcOptions) (*grpc.Server, *health.Server) {
-	calls := &callGuard{conns: o.conns, log: o.log, metrics: o.metrics}
+	calls := &callGuard{log: o.log, metrics: o.metrics}
+	if o.conns != nil {
+		calls.started = o.conns.CallStarted
+	}
 	var creds []grpc.ServerOption
 	if o.tls != nil {
 		creds = append(creds, grpc.Creds(credentials.NewTLS(o.tls)))
@@ -163,92 +162,6 @@ func setHealth(h *health.Server, refused error) {
 	}
 	h.SetServingStatus("", st)
 	h.SetServingStatus(rlspb.RateLimitService_ServiceDesc.ServiceName, st)
-}
-
-// errNoFirstMessage ends a call that sent no message in time.
-var errNoFirstMessage = errors.New("no request message within " + firstMessageTimeout.String())
-
-// callGuard sees every call as its stream opens, before any message: it
-// tells the connection cap that the call's connection is busy until the
-// call ends, and ends a call that sends no message within
-// firstMessageTimeout. A stream that never sends is otherwise held for
-// as long as its client likes: gRPC's own limits count it neither idle
-// nor in flight.
-type callGuard struct {
-	conns   *connlimit.Listener
-	log     *slog.Logger
-	metrics *serviceMetrics
-
-	silent   atomic.Uint64 // calls ended for sending nothing
-	lastWarn atomic.Int64
-}
-
-type firstMessageKey struct{}
-
-func (g *callGuard) tap(ctx context.Context, _ *tap.Info) (context.Context, error) {
-	done := func() {}
-	if p, ok := peer.FromContext(ctx); ok && g.conns != nil {
-		done = g.conns.CallStarted(p.Addr)
-	}
-	ctx, cancel := context.WithCancelCause(ctx)
-	timer := time.AfterFunc(firstMessageTimeout, func() {
-		cancel(errNoFirstMessage)
-		g.ended()
-	})
-	// The stream's context ends with the call, whichever way it ends.
-	context.AfterFunc(ctx, func() {
-		timer.Stop()
-		done()
-	})
-	return context.WithValue(ctx, firstMessageKey{}, timer), nil
-}
-
-// ended counts a call ended for its silence, and says so at most every
-// logEvery.
-func (g *callGuard) ended() {
-	n := g.silent.Add(1)
-	g.metrics.silentCall()
-	if g.log == nil {
-		return
-	}
-	now := time.Now().UnixNano()
-	last := g.lastWarn.Load()
-	if last != 0 && now-last < int64(logEvery) || !g.lastWarn.CompareAndSwap(last, now) {
-		return
-	}
-	g.log.Warn("gRPC calls that sent no request message were ended", "after", firstMessageTimeout, "ended so far", n)
-}
-
-// firstMessageArrived stops the call's first-message timer.
-func firstMessageArrived(ctx context.Context) {
-	if t, ok := ctx.Value(firstMessageKey{}).(*time.Timer); ok {
-		t.Stop()
-	}
-}
-
-// firstMessageUnary runs once a unary call's message has arrived.
-func firstMessageUnary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	firstMessageArrived(ctx)
-	return handler(ctx, req)
-}
-
-// firstMessageStream stops the timer at a stream's first message.
-func firstMessageStream(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-	return handler(srv, &firstMessageWatch{ServerStream: ss})
-}
-
-type firstMessageWatch struct {
-	grpc.ServerStream
-	seen bool
-}
-
-func (w *firstMessageWatch) RecvMsg(m any) error {
-	err := w.ServerStream.RecvMsg(m)
-	if err == nil && !w.seen {
-		w.seen = true
-		firstMessageArrived(w.Context())
-	}
-	return err
 }
 
 // boundCalls lets at most n calls run at once: one more is answered

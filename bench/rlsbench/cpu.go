@@ -70,3 +70,12 @@ func (m *cpuMeter) used() ([]time.Duration, error) {
 	}
 	return out, nil
 }
+
+// sum is the CPU time of all of a server's processes.
+func sum(used []time.Duration) time.Duration {
+	var t time.Duration
+	for _, u := range used {
+		t += u
+	}
+	return t
+}

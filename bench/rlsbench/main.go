@@ -255,6 +255,8 @@ func throughput(b benchEnv, duration time.Duration, callers int, offered float64
 	type cost struct {
 		decisions float64
 		cpu       []time.Duration
+		atOffered time.Duration // CPU time over the open loop
+		answered  float64       // decisions answered in the open loop
 	}
 	costs := make([]cost, len(servers))
 	fmt.Printf("\n%d callers closed loop and %.0f/s open loop, %v each, on %d cores\n\n", callers, offered, duration, numCPU())
@@ -282,16 +284,31 @@ func throughput(b benchEnv, duration time.Duration, callers int, offered float64
 			conn.Close()
 			return err
 		}
-		costs[i] = cost{(one + many) * duration.Seconds(), used}
-		p50, p99, e3 := openLoop(c, offered, duration)
+		costs[i] = cost{decisions: (one + many) * duration.Seconds(), cpu: used}
+		if meter, err = startCPU(s.pids...); err != nil {
+			conn.Close()
+			return err
+		}
+		p50, p99, answered, e3 := openLoop(c, offered, duration)
+		if used, err = meter.used(); err != nil {
+			conn.Close()
+			return err
+		}
+		costs[i].atOffered, costs[i].answered = sum(used), float64(answered)
 		conn.Close()
 		fmt.Printf("| %s | %.0f | %.0f | %.2f ms | %.2f ms | %d |\n", s.name, one, many, ms(p50), ms(p99), e1+e2+e3)
 	}
 	// CPU time per decision over both closed loops, from /proc, every
 	// process of each side: envoyproxy/ratelimit's includes its Redis.
-	fmt.Printf("\nCPU time per decision, both closed loops (/proc, %v resolution)\n\n", clockTick)
-	fmt.Println("| server | decisions | CPU time | per decision | against envoyproxy/ratelimit + Redis |")
-	fmt.Println("|---|---|---|---|---|")
+	fmt.Printf("\nCPU time per decision, both closed loops and the open loop at %.0f/s (/proc, %v resolution)\n\n", offered, clockTick)
+	fmt.Println("| server | decisions | CPU time | per decision | against envoyproxy/ratelimit + Redis | per decision at the open loop's rate | against envoyproxy/ratelimit + Redis |")
+	fmt.Println("|---|---|---|---|---|---|---|")
+	atOffered := make([]float64, len(servers))
+	for i := range servers {
+		if costs[i].answered > 0 {
+			atOffered[i] = float64(costs[i].atOffered.Microseconds()) / costs[i].answered
+		}
+	}
 	perDecision := make([]float64, len(servers))
 	for i, s := range servers {
 		var total time.Duration
@@ -303,11 +320,14 @@ func throughput(b benchEnv, duration time.Duration, callers int, offered float64
 		if costs[i].decisions > 0 {
 			perDecision[i] = float64(total.Microseconds()) / costs[i].decisions
 		}
-		ratio := "—"
+		ratio, ratioOffered := "—", "—"
 		if perDecision[0] > 0 && i > 0 {
 			ratio = fmt.Sprintf("%.2f×", perDecision[i]/perDecision[0])
 		}
-		fmt.Printf("| %s | %.0f | %.2f s (%s) | %.1f µs | %s |\n", s.name, costs[i].decisions, total.Seconds(), strings.Join(parts, ", "), perDecision[i], ratio)
+		if atOffered[0] > 0 && i > 0 {
+			ratioOffered = fmt.Sprintf("%.2f×", atOffered[i]/atOffered[0])
+		}
+		fmt.Printf("| %s | %.0f | %.2f s (%s) | %.1f µs | %s | %.1f µs | %s |\n", s.name, costs[i].decisions, total.Seconds(), strings.Join(parts, ", "), perDecision[i], ratio, atOffered[i], ratioOffered)
 	}
 	// The seed's HTTP API on the same server: its own published figures
 	// are p50 0.6 ms and p99 11 ms on loopback. Beside it, the same
@@ -397,12 +417,17 @@ func closedLoop(c rlspb.RateLimitServiceClient, callers int, d time.Duration, ke
 
 // openLoop offers rate decisions a second as Poisson arrivals and returns
 // the median and 99th percentile latency from each arrival's scheduled
-// time.
-func openLoop(c rlspb.RateLimitServiceClient, rate float64, d time.Duration) (p50, p99 time.Duration, errs int64) {
-	return openLoopWith(rate, d, func(i int) error {
+// time, and how many were answered.
+func openLoop(c rlspb.RateLimitServiceClient, rate float64, d time.Duration) (p50, p99 time.Duration, answered, errs int64) {
+	var n atomic.Int64
+	p50, p99, errs = openLoopWith(rate, d, func(i int) error {
 		_, err := ask(c, "t"+strconv.Itoa(i%10000))
+		if err == nil {
+			n.Add(1)
+		}
 		return err
 	})
+	return p50, p99, n.Load(), errs
 }
 
 // openLoopWith is openLoop for any call.
