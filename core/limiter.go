@@ -11,6 +11,55 @@ import (
 	"github.com/pedreviljoen/gopherpace/core/transportkit"
 )
 
+// The package's files, one concept each:
+//
+//	limiter.go
+//	    Limiter, New, Close
+//	allow.go, take.go
+//	    the request path a caller enters: Allow, Take, Refund and their ...At
+//	    forms (allow.go lists the paths of a one-token Allow and the test
+//	    guarding each), and the one pipeline every decision goes through:
+//	    clock → decide (with a leased token stolen for a one-token denial) →
+//	    wait for the report (real-clock forms) → shadow → count; the cost
+//	    check
+//	decider.go
+//	    the choice between standalone and clustered, made once in New, and the
+//	    one place that acts on it (one branch on a concrete type: a Decision
+//	    passed through an interface would escape to the heap); standalone, the
+//	    limiter's own buckets
+//	reportwait.go
+//	    waitForReport, the one loop in which every real-clock form waits for
+//	    this node's report
+//	options.go
+//	    Option, every With..., validation
+//	refund.go, charge.go, reserve.go
+//	    the bound on refunds; Charge, a cost spent after the fact into debt up
+//	    to one bucket; Reserve, tokens booked up to one window ahead for
+//	    callers that wait
+//	combine.go
+//	    Limits: several limits a request passes together, all or nothing
+//	topkeys.go, topkeys_gossip.go
+//	    TopKeys: the keys denied and admitted most lately, in counters of
+//	    fixed number; ClusterTopKeys: every second a node sends its heaviest
+//	    keys to its peers, by hash
+//	inflight.go, inflight_gossip.go, gauge_link.go
+//	    InFlight: in-flight limits on internal/inflight's table, and their
+//	    gossip; a part's end of the gauge frames (the in-flight limits' and
+//	    the top keys'): frames cut to size, the goodbye, who may be heard
+//	peek.go, wait.go, shadow.go
+//	    reading and resetting a bucket; waiting for tokens; shadow mode's
+//	    would-be denials
+//	setrate.go, lookup.go
+//	    changing limits while running, with repricing; limits looked up per
+//	    key, cached with a bound
+//	decision.go, decision_counts.go, errors.go, stats.go, wrap.go
+//	    results; the decision counters; errors; the Stats snapshot; the seed's
+//	    Wrap
+//	peerlist.go, registry.go
+//	    Peers; the limiter IDs in use per transport
+//	transport.go
+//	    the Transport contract and its optional capabilities
+
 // Limiter enforces one rate-limit rule: a refill rate and a bucket size,
 // applied to one global bucket (key "") and to one bucket per non-empty key.
 // Buckets are GCRA token buckets held in one atomic word each; deciding

@@ -16,8 +16,9 @@ import (
 )
 
 // parts are, for each package of the core, the files that together hold
-// one part's state (the map of the core in docs/design.md); any other
-// file is a part of its own. Across packages the compiler holds the walls.
+// one part's state (the file list atop limiter.go, the parts atop
+// internal/cluster/engine.go); any other file is a part of its own.
+// Across packages the compiler holds the walls.
 var parts = map[string][][]string{
 	".": {
 		{"allow.go", "take.go"},
