@@ -79,7 +79,7 @@ func (p PartitionPolicy) String() string { return cluster.Partition(p).String() 
 const (
 	// DefaultGossipInterval bounds how stale a peer's view of this node's
 	// admits gets. At 100 ms the cluster overshoots a window by well under
-	// a tenth of the burst (see docs/accuracy.md); the seed's 500 ms lets it
+	// a tenth of the bucket (see docs/accuracy.md); the seed's 500 ms lets it
 	// overshoot by several times that, for a fifth of the packets.
 	DefaultGossipInterval = 100 * time.Millisecond
 	// DefaultPeerGracePeriod is how long a silent peer keeps counting as a

@@ -21,16 +21,16 @@ const (
 // shaping delay of seconds on a bucket of one.
 const maxBookingAhead = int64(30 * time.Second)
 
-// MaxTolerance bounds burst×interval so that every sum of a state word, a
+// MaxTolerance bounds size×interval so that every sum of a state word, a
 // timestamp and a cost stays far from int64 overflow (2^60 ns ≈ 36 years).
 const MaxTolerance = int64(1) << 60
 
-// Rule is the GCRA form of a rate (tokens per period) and a burst, in
+// Rule is the GCRA form of a rate (tokens per period) and a bucket size, in
 // integer nanoseconds.
 //
 // interval is the emission interval per/tokens, rounded up so that the
 // bucket never refills faster than the configured rate; tolerance is
-// burst×interval, the furthest the theoretical arrival time may run ahead
+// size×interval, the furthest the theoretical arrival time may run ahead
 // of now.
 //
 // When clustered, the engine moves two more fields as membership changes:

@@ -242,7 +242,7 @@ func (s countedSource) GiveBack(rule *bucket.Rule, at bucket.Time, n int64) {
 }
 
 // overCap holds back a request that would push the admits this node's
-// peers have not heard of yet (unheard) past its share of the burst: the
+// peers have not heard of yet (unheard) past its share of the bucket: the
 // peers must hear first. Reports count as unheard for reportFlight after
 // they are sent, so that when every node is hit at once (a flash crowd),
 // each admits its share and then waits until the others' reports have

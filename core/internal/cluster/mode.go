@@ -19,7 +19,7 @@ const (
 	// counted for gossip, within the local cap.
 	modeNormal int32 = iota
 	// modePreContact: just started with peers listed but none heard yet;
-	// this node may spend only its share of the global burst.
+	// this node may spend only its share of the global bucket.
 	modePreContact
 	// modeFailClosed: under the fail-closed policy, cut off from every
 	// peer: admit nothing.
@@ -33,7 +33,7 @@ const (
 // place that changes the mode.
 type modeState struct {
 	cur atomic.Int32
-	// preBudget is what is left of this node's share of the burst while
+	// preBudget is what is left of this node's share of the bucket while
 	// in modePreContact (lock-free: the request path spends it).
 	preBudget atomic.Int64
 	// begun is set once start has chosen the first mode (under the lock).
@@ -41,7 +41,7 @@ type modeState struct {
 }
 
 // begin chooses the first mode, once, at the engine's start: pre-contact
-// with this node's share of the burst, budget, when peers are listed
+// with this node's share of the bucket, budget, when peers are listed
 // (contact), else normal. The caller holds the engine's lock.
 func (m *modeState) begin(contact bool, budget int64) {
 	if contact {
