@@ -12,6 +12,7 @@ import (
 	gopherpace "github.com/pedreviljoen/gopherpace/core"
 	"github.com/pedreviljoen/gopherpace/core/connlimit"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 )
 
 // The outcomes of a ShouldRateLimit call, as the label of
@@ -78,6 +79,15 @@ func newServiceMetrics(http *gopherpace.Limiter, transport *memberpace.Transport
 		return nil, err
 	}
 	if err := m.reg.Register(m.silentCalls); err != nil {
+		return nil, err
+	}
+	// Go's runtime and the process (go_*, process_*), as every Go service
+	// exports them: memory, garbage collection, goroutines, CPU time, file
+	// descriptors.
+	if err := m.reg.Register(collectors.NewGoCollector()); err != nil {
+		return nil, err
+	}
+	if err := m.reg.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})); err != nil {
 		return nil, err
 	}
 	if err := m.setLimiters(nil); err != nil {

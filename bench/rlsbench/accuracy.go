@@ -40,7 +40,7 @@ func accuracy(b benchEnv, d time.Duration) error {
 	var cmds []*exec.Cmd
 	var addrs, names []string
 	for i := range 3 {
-		c, err := b.theirsCmd(ports[i])
+		c, _, err := b.theirsCmd(ports[i])
 		if err != nil {
 			return err
 		}

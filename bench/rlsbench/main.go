@@ -26,6 +26,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"expvar"
 	"flag"
 	"fmt"
 	"io"
@@ -100,9 +101,10 @@ func main() {
 }
 
 type server struct {
-	name string
-	addr string
-	pids []int // its processes, for their CPU time
+	name    string
+	addr    string
+	pids    []int        // its processes, for their CPU time
+	mallocs mallocReader // its Go process's heap allocations so far
 }
 
 func run(parts map[string]bool, duration time.Duration, callers int, offered float64, accuracyFor time.Duration, values int) error {
@@ -168,13 +170,12 @@ type benchEnv struct {
 }
 
 // theirsCmd is one envoyproxy/ratelimit process on the shared Redis,
-// serving gRPC on grpcPort.
-func (b benchEnv) theirsCmd(grpcPort int) (*exec.Cmd, error) {
+// serving gRPC on grpcPort and its debug endpoints on debugPort.
+func (b benchEnv) theirsCmd(grpcPort int) (cmd *exec.Cmd, debugPort int, err error) {
 	ports := make([]int, 2)
 	for i := range ports {
-		var err error
 		if ports[i], err = freePort(); err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 	}
 	rl := exec.Command(b.theirs)
@@ -183,7 +184,7 @@ func (b benchEnv) theirsCmd(grpcPort int) (*exec.Cmd, error) {
 		"RUNTIME_ROOT="+filepath.Join(b.dir, "runtime"), "RUNTIME_SUBDIRECTORY=ratelimit", "RUNTIME_WATCH_ROOT=false",
 		"HOST=127.0.0.1", "PORT="+strconv.Itoa(ports[0]), "GRPC_HOST=127.0.0.1", "GRPC_PORT="+strconv.Itoa(grpcPort),
 		"DEBUG_HOST=127.0.0.1", "DEBUG_PORT="+strconv.Itoa(ports[1]))
-	return rl, nil
+	return rl, ports[1], nil
 }
 
 // oursCmd is one gopherpace serve on the same limits, with args besides.
@@ -228,7 +229,7 @@ func throughput(b benchEnv, duration time.Duration, callers int, offered float64
 			return err
 		}
 	}
-	rl, err := b.theirsCmd(ports[1])
+	rl, debugPort, err := b.theirsCmd(ports[1])
 	if err != nil {
 		return err
 	}
@@ -239,9 +240,12 @@ func throughput(b benchEnv, duration time.Duration, callers int, offered float64
 	}
 	noop := exec.Command(self, "-serve-noop", "127.0.0.1:"+strconv.Itoa(ports[5]), "-serve-noop-http", "127.0.0.1:"+strconv.Itoa(ports[6]))
 	servers := []server{
-		{name: "envoyproxy/ratelimit + Redis", addr: "127.0.0.1:" + strconv.Itoa(ports[1])},
-		{name: "gopherpace serve", addr: "127.0.0.1:" + strconv.Itoa(ports[4])},
-		{name: "a server that answers OK without deciding (gRPC's ceiling here)", addr: "127.0.0.1:" + strconv.Itoa(ports[5])},
+		{name: "envoyproxy/ratelimit + Redis", addr: "127.0.0.1:" + strconv.Itoa(ports[1]),
+			mallocs: mallocsFromStatsLines("http://127.0.0.1:" + strconv.Itoa(debugPort) + "/stats")},
+		{name: "gopherpace serve", addr: "127.0.0.1:" + strconv.Itoa(ports[4]),
+			mallocs: mallocsFromMetrics("http://127.0.0.1:" + strconv.Itoa(ports[3]) + "/metrics")},
+		{name: "a server that answers OK without deciding (gRPC's ceiling here)", addr: "127.0.0.1:" + strconv.Itoa(ports[5]),
+			mallocs: mallocsFromExpvar("http://127.0.0.1:" + strconv.Itoa(ports[6]) + "/debug/vars")},
 	}
 	stop, err := startAll([]string{servers[0].name, servers[1].name, servers[2].name},
 		[]string{servers[0].addr, servers[1].addr, servers[2].addr}, []*exec.Cmd{rl, gp, noop})
@@ -257,6 +261,7 @@ func throughput(b benchEnv, duration time.Duration, callers int, offered float64
 		cpu       []time.Duration
 		atOffered time.Duration // CPU time over the open loop
 		answered  float64       // decisions answered in the open loop
+		mallocs   uint64        // heap objects the Go server allocated over both closed loops
 	}
 	costs := make([]cost, len(servers))
 	fmt.Printf("\n%d callers closed loop and %.0f/s open loop, %v each, on %d cores\n\n", callers, offered, duration, numCPU())
@@ -272,6 +277,11 @@ func throughput(b benchEnv, duration time.Duration, callers int, offered float64
 			conn.Close()
 			return fmt.Errorf("%s: %w", s.name, err)
 		}
+		mallocsBefore, err := s.mallocs()
+		if err != nil {
+			conn.Close()
+			return fmt.Errorf("%s: %w", s.name, err)
+		}
 		meter, err := startCPU(s.pids...)
 		if err != nil {
 			conn.Close()
@@ -284,7 +294,12 @@ func throughput(b benchEnv, duration time.Duration, callers int, offered float64
 			conn.Close()
 			return err
 		}
-		costs[i] = cost{decisions: (one + many) * duration.Seconds(), cpu: used}
+		mallocsAfter, err := s.mallocs()
+		if err != nil {
+			conn.Close()
+			return fmt.Errorf("%s: %w", s.name, err)
+		}
+		costs[i] = cost{decisions: (one + many) * duration.Seconds(), cpu: used, mallocs: mallocsAfter - mallocsBefore}
 		if meter, err = startCPU(s.pids...); err != nil {
 			conn.Close()
 			return err
@@ -301,8 +316,8 @@ func throughput(b benchEnv, duration time.Duration, callers int, offered float64
 	// CPU time per decision over both closed loops, from /proc, every
 	// process of each side: envoyproxy/ratelimit's includes its Redis.
 	fmt.Printf("\nCPU time per decision, both closed loops and the open loop at %.0f/s (/proc, %v resolution)\n\n", offered, clockTick)
-	fmt.Println("| server | decisions | CPU time | per decision | against envoyproxy/ratelimit + Redis | per decision at the open loop's rate | against envoyproxy/ratelimit + Redis |")
-	fmt.Println("|---|---|---|---|---|---|---|")
+	fmt.Println("| server | decisions | CPU time | per decision | against envoyproxy/ratelimit + Redis | per decision at the open loop's rate | against envoyproxy/ratelimit + Redis | allocations per decision (the Go server's heap objects) |")
+	fmt.Println("|---|---|---|---|---|---|---|---|")
 	atOffered := make([]float64, len(servers))
 	for i := range servers {
 		if costs[i].answered > 0 {
@@ -327,7 +342,11 @@ func throughput(b benchEnv, duration time.Duration, callers int, offered float64
 		if atOffered[0] > 0 && i > 0 {
 			ratioOffered = fmt.Sprintf("%.2f×", atOffered[i]/atOffered[0])
 		}
-		fmt.Printf("| %s | %.0f | %.2f s (%s) | %.1f µs | %s | %.1f µs | %s |\n", s.name, costs[i].decisions, total.Seconds(), strings.Join(parts, ", "), perDecision[i], ratio, atOffered[i], ratioOffered)
+		allocs := 0.0
+		if costs[i].decisions > 0 {
+			allocs = float64(costs[i].mallocs) / costs[i].decisions
+		}
+		fmt.Printf("| %s | %.0f | %.2f s (%s) | %.1f µs | %s | %.1f µs | %s | %.0f |\n", s.name, costs[i].decisions, total.Seconds(), strings.Join(parts, ", "), perDecision[i], ratio, atOffered[i], ratioOffered, allocs)
 	}
 	// The seed's HTTP API on the same server: its own published figures
 	// are p50 0.6 ms and p99 11 ms on loopback. Beside it, the same
@@ -509,7 +528,10 @@ func serveNoop(addr, httpAddr string) error {
 			return err
 		}
 		// The listener gopherpace serve has: the same cap and timeouts.
-		srv := &http.Server{Handler: http.HandlerFunc(allowNoop), ReadHeaderTimeout: 5 * time.Second,
+		mux := http.NewServeMux()
+		mux.HandleFunc("/allow", allowNoop)
+		mux.Handle("/debug/vars", expvar.Handler()) // its allocations, for the CPU table
+		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second,
 			ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second, IdleTimeout: 60 * time.Second, MaxHeaderBytes: 16 << 10}
 		go func() { _ = srv.Serve(netutil.LimitListener(hl, 1024)) }()
 	}

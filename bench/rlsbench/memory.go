@@ -56,7 +56,7 @@ func memory(b benchEnv, callers, values int) error {
 	}
 	fmt.Printf("| gopherpace serve | %s | %s | %s | %s | %v |\n", mb(before), mb(after), mb(after-before), liveN, took.Round(time.Millisecond))
 
-	rl, err := b.theirsCmd(ports[2])
+	rl, _, err := b.theirsCmd(ports[2])
 	if err != nil {
 		return err
 	}
