@@ -148,22 +148,14 @@ func (g *callGuard) ended() {
 
 // firstMessageArrived marks the call's first message come; the call
 // returned tells the connection cap when the call ends (nil for a context
-// the guard did not make).
+// the guard did not make). A unary call's message has come when the
+// interceptor runs (unaryCalls); a stream's, at its first RecvMsg.
 func firstMessageArrived(ctx context.Context) *guardedCall {
 	c, ok := ctx.Value(guardedCallKey{}).(*guardedCall)
 	if ok {
 		c.arrived.Store(true)
 	}
 	return c
-}
-
-// firstMessageUnary runs once a unary call's message has arrived; the
-// call is over when its handler returns.
-func firstMessageUnary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	if c := firstMessageArrived(ctx); c != nil {
-		defer c.end()
-	}
-	return handler(ctx, req)
 }
 
 // firstMessageStream marks a stream's first message, and ends the call

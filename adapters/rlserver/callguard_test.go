@@ -37,7 +37,7 @@ func TestTheCallGuardEndsEveryCallOnce(t *testing.T) {
 
 		answered, answeredEnds := guardCall(t, g, context.Background())
 		ran := false
-		_, err := firstMessageUnary(answered, nil, &grpc.UnaryServerInfo{}, func(ctx context.Context, _ any) (any, error) {
+		_, err := unaryCalls(1)(answered, nil, &grpc.UnaryServerInfo{}, func(ctx context.Context, _ any) (any, error) {
 			ran = true
 			if answeredEnds.Load() != 0 {
 				t.Error("the connection cap was told the call ended before its handler returned")

@@ -69,10 +69,10 @@ func newGRPCServer(rls *rlsService, o grpcOptions) (*grpc.Server, *health.Server
 		grpc.MaxRecvMsgSize(maxRecvBytes),
 		grpc.InTapHandle(calls.tap),
 		grpc.ForceServerCodecV2(lenientCodec{encoding.GetCodecV2(protoenc.Name)}),
-		grpc.ChainUnaryInterceptor(firstMessageUnary, boundCalls(maxInFlight)),
+		grpc.UnaryInterceptor(unaryCalls(maxInFlight)),
 		grpc.StreamInterceptor(firstMessageStream),
 	)...)
-	g.RegisterService(rateLimitServiceDesc(), rls)
+	g.RegisterService(rateLimitServiceDesc(), newRLSOverGRPC(rls))
 	h := health.NewServer()
 	h.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	h.SetServingStatus(rlspb.RateLimitService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
@@ -87,8 +87,9 @@ func newGRPCServer(rls *rlsService, o grpcOptions) (*grpc.Server, *health.Server
 // a call's message: bytes that are no RateLimitRequest are the caller's
 // mistake, answered InvalidArgument and counted as invalid, where gRPC
 // answers Internal (its stream writes that status itself when decoding
-// fails) and nothing counts them. So the server's codec (lenientCodec) hands
-// this method its message's bytes, and the handler decodes them.
+// fails) and nothing counts them. So the server's codec (lenientCodec)
+// hands this method the request decoded or the reason it is not, and the
+// handler answers the reason.
 func rateLimitServiceDesc() *grpc.ServiceDesc {
 	desc := rlspb.RateLimitService_ServiceDesc
 	desc.Methods = slices.Clone(desc.Methods)
@@ -100,36 +101,58 @@ func rateLimitServiceDesc() *grpc.ServiceDesc {
 	return &desc
 }
 
+// rlsOverGRPC is the service as gRPC calls it, with what the interceptor
+// is handed for each call made once, not per call.
+type rlsOverGRPC struct {
+	*rlsService
+	info   grpc.UnaryServerInfo
+	handle grpc.UnaryHandler
+}
+
+func newRLSOverGRPC(s *rlsService) *rlsOverGRPC {
+	g := &rlsOverGRPC{rlsService: s}
+	g.info = grpc.UnaryServerInfo{Server: g, FullMethod: rlspb.RateLimitService_ShouldRateLimit_FullMethodName}
+	g.handle = func(ctx context.Context, req any) (any, error) {
+		return s.ShouldRateLimit(ctx, req.(*rlspb.RateLimitRequest))
+	}
+	return g
+}
+
 func shouldRateLimit(srv any, ctx context.Context, dec func(any) error, interceptor grpc.UnaryServerInterceptor) (any, error) {
-	s := srv.(*rlsService)
-	var raw rawMessage
-	if err := dec(&raw); err != nil {
+	s := srv.(*rlsOverGRPC)
+	var d decodedRequest
+	if err := dec(&d); err != nil {
 		return nil, err
 	}
-	in := new(rlspb.RateLimitRequest)
-	if err := proto.Unmarshal(raw, in); err != nil {
+	if d.err != nil {
 		s.metrics.count(outcomeBadRequest)
-		return nil, status.Errorf(codes.InvalidArgument, "the message is not a RateLimitRequest: %v", err)
+		return nil, status.Errorf(codes.InvalidArgument, "the message is not a RateLimitRequest: %v", d.err)
 	}
+	in := d.req
 	if interceptor == nil {
 		return s.ShouldRateLimit(ctx, in)
 	}
-	info := &grpc.UnaryServerInfo{Server: srv, FullMethod: rlspb.RateLimitService_ShouldRateLimit_FullMethodName}
-	return interceptor(ctx, in, info, func(ctx context.Context, req any) (any, error) {
-		return s.ShouldRateLimit(ctx, req.(*rlspb.RateLimitRequest))
-	})
+	return interceptor(ctx, in, &s.info, s.handle)
 }
 
-// rawMessage is a message's bytes, undecoded.
-type rawMessage []byte
+// decodedRequest is a call's RateLimitRequest as the codec decoded it,
+// or why it could not.
+type decodedRequest struct {
+	req *rlspb.RateLimitRequest
+	err error
+}
 
-// lenientCodec is gRPC's proto codec, but a rawMessage gets the bytes as
-// they came.
+// lenientCodec is gRPC's proto codec, but a decodedRequest never fails
+// to decode: it keeps the error for the handler.
 type lenientCodec struct{ encoding.CodecV2 }
 
 func (c lenientCodec) Unmarshal(data mem.BufferSlice, v any) error {
-	if r, ok := v.(*rawMessage); ok {
-		*r = data.Materialize()
+	if d, ok := v.(*decodedRequest); ok {
+		// As gRPC's codec reads: one buffer from its pool, given back.
+		buf := data.MaterializeToBuffer(mem.DefaultBufferPool())
+		defer buf.Free()
+		d.req = new(rlspb.RateLimitRequest)
+		d.err = proto.Unmarshal(buf.ReadOnlyData(), d.req)
 		return nil
 	}
 	return c.CodecV2.Unmarshal(data, v)
@@ -164,12 +187,19 @@ func setHealth(h *health.Server, refused error) {
 	h.SetServingStatus(rlspb.RateLimitService_ServiceDesc.ServiceName, st)
 }
 
-// boundCalls lets at most n calls run at once: one more is answered
-// ResourceExhausted at once, neither queued nor given a goroutine to wait
-// in, so a flood costs bounded memory and the callers can back off.
-func boundCalls(n int) grpc.UnaryServerInterceptor {
+// unaryCalls is the server's one unary interceptor (one, so that gRPC
+// builds no chain of handlers per call). It runs once a call's message
+// has arrived: it tells the call guard so, and ends the call for the
+// connection cap when its handler returns (callguard.go); and it lets at
+// most n calls run at once: one more is answered ResourceExhausted at
+// once, neither queued nor given a goroutine to wait in, so a flood costs
+// bounded memory and the callers can back off.
+func unaryCalls(n int) grpc.UnaryServerInterceptor {
 	inFlight := make(chan struct{}, n)
-	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	return func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		if c := firstMessageArrived(ctx); c != nil {
+			defer c.end()
+		}
 		select {
 		case inFlight <- struct{}{}:
 		default:

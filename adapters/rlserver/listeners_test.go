@@ -137,7 +137,7 @@ func TestSilentCallsAreEnded(t *testing.T) {
 // once, without queueing, and calls pass again as soon as some finish.
 func TestTooManyCallsAreRefusedAtOnce(t *testing.T) {
 	const n = 3
-	bound := boundCalls(n)
+	bound := unaryCalls(n)
 	release := make(chan struct{})
 	var started, wg sync.WaitGroup
 	started.Add(n)
