@@ -29,11 +29,11 @@ const sweepEvery = 500 * time.Millisecond
 // as long as its client likes: gRPC's own limits count it neither idle
 // nor in flight.
 //
-// One sweep over the waiting calls replaces a timer per call: a call costs
-// a context and a slot in a list, and nothing when it ends, so the guard
-// adds little to a decision's CPU time (docs/service.md, "CPU time per
-// decision"). The sweep runs only while calls wait, so an idle server
-// holds no goroutine and no timer.
+// The guard sweeps the waiting calls rather than arm a timer per call: a
+// call costs a context and a slot in a list, and nothing when it ends, so
+// the guard adds little to a decision's CPU time (docs/service.md, "CPU
+// time per decision"). The sweep runs only while calls wait, so an idle
+// server holds no goroutine and no timer.
 type callGuard struct {
 	started func(net.Addr) (done func()) // the connection cap's CallStarted; nil without one
 	log     *slog.Logger
