@@ -3,11 +3,14 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -53,6 +56,15 @@ func TestLoadConfig(t *testing.T) {
 // done once ctx ends).
 func startServer(t *testing.T, ctx context.Context, extra map[string]string) (addrs [2]string, done chan error) {
 	t.Helper()
+	addrs, done, err := tryServer(ctx, extra)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return addrs, done
+}
+
+// tryServer is startServer, returning the error that kept it from serving.
+func tryServer(ctx context.Context, extra map[string]string) (addrs [2]string, done chan error, err error) {
 	vars := map[string]string{"GOPHERPACE_RATE": "1", "GOPHERPACE_BURST": "4",
 		"GOPHERPACE_GOSSIP_PORT": "0", "GOPHERPACE_BIND_ADDR": "127.0.0.1", "GOPHERPACE_HTTP_ADDR": "127.0.0.1:0"}
 	for k, v := range extra {
@@ -60,16 +72,16 @@ func startServer(t *testing.T, ctx context.Context, extra map[string]string) (ad
 	}
 	cfg, err := loadConfig(env(vars))
 	if err != nil {
-		t.Fatal(err)
+		return addrs, nil, err
 	}
 	ready, done := make(chan [2]string, 1), make(chan error, 1)
 	go func() { done <- serve(ctx, cfg, ready) }()
 	select {
 	case addrs = <-ready:
+		return addrs, done, nil
 	case err := <-done:
-		t.Fatal(err)
+		return addrs, nil, err
 	}
-	return addrs, done
 }
 
 // get answers a GET of path from the server at addr.
@@ -248,6 +260,35 @@ func TestIdleConnectionsLockNobodyOut(t *testing.T) {
 	}
 }
 
+// startPair starts two replicas at one HTTP port, on 127.0.0.1 and
+// 127.0.0.2. The port is the first one's, chosen by the system for
+// 127.0.0.1 only: when another process holds it on 127.0.0.2, both start
+// again on another.
+func startPair(t *testing.T, ctx context.Context) (a, b [2]string, doneA, doneB chan error) {
+	t.Helper()
+	vars := map[string]string{"GOPHERPACE_CLIENT_RATE": "1", "GOPHERPACE_SHOW_KEYS": "true"}
+	for attempt := 1; ; attempt++ {
+		first, stopFirst := context.WithCancel(ctx)
+		a, doneA = startServer(t, first, vars)
+		_, port, _ := net.SplitHostPort(a[0])
+		second := maps.Clone(vars)
+		second["GOPHERPACE_BIND_ADDR"], second["GOPHERPACE_HTTP_ADDR"], second["GOPHERPACE_SEEDS"] = "127.0.0.2", "127.0.0.2:"+port, a[1]
+		var err error
+		if b, doneB, err = tryServer(ctx, second); err == nil {
+			// The first replica stops with ctx, as the second does.
+			context.AfterFunc(ctx, stopFirst)
+			return a, b, doneA, doneB
+		}
+		stopFirst()
+		if err := <-doneA; err != nil {
+			t.Fatal(err)
+		}
+		if !errors.Is(err, syscall.EADDRINUSE) || attempt == 10 {
+			t.Fatalf("attempt %d: the second replica at port %s: %v", attempt, port, err)
+		}
+	}
+}
+
 // /api is limited per client across the replicas, and /status/topkeys
 // names the client it denied: each replica its own count, and with
 // ?cluster=true the sum of both, read on each replica's address at one
@@ -256,11 +297,7 @@ func TestIdleConnectionsLockNobodyOut(t *testing.T) {
 func TestTopKeysOfTheReplicas(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	vars := map[string]string{"GOPHERPACE_CLIENT_RATE": "1", "GOPHERPACE_SHOW_KEYS": "true"}
-	a, doneA := startServer(t, ctx, vars)
-	_, port, _ := net.SplitHostPort(a[0])
-	vars["GOPHERPACE_BIND_ADDR"], vars["GOPHERPACE_HTTP_ADDR"], vars["GOPHERPACE_SEEDS"] = "127.0.0.2", "127.0.0.2:"+port, a[1]
-	b, doneB := startServer(t, ctx, vars)
+	a, b, doneA, doneB := startPair(t, ctx)
 	waitHeard(t, a[0], 2)
 	denied := 0
 	for range 4 {
