@@ -425,8 +425,13 @@ func (fs *fairShares) rebalance(now int64, reported uint64) {
 	// the demand alone, a tick inside a burst that waits for its report
 	// found the bucket contended, and the gate held back the burst's last
 	// quarter (TestAFirstBurstThatWaitsForItsReportIsNotGated).
+	// Both totals from one read of the unreported count: admits land
+	// while the tick runs, and read twice they made demand outrun admits,
+	// so a burst with nothing refused looked contended
+	// (TestOwnLoadIsReadOnce).
 	admitted := reported + uint64(max(0, fs.word.pending()))
-	fs.own.observe(admitted, fs.demandTotal(reported), now, rule.BucketSize)
+	offered := admitted + uint64(fs.denied.Load())
+	fs.own.observe(admitted, offered, now, rule.BucketSize)
 	a, d, measured := fs.own.rates(now)
 	if up := now - fs.startedAt; !measured && up > 0 && up < fairWindow {
 		// Just started (a replica of a rolling deploy, say): too soon for
@@ -434,7 +439,7 @@ func (fs *fairShares) rebalance(now int64, reported uint64) {
 		// them. Without a share a newcomer would race the others freely for
 		// its first ticks, and win: +30-70% of its share in its first second.
 		secs := float64(up) / float64(time.Second)
-		a, d = float64(admitted)/secs, float64(fs.demandTotal(reported))/secs
+		a, d = float64(admitted)/secs, float64(offered)/secs
 	}
 	admits, demand := a, d
 	emptiest := fs.levelTokens(now)

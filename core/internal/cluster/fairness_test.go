@@ -338,3 +338,31 @@ func TestSharesLeaveOutTheLagCaughtUp(t *testing.T) {
 		t.Fatalf("the shares' clock runs %v ahead of the buckets'; want %v", time.Duration(got), time.Duration(caught))
 	}
 }
+
+// racingWord is a counted word whose unreported admits grow between any
+// two reads, as the request path's admits land while a tick reads them.
+type racingWord struct {
+	sharedWord
+	admits int64
+}
+
+func (w *racingWord) pending() int64 { w.admits += 1000; return w.admits }
+
+// A node's own admits and demand are read at one instant: admits landing
+// between two reads of the unreported count made demand outrun admits, so
+// a burst with nothing refused looked contended and the gate held back
+// its last quarter (a lone node's burst of 10,000 stopped at 7,500).
+func TestOwnLoadIsReadOnce(t *testing.T) {
+	te := newTestEngine(t, 1, 10_000, 0)
+	te.mu.Lock()
+	defer te.mu.Unlock()
+	te.fair.word = &racingWord{sharedWord: te.fair.word}
+	now := te.startedAt
+	for i := 1; i <= 20; i++ { // through the first fairWindow and past it
+		now += int64(50 * time.Millisecond)
+		te.fair.rebalance(now, 0)
+		if te.fair.share.on.Load() {
+			t.Fatalf("tick %d: the share gates a node that refused nothing", i)
+		}
+	}
+}
