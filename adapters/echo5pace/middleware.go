@@ -25,11 +25,7 @@ var ErrRateLimitExceeded = echo.NewHTTPError(adapter.DeniedStatus, adapter.Denie
 // It panics on a nil Limiter or an invalid option, as Echo's own does on a
 // nil store; Build returns the error instead.
 func RateLimiter(l *gopherpace.Limiter, opts ...Option) echo.MiddlewareFunc {
-	mw, err := Build(l, opts...)
-	if err != nil {
-		panic(err)
-	}
-	return mw
+	return adapter.Must(Build(l, opts...))
 }
 
 // Build is RateLimiter, returning an error naming every invalid option

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"testing"
 	"testing/synctest"
-	"time"
 
 	"github.com/labstack/echo/v5"
 	"github.com/labstack/echo/v5/middleware"
@@ -52,6 +51,7 @@ var adapterOptions = conformance.Options[Option]{
 		return WithErrorHandler(func(c *echo.Context, err error) error {
 			switch h {
 			case conformance.Answering:
+				c.Response().Header().Set("X-Error", conformance.ErrorName(err))
 				return c.String(http.StatusServiceUnavailable, "failed")
 			case conformance.Careless:
 				_ = c.String(http.StatusServiceUnavailable, "failed")
@@ -69,6 +69,7 @@ var adapterOptions = conformance.Options[Option]{
 	AlsoFromHeader: func(l *gopherpace.Limiter, name, policy string) Option {
 		return WithAlso(l, HeaderKey(name), policy)
 	},
+	NilFuncs: []Option{WithKeyFunc(nil), WithCost(nil), WithSkip(nil), WithDenyHandler(nil), WithErrorHandler(nil), WithUsage(nil)},
 }
 
 // newEcho is an Echo app whose IPExtractor trusts X-Forwarded-For from
@@ -99,16 +100,6 @@ func TestConformance(t *testing.T) {
 	})
 }
 
-func limiter(t *testing.T, rate, burst int64) *gopherpace.Limiter {
-	t.Helper()
-	l, err := gopherpace.New(gopherpace.WithRefillRate(rate), gopherpace.WithBucketSize(burst))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	return l
-}
-
 func serve(e *echo.Echo, path string) *httptest.ResponseRecorder {
 	w := httptest.NewRecorder()
 	e.ServeHTTP(w, httptest.NewRequest(http.MethodGet, path, nil))
@@ -119,7 +110,7 @@ func serve(e *echo.Echo, path string) *httptest.ResponseRecorder {
 // answers it, with the fields already set.
 func TestDenialGoesThroughTheAppErrorHandler(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		e := newEcho(RateLimiter(limiter(t, 1, 1)))
+		e := newEcho(RateLimiter(conformance.Limiter(t, 1, 1)))
 		e.HTTPErrorHandler = func(c *echo.Context, err error) {
 			var he *echo.HTTPError
 			if errors.As(err, &he) {
@@ -134,38 +125,15 @@ func TestDenialGoesThroughTheAppErrorHandler(t *testing.T) {
 	})
 }
 
-func TestErrorHandlerSeesTheError(t *testing.T) {
-	var seen error
-	e := newEcho(RateLimiter(limiter(t, 1, 1), WithCost(func(*echo.Context) int64 { return 2 }),
-		WithErrorHandler(func(c *echo.Context, err error) error {
-			seen = err
-			return c.NoContent(http.StatusRequestEntityTooLarge)
-		})))
-	if w := serve(e, "/"); w.Code != 413 || !errors.Is(seen, gopherpace.ErrCostExceedsLimit) {
-		t.Fatalf("%d, %v; want the handler's 413 for ErrCostExceedsLimit", w.Code, seen)
-	}
-}
-
 func TestInvalidOptions(t *testing.T) {
-	l := limiter(t, 1, 1)
-	invalid := map[string][]Option{
-		"nil key": {WithKeyFunc(nil)}, "nil cost": {WithCost(nil)}, "nil skip": {WithSkip(nil)},
-		"nil deny": {WithDenyHandler(nil)}, "nil error": {WithErrorHandler(nil)}, "nil refund": {WithRefund(nil)},
-		"style": {WithHeaders(9)}, "policy": {WithPolicyName("")}, "nil option": {nil},
-		"IPv6 prefix": {WithIPv6Prefix(-1)},
-	}
-	conformance.RejectsInvalidOptions(t, "echo5pace", invalid,
-		func(opts ...Option) error { _, err := Build(l, opts...); return err },
-		func(opts ...Option) { RateLimiter(l, opts...) })
-	conformance.KeepsErrorChains(t, "echo5pace", WithPolicyName, func(opts ...Option) error { _, err := Build(l, opts...); return err })
-	if _, err := Build(nil); err == nil {
-		t.Error("nil limiter: no error")
-	}
+	conformance.CheckOptions(t, "echo5pace", adapterOptions,
+		func(l *gopherpace.Limiter, opts ...Option) error { _, err := Build(l, opts...); return err },
+		func(l *gopherpace.Limiter, opts ...Option) { RateLimiter(l, opts...) })
 }
 
 func TestStoreDropsIntoEchosOwnMiddleware(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		e := newEcho(middleware.RateLimiterWithConfig(middleware.RateLimiterConfig{Store: NewStore(limiter(t, 1, 1))}))
+		e := newEcho(middleware.RateLimiterWithConfig(middleware.RateLimiterConfig{Store: NewStore(conformance.Limiter(t, 1, 1))}))
 		if a, b := serve(e, "/").Code, serve(e, "/").Code; a != 200 || b != 429 {
 			t.Fatalf("codes %d %d", a, b)
 		}
@@ -180,18 +148,9 @@ func mustCIDR(s string) *net.IPNet {
 	return n
 }
 
-// In a synctest bubble the clock is virtual: the bucket refills exactly
-// when its rate says, with no sleeping in real time.
 func TestRefillsWithVirtualTime(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		e := newEcho(RateLimiter(limiter(t, 2, 1)))
-		codes := []int{serve(e, "/").Code, serve(e, "/").Code}
-		time.Sleep(499 * time.Millisecond)
-		codes = append(codes, serve(e, "/").Code)
-		time.Sleep(time.Millisecond) // one token at 2/s after 500ms
-		codes = append(codes, serve(e, "/").Code)
-		if fmt.Sprint(codes) != "[200 429 429 200]" {
-			t.Fatalf("codes %v, want [200 429 429 200]", codes)
-		}
+	conformance.RefillsWithVirtualTime(t, func(t *testing.T, l *gopherpace.Limiter) func(string) int {
+		e := newEcho(RateLimiter(l))
+		return func(path string) int { return serve(e, path).Code }
 	})
 }

@@ -20,11 +20,7 @@ const ContextKey = "gopherpace.decision"
 // It panics on a nil Limiter or an invalid option, as a misconfigured
 // server should not start; Build returns the error instead.
 func New(l *gopherpace.Limiter, opts ...Option) gin.HandlerFunc {
-	h, err := Build(l, opts...)
-	if err != nil {
-		panic(err)
-	}
-	return h
+	return adapter.Must(Build(l, opts...))
 }
 
 // Build is New, returning an error naming every invalid option instead of

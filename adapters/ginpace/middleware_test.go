@@ -1,13 +1,10 @@
 package ginpace
 
 import (
-	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"testing"
-	"testing/synctest"
-	"time"
 
 	"github.com/gin-gonic/gin"
 	gopherpace "github.com/pedreviljoen/gopherpace/core"
@@ -54,6 +51,7 @@ var adapterOptions = conformance.Options[Option]{
 		return WithErrorHandler(func(c *gin.Context, err error) {
 			switch h {
 			case conformance.Answering:
+				c.Header("X-Error", conformance.ErrorName(err))
 				c.AbortWithStatus(http.StatusServiceUnavailable)
 				c.Writer.WriteString("failed")
 			case conformance.Careless:
@@ -71,6 +69,7 @@ var adapterOptions = conformance.Options[Option]{
 	AlsoFromHeader: func(l *gopherpace.Limiter, name, policy string) Option {
 		return WithAlso(l, HeaderKey(name), policy)
 	},
+	NilFuncs: []Option{WithKeyFunc(nil), WithCost(nil), WithSkip(nil), WithDenyHandler(nil), WithErrorHandler(nil), WithUsage(nil)},
 }
 
 // engine is a Gin engine as gin.New makes it, which trusts forwarding
@@ -98,64 +97,19 @@ func TestConformance(t *testing.T) {
 	})
 }
 
-func limiter(t *testing.T, rate, burst int64) *gopherpace.Limiter {
-	t.Helper()
-	l, err := gopherpace.New(gopherpace.WithRefillRate(rate), gopherpace.WithBucketSize(burst))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	return l
-}
-
-func TestErrorHandlerSeesTheError(t *testing.T) {
-	var seen error
-	r := engine(limiter(t, 1, 1), WithCost(func(*gin.Context) int64 { return 2 }),
-		WithErrorHandler(func(c *gin.Context, err error) {
-			seen = err
-			c.AbortWithStatus(http.StatusRequestEntityTooLarge)
-		}))
-	w := httptest.NewRecorder()
-	r.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/", nil))
-	if w.Code != 413 || !errors.Is(seen, gopherpace.ErrCostExceedsLimit) {
-		t.Fatalf("%d, %v; want the handler's 413 for ErrCostExceedsLimit", w.Code, seen)
-	}
-}
-
 func TestInvalidOptions(t *testing.T) {
-	l := limiter(t, 1, 1)
-	invalid := map[string][]Option{
-		"nil key": {WithKeyFunc(nil)}, "nil cost": {WithCost(nil)}, "nil skip": {WithSkip(nil)},
-		"nil deny": {WithDenyHandler(nil)}, "nil error": {WithErrorHandler(nil)}, "nil refund": {WithRefund(nil)},
-		"style": {WithHeaders(9)}, "policy": {WithPolicyName("")}, "nil option": {nil},
-		"IPv6 prefix": {WithIPv6Prefix(200)},
-	}
-	conformance.RejectsInvalidOptions(t, "ginpace", invalid,
-		func(opts ...Option) error { _, err := Build(l, opts...); return err },
-		func(opts ...Option) { New(l, opts...) })
-	conformance.KeepsErrorChains(t, "ginpace", WithPolicyName, func(opts ...Option) error { _, err := Build(l, opts...); return err })
-	if _, err := Build(nil); err == nil {
-		t.Error("nil limiter: no error")
-	}
+	conformance.CheckOptions(t, "ginpace", adapterOptions,
+		func(l *gopherpace.Limiter, opts ...Option) error { _, err := Build(l, opts...); return err },
+		func(l *gopherpace.Limiter, opts ...Option) { New(l, opts...) })
 }
 
-// In a synctest bubble the clock is virtual: the bucket refills exactly
-// when its rate says, with no sleeping in real time.
 func TestRefillsWithVirtualTime(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		r := engine(limiter(t, 2, 1))
-		code := func() int {
+	conformance.RefillsWithVirtualTime(t, func(t *testing.T, l *gopherpace.Limiter) func(string) int {
+		r := engine(l)
+		return func(path string) int {
 			w := httptest.NewRecorder()
-			r.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/", nil))
+			r.ServeHTTP(w, httptest.NewRequest(http.MethodGet, path, nil))
 			return w.Code
-		}
-		codes := []int{code(), code()}
-		time.Sleep(499 * time.Millisecond)
-		codes = append(codes, code())
-		time.Sleep(time.Millisecond) // one token at 2/s after 500ms
-		codes = append(codes, code())
-		if fmt.Sprint(codes) != "[200 429 429 200]" {
-			t.Fatalf("codes %v, want [200 429 429 200]", codes)
 		}
 	})
 }

@@ -236,13 +236,13 @@ func FromContext(ctx context.Context) (gopherpace.Decision, bool) {
 // It panics on a nil Limiter or an invalid option; BuildServer returns the
 // error instead.
 func UnaryServerInterceptor(l *gopherpace.Limiter, opts ...Option) grpc.UnaryServerInterceptor {
-	return must(BuildServer(l, opts...)).Unary
+	return adapter.Must(BuildServer(l, opts...)).Unary
 }
 
 // StreamServerInterceptor limits streams with l when they open, and, with
 // WithPerMessage, each message. It panics as UnaryServerInterceptor does.
 func StreamServerInterceptor(l *gopherpace.Limiter, opts ...Option) grpc.StreamServerInterceptor {
-	return must(BuildServer(l, opts...)).Stream
+	return adapter.Must(BuildServer(l, opts...)).Stream
 }
 
 // UnaryClientInterceptor throttles outgoing unary calls: a denied call
@@ -250,20 +250,13 @@ func StreamServerInterceptor(l *gopherpace.Limiter, opts ...Option) grpc.StreamS
 // It panics on a nil Limiter or an invalid option; BuildClient returns the
 // error instead.
 func UnaryClientInterceptor(l *gopherpace.Limiter, opts ...Option) grpc.UnaryClientInterceptor {
-	return must(BuildClient(l, opts...)).Unary
+	return adapter.Must(BuildClient(l, opts...)).Unary
 }
 
 // StreamClientInterceptor throttles opening outgoing streams. It panics as
 // UnaryClientInterceptor does.
 func StreamClientInterceptor(l *gopherpace.Limiter, opts ...Option) grpc.StreamClientInterceptor {
-	return must(BuildClient(l, opts...)).Stream
-}
-
-func must[T any](v T, err error) T {
-	if err != nil {
-		panic(err)
-	}
-	return v
+	return adapter.Must(BuildClient(l, opts...)).Stream
 }
 
 // ServerInterceptors are a server's unary and stream interceptors for one

@@ -125,6 +125,16 @@ func (c *Config[C, D, E, U]) Build(l *gopherpace.Limiter, prefix string, io Hook
 	return g, f, nil
 }
 
+// Must is v, or a panic with err: an adapter's constructor for inline
+// use is its Build through Must, as a misconfigured server should not
+// start.
+func Must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
 // isNilFunc reports whether f, a func of any type, is nil; a type
 // parameter's value cannot be compared with nil directly.
 func isNilFunc(f any) bool {

@@ -1,6 +1,7 @@
 package adapter_test
 
 import (
+	"errors"
 	"fmt"
 	"log"
 	"net"
@@ -135,4 +136,21 @@ func ExampleConfig() {
 	// <nil>
 	// mypace: nil KeyFunc
 	// mypace: nil Option
+}
+
+// An adapter's constructor for inline use is its Build through Must: a
+// misconfiguration stops the server as it starts.
+func ExampleMust() {
+	build := func(policy string) (string, error) {
+		if policy == "" {
+			return "", errors.New("mypace: the policy name is empty")
+		}
+		return "limiting as " + policy, nil
+	}
+	fmt.Println(adapter.Must(build("per-tenant")))
+	defer func() { fmt.Println("panic:", recover()) }()
+	adapter.Must(build(""))
+	// Output:
+	// limiting as per-tenant
+	// panic: mypace: the policy name is empty
 }

@@ -222,6 +222,27 @@ var cases = []testCase{
 			t.Fatalf("body %q, want the default denial's", denied.body)
 		}
 	}},
+	{"the error handler answers, given the error, and nothing is spent", func(t *testing.T, server Server) {
+		url := server(t, limiter(t, 1), Setup{Key: KeyHeader, KeyHeader: "X-API-Key", CostHeader: "X-Cost", OnError: Answering})
+		for _, c := range []struct {
+			fields []string
+			error  string
+		}{
+			{[]string{"X-API-Key", "a", "X-Cost", "2"}, "ErrCostExceedsLimit"},
+			{[]string{"X-Cost", "1"}, "ErrMissingKey"},
+		} {
+			failed := get(t, url+"/", c.fields...)
+			expect(t, failed, 503)
+			header(t, failed, "X-Error", c.error)
+			if failed.body != "failed" {
+				t.Fatalf("body %q, want the error handler's", failed.body)
+			}
+		}
+		expect(t, get(t, url+"/", "X-API-Key", "a"), 200)
+		failing := get(t, server(t, limiter(t, 1), Setup{Key: KeyFailing, OnError: Answering})+"/")
+		expect(t, failing, 503)
+		header(t, failing, "X-Error", "ErrKeyFailing")
+	}},
 	{"an error handler that does not stop the request, or answers nothing, never lets it through", func(t *testing.T, server Server) {
 		careless := get(t, server(t, limiter(t, 5), Setup{Key: KeyFailing, OnError: Careless})+"/")
 		expect(t, careless, 503)
@@ -353,18 +374,6 @@ var cases = []testCase{
 			}
 		}
 	}},
-}
-
-// limiter is a limiter refilling at one token a second, with a bucket of
-// burst, that the test closes.
-func limiter(t *testing.T, bucketSize int64, opts ...gopherpace.Option) *gopherpace.Limiter {
-	t.Helper()
-	l, err := gopherpace.New(append([]gopherpace.Option{gopherpace.WithRefillRate(1), gopherpace.WithBucketSize(bucketSize)}, opts...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	return l
 }
 
 type response struct {

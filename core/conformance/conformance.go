@@ -1,7 +1,11 @@
 // Package conformance is the contract every gopherpace HTTP adapter keeps,
 // as a test suite: the httplimit middleware and the Gin, Echo and Fiber
 // adapters each run it against a real server of their framework. It is for
-// adapter authors' tests; applications never need it.
+// adapter authors' tests; applications never need it. Beside the suite
+// (Run), an adapter's tests check its options with CheckOptions and its
+// refill on a virtual clock with RefillsWithVirtualTime, and its
+// benchmark is BenchMiddleware: what each adapter writes is only its
+// framework's plumbing.
 //
 // The contract (docs/adapters.md has it as a table):
 //   - The default key is the client's address: the connection's peer, or,
@@ -11,7 +15,8 @@
 //     (draft style, the default); a denial is 429 with Retry-After and the
 //     same fields.
 //   - A missing key, or a cost the bucket can never grant, is 400 with the
-//     error's text; any other key error is 500 with
+//     error's text (an error handler is given the error itself); any
+//     other key error is 500 with
 //     adapter.ServerErrorMessage; neither spends anything. A denial's
 //     message is adapter.DeniedMessage. Each message comes in the
 //     framework's envelope (plain text, Gin's JSON, Echo's HTTPError).
@@ -100,7 +105,7 @@ type Setup struct {
 	// body "denied" and "X-Denied-Remaining: <Decision.Remaining>").
 	Deny Handler
 	// OnError installs an error handler of that kind (Answering: 503 with
-	// the body "failed").
+	// the body "failed" and "X-Error: <ErrorName(the error)>").
 	OnError Handler
 	// DecisionInContext makes the Decision available to handlers; the
 	// handler of "/" then answers with "X-Remaining: <Decision.Remaining>".

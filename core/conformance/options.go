@@ -2,13 +2,14 @@ package conformance
 
 import (
 	"errors"
+	"fmt"
 	"net/netip"
-
-	gopherpace "github.com/pedreviljoen/gopherpace/core"
 	"strings"
 	"testing"
 	"time"
 
+	gopherpace "github.com/pedreviljoen/gopherpace/core"
+	"github.com/pedreviljoen/gopherpace/core/adapter"
 	"github.com/pedreviljoen/gopherpace/core/headers"
 )
 
@@ -38,11 +39,35 @@ type Options[O any] struct {
 	UsageFromHeader   func(name string) O
 	Concurrency       func(*gopherpace.InFlight) O
 	ConcurrencyPerKey func(*gopherpace.InFlight) O
+	// NilFuncs are the adapter's options that take a func, each given
+	// nil (WithKeyFunc(nil), WithCost(nil)...): every one must be
+	// refused.
+	NilFuncs []O
 }
 
 // ErrKeyFailing is the error of the KeyFailing key function: the
 // server's fault, not the request's.
 var ErrKeyFailing = errors.New("conformance: the key store is down")
+
+// ErrorName names an error an error handler was given by the error
+// errors.Is finds in it: "ErrCostExceedsLimit", "ErrMissingKey" or
+// "ErrKeyFailing", else "unknown: " and its text. An Answering error
+// handler sends it as X-Error.
+func ErrorName(err error) string {
+	for _, known := range []struct {
+		name string
+		err  error
+	}{
+		{"ErrCostExceedsLimit", gopherpace.ErrCostExceedsLimit},
+		{"ErrMissingKey", adapter.ErrMissingKey},
+		{"ErrKeyFailing", ErrKeyFailing},
+	} {
+		if errors.Is(err, known.err) {
+			return known.name
+		}
+	}
+	return "unknown: " + err.Error()
+}
 
 // OptionsFor returns the options that configure an adapter as s says.
 func OptionsFor[O any](s Setup, o Options[O]) []O {
@@ -99,6 +124,43 @@ func OptionsFor[O any](s Setup, o Options[O]) []O {
 		opts = append(opts, o.Concurrency(s.InFlight))
 	}
 	return opts
+}
+
+// CheckOptions checks an adapter's handling of its options: build (its
+// Build) returns an error starting prefix+": " for a nil limiter, a nil
+// option, each of o.NilFuncs and each option given a value out of range,
+// and inline (its constructor for inline use) panics on each;
+// KeepsErrorChains holds for the policy name.
+func CheckOptions[O any](t *testing.T, prefix string, o Options[O], build func(*gopherpace.Limiter, ...O) error, inline func(*gopherpace.Limiter, ...O)) {
+	t.Helper()
+	var nilOption O
+	invalid := map[string][]O{
+		"nil option": {nilOption}, "nil refund": {o.Refund(nil)}, "style": {o.Headers(9)}, "policy": {o.PolicyName("")}, "policy with a line break": {o.PolicyName("new\nline")},
+		"IPv6 prefix -1": {o.IPv6Prefix(-1)}, "IPv6 prefix 0": {o.IPv6Prefix(0)}, "IPv6 prefix 129": {o.IPv6Prefix(129)},
+		"a valid option beside a nil one": {o.GlobalKey(), nilOption},
+	}
+	if len(o.NilFuncs) == 0 {
+		t.Fatal("Options.NilFuncs is empty")
+	}
+	for i, opt := range o.NilFuncs {
+		invalid[fmt.Sprintf("nil func %d", i)] = []O{opt}
+	}
+	l := Limiter(t, 1, 1)
+	RejectsInvalidOptions(t, prefix, invalid,
+		func(opts ...O) error { return build(l, opts...) },
+		func(opts ...O) { inline(l, opts...) })
+	KeepsErrorChains(t, prefix, o.PolicyName, func(opts ...O) error { return build(l, opts...) })
+	// Every problem is reported at once.
+	one, other := build(l, o.NilFuncs[0]), build(l, o.PolicyName(""))
+	both := build(l, o.NilFuncs[0], o.PolicyName(""))
+	for _, alone := range []error{one, other} {
+		if both == nil || !strings.Contains(both.Error(), strings.TrimPrefix(alone.Error(), prefix+": ")) {
+			t.Errorf("two bad options: %v; want it to say %q", both, alone)
+		}
+	}
+	RejectsInvalidOptions(t, prefix, map[string][]O{"nil limiter": nil},
+		func(opts ...O) error { return build(nil, opts...) },
+		func(opts ...O) { inline(nil, opts...) })
 }
 
 // RejectsInvalidOptions checks an adapter's handling of bad options: for

@@ -24,11 +24,7 @@ type Middleware struct {
 // It panics on a nil Limiter or an invalid option, as a misconfigured
 // server should not start; Build returns the error instead.
 func New(l *gopherpace.Limiter, opts ...Option) func(http.Handler) http.Handler {
-	m, err := Build(l, opts...)
-	if err != nil {
-		panic(err)
-	}
-	return m.Wrap
+	return adapter.Must(Build(l, opts...)).Wrap
 }
 
 // Build returns the Middleware for l, or an error naming every invalid
