@@ -7,7 +7,7 @@ import (
 // The paths of a one-token Allow. Allow is the hot path, so it has a few
 // variants; each has a test that fails if it admits what it should not:
 //
-//	standalone, small bucket   allow on the word (bucket.go)             TestBucketConcurrentAdmitsExactlyBurst, FuzzBucketNeverExceedsRate
+//	standalone, small bucket   allow on the word (bucket.go)             TestBucketConcurrentAdmitsExactlyTheBucketSize, FuzzBucketNeverExceedsRate
 //	standalone, uncontended    allow, then a check for heat              TestLeasesStayColdWithoutContention
 //	standalone, hot            a per-processor lease (lease.go)          TestLeasesHoldTheWindowBound, FuzzLeasingNeverExceedsRate
 //	any, word denied           a token from any fresh lease              TestLeasesDenialSpendsAnyLease

@@ -17,22 +17,22 @@ import (
 type Option func(*config)
 
 type config struct {
-	rate       int64         // tokens per period
-	per        time.Duration // the period
-	rateSet    bool
-	rateWords  string // the option that set the rate, as written
-	bucketSize int64
-	burstSet   bool
-	nodeName   string
-	logger     *slog.Logger
-	maxKeys    int64
-	hashSecret []byte // nil: the transport's, or random (keyhash.go)
-	shadow     bool
-	lookup     *lookupConfig
-	overrides  []override
-	errs       []error
-	topKeys    bool // WithTopKeys
-	topShown   bool // WithTopKeys(true)
+	rate          int64         // tokens per period
+	per           time.Duration // the period
+	rateSet       bool
+	rateWords     string // the option that set the rate, as written
+	bucketSize    int64
+	bucketSizeSet bool
+	nodeName      string
+	logger        *slog.Logger
+	maxKeys       int64
+	hashSecret    []byte // nil: the transport's, or random (keyhash.go)
+	shadow        bool
+	lookup        *lookupConfig
+	overrides     []override
+	errs          []error
+	topKeys       bool // WithTopKeys
+	topShown      bool // WithTopKeys(true)
 
 	transport Transport
 	interval  time.Duration
@@ -187,7 +187,7 @@ func (c *config) setRate(words string, tokens int64, per time.Duration) {
 // allowed at once. Defaults to the tokens of one period (WithRate(100,
 // time.Hour): 100; WithRefillRate(50): 50); must be at least 1.
 func WithBucketSize(tokens int64) Option {
-	return func(c *config) { c.bucketSize, c.burstSet = tokens, true }
+	return func(c *config) { c.bucketSize, c.bucketSizeSet = tokens, true }
 }
 
 // WithNodeName sets this node's name in logs. A clustered limiter takes its
@@ -307,7 +307,7 @@ func (c *config) finish() error {
 	if !c.rateSet {
 		errs = append(errs, errorf("WithRate (or WithRefillRate) is required: the sustained rate, such as WithRate(100, time.Hour) or WithRefillRate(100)"))
 	}
-	if !c.burstSet {
+	if !c.bucketSizeSet {
 		c.bucketSize = c.rate
 	}
 	if c.grace < 2*c.interval {
@@ -315,7 +315,7 @@ func (c *config) finish() error {
 	}
 	if c.rateSet {
 		if _, err := bucket.NewRule(c.rate, c.per, c.bucketSize); err != nil {
-			if c.burstSet {
+			if c.bucketSizeSet {
 				errs = append(errs, errorf("%s with WithBucketSize(%d): %w", c.rateWords, c.bucketSize, err))
 			} else {
 				errs = append(errs, errorf("%s: %w", c.rateWords, err))
@@ -341,7 +341,7 @@ func (c *config) finishInFlight() error {
 		set    bool
 		option string
 	}{
-		{c.rateSet, c.rateWords}, {c.burstSet, "WithBucketSize"}, {len(c.overrides) > 0, "WithOverride"},
+		{c.rateSet, c.rateWords}, {c.bucketSizeSet, "WithBucketSize"}, {len(c.overrides) > 0, "WithOverride"},
 		{c.shadow, "WithShadowMode"}, {c.lookup != nil, "WithLookup"}, {c.topKeys, "WithTopKeys"},
 		{c.partition != PartitionShare, "WithPartitionPolicy"}, {c.grace != DefaultPeerGracePeriod, "WithPeerGracePeriod"},
 	} {

@@ -34,10 +34,11 @@ type scenario struct {
 	limOpts    []gopherpace.Option
 	// load is node i's offered requests per second at time t.
 	load func(t time.Duration, i int) float64
-	// flash offers every node 2×burst requests at t=0.
+	// flash offers every node twice the bucket size in requests at t=0.
 	flash bool
 	// keys, when set, sends every request to one of that many keyed
-	// buckets, uniformly at random (rate and burst are then each key's).
+	// buckets, uniformly at random (the rate and the bucket size are then
+	// each key's).
 	keys int
 	// events change the cluster at given times.
 	events []simEvent

@@ -184,7 +184,7 @@ func TestNewRuleValidation(t *testing.T) {
 	}
 }
 
-func TestBucketConcurrentAdmitsExactlyBurst(t *testing.T) {
+func TestBucketConcurrentAdmitsExactlyTheBucketSize(t *testing.T) {
 	const bucketSize = 10_000
 	rule := mustRule(t, 1, bucketSize)
 	var tat atomic.Int64

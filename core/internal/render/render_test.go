@@ -13,12 +13,12 @@ import (
 // The draft t= shortcut agrees with NextTokenAfter for every state a bucket
 // of any rate can be in.
 func TestNextTokenSecondsMatchesNextTokenAfter(t *testing.T) {
-	for _, rc := range []struct{ rate, burst int64 }{{1, 1}, {1, 60}, {3, 7}, {1000, 1000}, {1_000_000_000, 5}} {
+	for _, rc := range []struct{ rate, size int64 }{{1, 1}, {1, 60}, {3, 7}, {1000, 1000}, {1_000_000_000, 5}} {
 		interval := (int64(time.Second) + rc.rate - 1) / rc.rate
-		window := interval * rc.burst
+		window := interval * rc.size
 		step := max(1, window/5000)
 		for reset := int64(0); reset <= window; reset += step {
-			q := Decision{Allowed: true, BucketSize: rc.burst, Remaining: (window - reset) / interval,
+			q := Decision{Allowed: true, BucketSize: rc.size, Remaining: (window - reset) / interval,
 				ResetAfter: time.Duration(reset), Window: time.Duration(window)}
 			if got, want := NextTokenSeconds(&q), CeilSeconds(q.NextTokenAfter()); got != want {
 				t.Fatalf("rate %d: %+v: t=%d, want %d", rc.rate, q, got, want)
