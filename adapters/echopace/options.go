@@ -27,9 +27,8 @@ func WithKeyFunc(f KeyFunc) Option {
 
 // WithAlso makes every request pass l too, all or nothing, keyed by key
 // (nil: the same key as the middleware's own limit), its policy named
-// policy in the draft fields, which then list every policy: 10 a second
-// per client and 100 an hour per API key, say. A request either limit
-// denies spends from neither. Up to three.
+// policy: 10 a second per client and 100 an hour per API key, say.
+// [adapter.Also] has the rules.
 func WithAlso(l *gopherpace.Limiter, key KeyFunc, policy string) Option {
 	return func(c *config) { c.AddAlso(l, key, policy) }
 }
@@ -78,12 +77,8 @@ func WithErrorHandler(f func(echo.Context, error) error) Option {
 
 // WithUsage charges each admitted request what it used, measured after
 // its handler (an LLM answer's tokens, bytes sent), instead of only the
-// cost it was admitted with (WithCost, 1 by default): f returns it, and
-// what exceeds the cost is charged to the key, taking its bucket into
-// debt that refill repays before the key is admitted again, at most one
-// bucket beyond empty; what falls short of it is given back. A request
-// whose tokens WithRefund gave back settles nothing. With WithAlso, the
-// further limits keep the cost.
+// cost it was admitted with (WithCost): f returns it.
+// [adapter.Gate.Settle] has how the difference is charged or given back.
 // f reads the usage the handler left: a value it set (c.Set), or a
 // response header.
 func WithUsage(f func(echo.Context) int64) Option {
@@ -105,21 +100,16 @@ func WithPolicyName(name string) Option { return shared(adapter.PolicyName(name)
 func WithRefund(when func(status int) bool) Option { return shared(adapter.Refund(when)) }
 
 // WithMaxDelay shapes traffic instead of refusing it: a request whose
-// tokens are due within d waits for them, in order of arrival, and only
-// one due later is denied as before. A request whose context ends while it
-// waits gives its tokens back and is denied. Standalone, the delay reaches
-// 30 s, or the limiter's window (its bucket size at its rate) if longer;
-// clustered, the window. It does not combine with WithAlso.
+// tokens are due within d waits for them, and only one due later is
+// denied. [adapter.MaxDelay] has the rules and how far d reaches.
 func WithMaxDelay(d time.Duration) Option { return shared(adapter.MaxDelay(d)) }
 
 // WithMaxQueue caps the requests waiting at once under WithMaxDelay; one
 // more is denied at once. Default: no cap beyond what the delay allows.
 func WithMaxQueue(n int) Option { return shared(adapter.MaxQueue(n)) }
 
-// WithConcurrency caps the requests in flight at once with f (across the
-// cluster when f is clustered): a request the limiter admits is denied
-// (429, Retry-After: 1) while every slot is taken, and holds one slot
-// until its handler returns. Its tokens go back when it is refused a slot.
+// WithConcurrency caps the requests in flight at once with f, across the
+// cluster when f is clustered. [adapter.Concurrency] has the rules.
 func WithConcurrency(f *gopherpace.InFlight) Option { return shared(adapter.Concurrency(f)) }
 
 // WithConcurrencyPerKey is WithConcurrency with f's slots per request key

@@ -40,7 +40,8 @@ func WithKeyFunc(f KeyFunc) Option {
 
 // WithAlso makes every call pass l too, all or nothing, keyed by key (nil:
 // the same key as the interceptor's own limit), its policy named policy
-// in QuotaFailure details and the draft fields. Up to three.
+// in QuotaFailure details and the draft fields. [adapter.Also] has the
+// rules.
 func WithAlso(l *gopherpace.Limiter, key KeyFunc, policy string) Option {
 	return func(c *config) {
 		c.Share(adapter.Also(l, policy))
@@ -97,13 +98,10 @@ func WithRefund(when func(codes.Code) bool) Option {
 
 // WithUsage charges each admitted call what it used, measured when it
 // ends (an LLM answer's tokens, bytes sent), instead of only the cost it
-// was admitted with (WithCost, 1 by default): f returns it, from the
-// handler's context, the response (a client's reply; nil for streams)
-// and the error. A client stream settles only when it fails to open. What exceeds the cost is charged to the key, taking its
-// bucket into debt that refill repays before the key is admitted again,
-// at most one bucket beyond empty; what falls short of it is given back.
-// A call whose tokens WithRefund gave back settles nothing. With
-// WithAlso, the further limits keep the cost.
+// was admitted with (WithCost): f returns it, from the handler's context,
+// the response (a client's reply; nil for streams) and the error. A
+// client stream settles only when it fails to open.
+// [adapter.Gate.Settle] has how the difference is charged or given back.
 func WithUsage(f func(ctx context.Context, fullMethod string, resp any, err error) int64) Option {
 	return func(c *config) { c.Require(f != nil, "nil usage func"); c.usage = f }
 }
@@ -127,11 +125,9 @@ func WithPerMessage(recv, send bool) Option {
 func WithPolicyName(name string) Option { return shared(adapter.PolicyName(name)) }
 
 // WithMaxDelay shapes calls instead of refusing them: a call whose tokens
-// are due within d waits for them, in order of arrival, and only one due
-// later is refused as before. A call whose context ends while it waits
-// gives its tokens back and is refused. Standalone, the delay reaches
-// 30 s, or the limiter's window (its bucket size at its rate) if longer;
-// clustered, the window. It does not combine with WithAlso or WithWait.
+// are due within d waits for them, and only one due later is refused
+// ([adapter.MaxDelay] has the rules and how far d reaches). It does not
+// combine with WithWait.
 func WithMaxDelay(d time.Duration) Option { return shared(adapter.MaxDelay(d)) }
 
 // WithMaxQueue caps the calls waiting at once under WithMaxDelay; one

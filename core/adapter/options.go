@@ -78,10 +78,11 @@ func Refund(when func(status int) bool) Option {
 	}
 }
 
-// Also adds a limit every request must pass too, all or nothing, its
-// policy named policy in the draft fields; the adapter supplies its key
-// (Request.Keys). Such as 100 an hour per API key beside the adapter's 10
-// a second per client.
+// Also adds a limit every request must pass too, all or nothing: a
+// request either limit denies spends from neither. Its policy is named
+// policy in the draft fields, which then list every policy, and the
+// adapter supplies its key (Request.Keys): 100 an hour per API key beside
+// the adapter's 10 a second per client, say. Up to MaxLimits in all.
 func Also(l *gopherpace.Limiter, policy string) Option {
 	return func(s *Settings) error {
 		if l == nil {
@@ -96,10 +97,12 @@ func Also(l *gopherpace.Limiter, policy string) Option {
 }
 
 // MaxDelay shapes traffic instead of refusing it: a request whose tokens
-// are due within d waits for them (Gate.Shape), and only one due later is
-// denied. d runs from a millisecond up, and acts as no more than the
-// limiter books ahead (Limiter.Reserve: 30 s or the window standalone,
-// the window clustered).
+// are due within d waits for them (Gate.Shape), in order of arrival, and
+// only one due later is denied. One whose context ends while it waits
+// gives its tokens back and is denied. d runs from a millisecond up, and
+// acts as no more than the limiter books ahead (Limiter.Reserve):
+// standalone, 30 s or the limiter's window (its bucket size at its rate)
+// if longer; clustered, the window. It does not combine with Also.
 func MaxDelay(d time.Duration) Option {
 	return func(s *Settings) error {
 		if d < time.Millisecond {
@@ -123,8 +126,9 @@ func MaxQueue(n int) Option {
 }
 
 // Concurrency caps the requests in flight at once with f, across the
-// cluster when f is clustered: a request the limits admit is denied when
-// no slot is free, and one let in holds a slot until its handler returns.
+// cluster when f is clustered: a request the limits admit is denied
+// (429, Retry-After: 1) while no slot is free, and its tokens go back;
+// one let in holds a slot until its handler returns, a panic included.
 func Concurrency(f *gopherpace.InFlight) Option {
 	return func(s *Settings) error {
 		if f == nil {

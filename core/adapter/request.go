@@ -187,8 +187,8 @@ func (r *Request) keys(n int) (ks [MaxLimits]string) {
 // Settle charges an admitted request what it used, measured after its
 // handler (an LLM answer's tokens, bytes sent), to the gate's own limit:
 // used beyond the Cost it was admitted with is charged, into debt that
-// refill repays before the key is admitted again (Limiter.Charge); used
-// below it is given back. A request denied, let through in shadow mode,
+// refill repays before the key is admitted again, at most one bucket
+// beyond empty (Limiter.Charge); used below it is given back. A request denied, let through in shadow mode,
 // or whose tokens were given back already settles nothing. With further
 // limits (Settings.Also), they keep the Cost.
 func (g *Gate) Settle(r *Request, used int64) {
