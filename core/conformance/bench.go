@@ -107,11 +107,16 @@ func Interleave(b *testing.B, parts ...Part) {
 // the header, so that a row measures the framework and the middleware,
 // not a recorder.
 func HandlerRequest(h http.Handler, served *int) BenchRequest {
-	w := &discard{h: http.Header{}}
+	w := DiscardWriter()
 	r, _ := http.NewRequest(http.MethodGet, "/", nil)
 	r.RemoteAddr = benchClient + ":1234"
-	return BenchRequest{Serve: func() { h.ServeHTTP(w, r) }, Served: func() int { return *served }, Header: w.h.Get}
+	return BenchRequest{Serve: func() { h.ServeHTTP(w, r) }, Served: func() int { return *served }, Header: w.Header().Get}
 }
+
+// DiscardWriter is a reusable ResponseWriter that keeps only the header:
+// what a benchmark or an allocation count serves into, so that it counts
+// the middleware, not a recorder.
+func DiscardWriter() http.ResponseWriter { return &discard{h: http.Header{}} }
 
 type discard struct{ h http.Header }
 
@@ -226,9 +231,15 @@ var fieldsName = map[headers.Style]string{
 // anyFields is a style no response is checked against.
 const anyFields headers.Style = 255
 
-// benchRequest times r, then checks that every request reached the route
-// and that the last response carried the fields of style (anyFields: no
-// check).
+// fieldsSent is whether a style's responses carry the draft RateLimit
+// field and the legacy X-RateLimit-Remaining.
+var fieldsSent = map[headers.Style][2]bool{
+	headers.Draft: {true, false}, headers.Legacy: {false, true}, headers.Both: {true, true}, headers.None: {false, false},
+}
+
+// BenchRow is one row of an adapter's benchmark: it times r, then checks
+// that every request reached the route and that the last response
+// carried the fields of style and no others (anyFields: no check).
 func BenchRow(b *testing.B, r BenchRequest, style headers.Style) {
 	b.ReportAllocs()
 	loops := 0
@@ -240,8 +251,7 @@ func BenchRow(b *testing.B, r BenchRequest, style headers.Style) {
 		b.Fatalf("%d of %d requests reached the route", served, loops)
 	}
 	draft, legacy := r.Header(headers.RateLimit) != "", r.Header("X-RateLimit-Remaining") != ""
-	want := map[headers.Style][2]bool{headers.Draft: {true, false}, headers.Legacy: {false, true}, headers.Both: {true, true}, headers.None: {false, false}}
-	if w, ok := want[style]; ok && w != [2]bool{draft, legacy} {
+	if want, ok := fieldsSent[style]; ok && want != [2]bool{draft, legacy} {
 		b.Fatalf("style %d: RateLimit sent %v, X-RateLimit-Remaining sent %v", style, draft, legacy)
 	}
 }

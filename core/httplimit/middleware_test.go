@@ -184,7 +184,7 @@ func TestAllocations(t *testing.T) {
 		want  float64
 	}{{headers.None, 0}, {headers.Draft, 0}, {headers.Legacy, 0}, {headers.Both, 0}} {
 		h := New(l, WithHeaders(tc.style))(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
-		w := &discardWriter{h: http.Header{}}
+		w := conformance.DiscardWriter()
 		r := httptest.NewRequest(http.MethodGet, "/", nil)
 		r.RemoteAddr = "[2001:db8:1:2:3:4:5:6]:443"
 		if got := testing.AllocsPerRun(200, func() { h.ServeHTTP(w, r) }); got > tc.want {
@@ -216,11 +216,3 @@ func TestMissingKeyNamesTheHeader(t *testing.T) {
 		t.Fatalf("HeaderKey read %q, %v", k, err)
 	}
 }
-
-// discardWriter keeps only the header, so that TestAllocations counts the
-// middleware's allocations, not a recorder's.
-type discardWriter struct{ h http.Header }
-
-func (d *discardWriter) Header() http.Header       { return d.h }
-func (*discardWriter) Write(p []byte) (int, error) { return len(p), nil }
-func (*discardWriter) WriteHeader(int)             {}
